@@ -1,0 +1,1066 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * cuda_sim: a simulated CUDA driver, built as libcuda.so.1.
+ *
+ * THIS IS A TEST DOUBLE for machines without a GPU. It exists so cuprobe's
+ * uprobes have real driver API symbols to attach to, called with real
+ * arguments, when no NVIDIA driver is installed. It includes the real
+ * cuda.h, so the compiler checks every signature and the versioned names
+ * (cuMemAlloc -> cuMemAlloc_v2, ...) come out as the real driver exports
+ * them.
+ *
+ * All work is done on the CPU: "device" memory is malloc'd host memory
+ * (a CUdeviceptr is the pointer value), copies are memmove, and a launch
+ * runs a CPU implementation of the kernel, looked up by the entry name
+ * found in the PTX. Only vec_add has an implementation.
+ *
+ * It is never installed or put on the loader's search path: only the
+ * cuprobe workloads load it, through their own RUNPATH
+ * ($ORIGIN/../lib/cuda-sim). A copy of a workload carried to a real GPU
+ * machine finds the real libcuda.so.1 instead.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Built with -fvisibility=hidden: only what is marked here is exported. */
+#define SIM_EXPORT __attribute__((visibility("default")))
+
+#define SIM_DRIVER_VERSION	CUDA_VERSION
+#define SIM_DEVICE_COUNT	1
+#define SIM_DEVICE_NAME		"cuprobe simulated GPU (runs on the CPU)"
+#define SIM_ALLOC_ALIGNMENT	256	/* what cuMemAlloc guarantees */
+
+/* Launch limits of a compute capability 9.0 device. */
+#define SIM_MAX_THREADS_PER_BLOCK	1024u
+#define SIM_MAX_BLOCK_X			1024u
+#define SIM_MAX_BLOCK_Y			1024u
+#define SIM_MAX_BLOCK_Z			64u
+#define SIM_MAX_GRID_X			0x7fffffffu
+#define SIM_MAX_GRID_YZ			65535u
+#define SIM_MAX_DYNAMIC_SHARED_BYTES	(48u * 1024u)
+
+/*
+ * Every handle points at a struct whose first field is one of these, so a
+ * wrong or stale handle is rejected instead of being used (handles are
+ * wiped to SIM_MAGIC_DEAD before they are freed).
+ */
+enum sim_magic {
+	SIM_MAGIC_DEAD = 0,
+	SIM_MAGIC_CONTEXT = 0x63747831,	/* "ctx1" */
+	SIM_MAGIC_MODULE = 0x6d6f6431,	/* "mod1" */
+	SIM_MAGIC_LIBRARY = 0x6c696231,	/* "lib1" */
+	SIM_MAGIC_FUNCTION = 0x66756e31,	/* "fun1" */
+	SIM_MAGIC_KERNEL = 0x6b726e31,	/* "krn1" */
+	SIM_MAGIC_STREAM = 0x73746d31,	/* "stm1" */
+};
+
+struct sim_launch_dims {
+	unsigned int grid[3];
+	unsigned int block[3];
+	unsigned int shared_mem_bytes;
+};
+
+typedef CUresult (*sim_kernel_body)(const struct sim_launch_dims *dims,
+				    void **params);
+
+struct sim_kernel_impl {
+	const char *name;
+	sim_kernel_body run;
+};
+
+/*
+ * One struct serves CUfunction and CUkernel: real CUDA accepts a CUkernel
+ * wherever a CUfunction is expected, and so does the simulator.
+ */
+struct sim_function {
+	enum sim_magic magic;		/* FUNCTION or KERNEL */
+	const struct sim_kernel_impl *impl; /* NULL: no CPU implementation */
+	struct sim_function *function;	/* KERNEL: from cuKernelGetFunction */
+	char name[];
+};
+
+/* A CUmodule or a CUlibrary: the entries its PTX declared. */
+struct sim_module {
+	enum sim_magic magic;		/* MODULE or LIBRARY */
+	size_t entry_count;
+	struct sim_function **entries;
+};
+
+struct sim_context {
+	enum sim_magic magic;
+	CUdevice device;
+	atomic_int retain_count;	/* the primary context is active while > 0 */
+};
+
+struct sim_stream {
+	enum sim_magic magic;
+	unsigned int flags;
+};
+
+enum sim_mem_kind {
+	SIM_MEM_DEVICE = 1u << 0,
+	SIM_MEM_MANAGED = 1u << 1,
+	SIM_MEM_HOST = 1u << 2,		/* cuMemAllocHost */
+};
+
+#define SIM_MEM_DEVICE_VISIBLE (SIM_MEM_DEVICE | SIM_MEM_MANAGED)
+
+struct sim_allocation {
+	struct sim_allocation *next;
+	uintptr_t base;
+	size_t bytes;
+	enum sim_mem_kind kind;
+};
+
+static atomic_bool driver_initialized;
+static struct sim_context primary_context = {
+	.magic = SIM_MAGIC_CONTEXT,
+	.device = 0,
+};
+/* As in the real driver, the current context is per thread. */
+static _Thread_local struct sim_context *current_context;
+
+/* Every live allocation, so copies and frees can be checked like a GPU would. */
+static pthread_mutex_t allocations_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_allocation *allocations;
+
+/*
+ * The simulated device runs one kernel at a time. Kernels launched from
+ * several threads often write the same buffer (benign on a GPU, a data
+ * race in C), so their CPU bodies are serialized.
+ */
+static pthread_mutex_t device_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* cuKernelGetFunction creates a kernel's function handle on first use. */
+static pthread_mutex_t kernel_function_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ---------------------------------------------------------------- kernels */
+
+/* extern "C" __global__ void vec_add(const float *a, const float *b, float *c, int n) */
+static CUresult run_vec_add(const struct sim_launch_dims *dims, void **params);
+
+static const struct sim_kernel_impl kernel_impls[] = {
+	{ "vec_add", run_vec_add },
+};
+
+static bool range_is_allocated(uintptr_t address, size_t bytes,
+			       unsigned int kinds)
+{
+	const struct sim_allocation *allocation;
+	bool found = false;
+
+	if (address + bytes < address)
+		return false;
+	pthread_mutex_lock(&allocations_lock);
+	for (allocation = allocations; allocation; allocation = allocation->next) {
+		if ((allocation->kind & kinds) &&
+		    address >= allocation->base &&
+		    address + bytes <= allocation->base + allocation->bytes) {
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&allocations_lock);
+	return found;
+}
+
+static CUresult run_vec_add(const struct sim_launch_dims *dims, void **params)
+{
+	CUdeviceptr a, b, c;
+	uint64_t threads_x, count, i;
+	size_t bytes;
+	int n;
+
+	if (!params || !params[0] || !params[1] || !params[2] || !params[3])
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&a, params[0], sizeof(a));
+	memcpy(&b, params[1], sizeof(b));
+	memcpy(&c, params[2], sizeof(c));
+	memcpy(&n, params[3], sizeof(n));
+
+	/*
+	 * The PTX indexes with blockIdx.x * blockDim.x + threadIdx.x only, so
+	 * y and z just repeat the same writes: run the x range once.
+	 */
+	threads_x = (uint64_t)dims->grid[0] * dims->block[0];
+	count = n <= 0 ? 0 : ((uint64_t)n < threads_x ? (uint64_t)n : threads_x);
+	if (count == 0)
+		return CUDA_SUCCESS;
+
+	/* A GPU would fault on memory it does not own: so does the simulator. */
+	bytes = count * sizeof(float);
+	if (!range_is_allocated(a, bytes, SIM_MEM_DEVICE_VISIBLE) ||
+	    !range_is_allocated(b, bytes, SIM_MEM_DEVICE_VISIBLE) ||
+	    !range_is_allocated(c, bytes, SIM_MEM_DEVICE_VISIBLE))
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+
+	for (i = 0; i < count; i++) {
+		const float *av = (const float *)(uintptr_t)a;
+		const float *bv = (const float *)(uintptr_t)b;
+		float *cv = (float *)(uintptr_t)c;
+
+		cv[i] = av[i] + bv[i];
+	}
+	return CUDA_SUCCESS;
+}
+
+static const struct sim_kernel_impl *find_kernel_impl(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(kernel_impls) / sizeof(kernel_impls[0]); i++)
+		if (strcmp(kernel_impls[i].name, name) == 0)
+			return &kernel_impls[i];
+	return NULL;
+}
+
+/* ----------------------------------------------------------------- checks */
+
+static CUresult require_init(void)
+{
+	return atomic_load(&driver_initialized) ? CUDA_SUCCESS
+						 : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static CUresult require_context(void)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!current_context ||
+	    atomic_load(&current_context->retain_count) <= 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return CUDA_SUCCESS;
+}
+
+static bool stream_is_valid(CUstream stream)
+{
+	const struct sim_stream *sim_stream = (const struct sim_stream *)stream;
+
+	if (!stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
+		return true;
+	return sim_stream->magic == SIM_MAGIC_STREAM;
+}
+
+static struct sim_module *module_from_handle(const void *handle,
+					     enum sim_magic magic)
+{
+	struct sim_module *module = (struct sim_module *)handle;
+
+	if (!module || module->magic != magic)
+		return NULL;
+	return module;
+}
+
+/* -------------------------------------------------------- init and device */
+
+SIM_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
+{
+	if (Flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	atomic_store(&driver_initialized, true);
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)
+{
+	if (!driverVersion)
+		return CUDA_ERROR_INVALID_VALUE;
+	*driverVersion = SIM_DRIVER_VERSION;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetCount(int *count)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!count)
+		return CUDA_ERROR_INVALID_VALUE;
+	*count = SIM_DEVICE_COUNT;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (ordinal < 0 || ordinal >= SIM_DEVICE_COUNT)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+	CUresult rc = require_init();
+	size_t copy;
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!name || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
+		return CUDA_ERROR_INVALID_DEVICE;
+	copy = strlen(SIM_DEVICE_NAME);
+	if (copy > (size_t)len - 1)
+		copy = (size_t)len - 1;
+	memcpy(name, SIM_DEVICE_NAME, copy);
+	name[copy] = '\0';
+	return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- context */
+
+SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
+		return CUDA_ERROR_INVALID_DEVICE;
+	atomic_fetch_add(&primary_context.retain_count, 1);
+	*pctx = (CUcontext)&primary_context;
+	return CUDA_SUCCESS;
+}
+
+/* cuda.h maps this name to cuDevicePrimaryCtxRelease_v2. */
+SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	CUresult rc = require_init();
+	int count;
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
+		return CUDA_ERROR_INVALID_DEVICE;
+	count = atomic_load(&primary_context.retain_count);
+	do {
+		if (count <= 0)
+			return CUDA_ERROR_INVALID_CONTEXT;
+	} while (!atomic_compare_exchange_weak(&primary_context.retain_count,
+					       &count, count - 1));
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
+{
+	struct sim_context *context = (struct sim_context *)ctx;
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (context && context->magic != SIM_MAGIC_CONTEXT)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	current_context = context;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!pctx)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pctx = (CUcontext)current_context;
+	return CUDA_SUCCESS;
+}
+
+/* Work runs synchronously on the CPU, so there is never anything to wait for. */
+SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
+{
+	return require_context();
+}
+
+/* ------------------------------------------------------ modules, libraries */
+
+static bool is_ptx_identifier_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9') || c == '_' || c == '$' || c == '%';
+}
+
+static bool is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' ||
+	       c == '\v';
+}
+
+/* Byte by byte, so a short image is never read past its NUL. */
+static bool starts_with_bytes(const char *image, const char *magic)
+{
+	while (*magic && *image == *magic) {
+		image++;
+		magic++;
+	}
+	return *magic == '\0';
+}
+
+static void free_module(struct sim_module *module)
+{
+	size_t i;
+
+	if (!module)
+		return;
+	for (i = 0; i < module->entry_count; i++) {
+		struct sim_function *entry = module->entries[i];
+
+		if (entry->function) {
+			entry->function->magic = SIM_MAGIC_DEAD;
+			free(entry->function);
+		}
+		entry->magic = SIM_MAGIC_DEAD;
+		free(entry);
+	}
+	free(module->entries);
+	module->magic = SIM_MAGIC_DEAD;
+	free(module);
+}
+
+static struct sim_function *new_function(enum sim_magic magic, const char *name,
+					 size_t name_len)
+{
+	struct sim_function *function;
+
+	function = calloc(1, sizeof(*function) + name_len + 1);
+	if (!function)
+		return NULL;
+	function->magic = magic;
+	memcpy(function->name, name, name_len);
+	function->name[name_len] = '\0';
+	function->impl = find_kernel_impl(function->name);
+	return function;
+}
+
+static struct sim_function *find_entry(const struct sim_module *module,
+				       const char *name, size_t name_len)
+{
+	size_t i;
+
+	for (i = 0; i < module->entry_count; i++) {
+		const char *entry_name = module->entries[i]->name;
+
+		if (strlen(entry_name) == name_len &&
+		    memcmp(entry_name, name, name_len) == 0)
+			return module->entries[i];
+	}
+	return NULL;
+}
+
+static CUresult add_entry(struct sim_module *module, enum sim_magic entry_magic,
+			  const char *name, size_t name_len)
+{
+	struct sim_function **entries;
+	struct sim_function *entry;
+
+	if (find_entry(module, name, name_len))
+		return CUDA_SUCCESS;
+	entries = realloc(module->entries,
+			  (module->entry_count + 1) * sizeof(*entries));
+	if (!entries)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	module->entries = entries;
+	entry = new_function(entry_magic, name, name_len);
+	if (!entry)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	module->entries[module->entry_count++] = entry;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * The simulator cannot run device code, it only needs the kernel names:
+ * collect every ".entry NAME", skipping comments. Binary images (cubin,
+ * fatbin) are refused, since their names are not plain text.
+ */
+static CUresult parse_ptx(struct sim_module *module, enum sim_magic entry_magic,
+			  const char *ptx)
+{
+	static const char entry_directive[] = ".entry";
+	const size_t directive_len = sizeof(entry_directive) - 1;
+	bool seen_version = false;
+	const char *p = ptx;
+	CUresult rc;
+
+	if (starts_with_bytes(ptx, "\x7f" "ELF") ||
+	    starts_with_bytes(ptx, "\x50\xed\x55\xba") ||	/* fatbin */
+	    starts_with_bytes(ptx, "\xb1\x43\x62\x46"))	/* fatbin wrapper */
+		return CUDA_ERROR_INVALID_IMAGE;
+
+	while (*p) {
+		if (p[0] == '/' && p[1] == '/') {
+			while (*p && *p != '\n')
+				p++;
+			continue;
+		}
+		if (p[0] == '/' && p[1] == '*') {
+			const char *end = strstr(p + 2, "*/");
+
+			if (!end)
+				return CUDA_ERROR_INVALID_PTX;
+			p = end + 2;
+			continue;
+		}
+		if (p[0] == '.' && (p == ptx || !is_ptx_identifier_char(p[-1]))) {
+			if (strncmp(p, ".version", 8) == 0 && is_space(p[8]))
+				seen_version = true;
+			if (strncmp(p, entry_directive, directive_len) == 0 &&
+			    is_space(p[directive_len])) {
+				const char *name;
+
+				p += directive_len;
+				while (is_space(*p))
+					p++;
+				name = p;
+				while (is_ptx_identifier_char(*p))
+					p++;
+				if (p == name)
+					return CUDA_ERROR_INVALID_PTX;
+				rc = add_entry(module, entry_magic, name,
+					       (size_t)(p - name));
+				if (rc != CUDA_SUCCESS)
+					return rc;
+				continue;
+			}
+		}
+		p++;
+	}
+	return seen_version ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+}
+
+static CUresult load_module(struct sim_module **out, enum sim_magic magic,
+			    const void *image)
+{
+	enum sim_magic entry_magic = magic == SIM_MAGIC_LIBRARY ?
+				     SIM_MAGIC_KERNEL : SIM_MAGIC_FUNCTION;
+	struct sim_module *module;
+	CUresult rc;
+
+	if (!out || !image)
+		return CUDA_ERROR_INVALID_VALUE;
+	module = calloc(1, sizeof(*module));
+	if (!module)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	module->magic = magic;
+	rc = parse_ptx(module, entry_magic, image);
+	if (rc != CUDA_SUCCESS) {
+		free_module(module);
+		return rc;
+	}
+	*out = module;
+	return CUDA_SUCCESS;
+}
+
+static CUresult get_entry(struct sim_function **out, const void *handle,
+			  enum sim_magic magic, const char *name)
+{
+	struct sim_module *module = module_from_handle(handle, magic);
+	struct sim_function *entry;
+
+	if (!out || !name)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!module)
+		return CUDA_ERROR_INVALID_HANDLE;
+	entry = find_entry(module, name, strlen(name));
+	if (!entry)
+		return CUDA_ERROR_NOT_FOUND;
+	*out = entry;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return load_module((struct sim_module **)module, SIM_MAGIC_MODULE, image);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod,
+						const char *name)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return get_entry((struct sim_function **)hfunc, hmod, SIM_MAGIC_MODULE,
+			 name);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
+{
+	struct sim_module *module = module_from_handle(hmod, SIM_MAGIC_MODULE);
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!module)
+		return CUDA_ERROR_INVALID_HANDLE;
+	free_module(module);
+	return CUDA_SUCCESS;
+}
+
+/* Libraries are context-independent, as in the real driver. */
+SIM_EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code,
+					      CUjit_option *jitOptions,
+					      void **jitOptionsValues,
+					      unsigned int numJitOptions,
+					      CUlibraryOption *libraryOptions,
+					      void **libraryOptionValues,
+					      unsigned int numLibraryOptions)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	/* Options are accepted and ignored: there is no JIT. */
+	if ((numJitOptions && (!jitOptions || !jitOptionsValues)) ||
+	    (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
+		return CUDA_ERROR_INVALID_VALUE;
+	return load_module((struct sim_module **)library, SIM_MAGIC_LIBRARY, code);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library,
+					       const char *name)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return get_entry((struct sim_function **)pKernel, library,
+			 SIM_MAGIC_LIBRARY, name);
+}
+
+/*
+ * Returns a handle distinct from the CUkernel, like the real driver's
+ * per-context function, so a tracer has to follow the alias.
+ */
+SIM_EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
+{
+	struct sim_function *sim_kernel = (struct sim_function *)kernel;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!pFunc)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!sim_kernel || sim_kernel->magic != SIM_MAGIC_KERNEL)
+		return CUDA_ERROR_INVALID_HANDLE;
+
+	pthread_mutex_lock(&kernel_function_lock);
+	if (!sim_kernel->function)
+		sim_kernel->function = new_function(SIM_MAGIC_FUNCTION,
+						    sim_kernel->name,
+						    strlen(sim_kernel->name));
+	*pFunc = (CUfunction)sim_kernel->function;
+	pthread_mutex_unlock(&kernel_function_lock);
+	return *pFunc ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLibraryUnload(CUlibrary library)
+{
+	struct sim_module *module = module_from_handle(library, SIM_MAGIC_LIBRARY);
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!module)
+		return CUDA_ERROR_INVALID_HANDLE;
+	free_module(module);
+	return CUDA_SUCCESS;
+}
+
+/* ----------------------------------------------------------------- memory */
+
+static CUresult allocate(uintptr_t *out, size_t bytes, enum sim_mem_kind kind)
+{
+	struct sim_allocation *allocation;
+	size_t rounded;
+	void *memory;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!out || bytes == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	/* aligned_alloc wants a multiple of the alignment. */
+	rounded = (bytes + SIM_ALLOC_ALIGNMENT - 1) & ~(size_t)(SIM_ALLOC_ALIGNMENT - 1);
+	if (rounded < bytes)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	allocation = malloc(sizeof(*allocation));
+	memory = aligned_alloc(SIM_ALLOC_ALIGNMENT, rounded);
+	if (!allocation || !memory) {
+		free(allocation);
+		free(memory);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	allocation->base = (uintptr_t)memory;
+	allocation->bytes = bytes;
+	allocation->kind = kind;
+
+	pthread_mutex_lock(&allocations_lock);
+	allocation->next = allocations;
+	allocations = allocation;
+	pthread_mutex_unlock(&allocations_lock);
+
+	*out = (uintptr_t)memory;
+	return CUDA_SUCCESS;
+}
+
+static CUresult release(uintptr_t base, unsigned int kinds)
+{
+	struct sim_allocation **link, *allocation = NULL;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!base)
+		return CUDA_SUCCESS; /* freeing NULL is a no-op */
+
+	pthread_mutex_lock(&allocations_lock);
+	for (link = &allocations; *link; link = &(*link)->next) {
+		if ((*link)->base == base && ((*link)->kind & kinds)) {
+			allocation = *link;
+			*link = allocation->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&allocations_lock);
+
+	if (!allocation)
+		return CUDA_ERROR_INVALID_VALUE;
+	free((void *)allocation->base);
+	free(allocation);
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
+	uintptr_t address;
+	CUresult rc;
+
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = allocate(&address, bytesize, SIM_MEM_DEVICE);
+	if (rc == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr)address;
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize,
+					      unsigned int flags)
+{
+	uintptr_t address;
+	CUresult rc;
+
+	if (!dptr || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = allocate(&address, bytesize, SIM_MEM_MANAGED);
+	if (rc == CUDA_SUCCESS)
+		*dptr = (CUdeviceptr)address;
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize)
+{
+	uintptr_t address;
+	CUresult rc;
+
+	if (!pp)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = allocate(&address, bytesize, SIM_MEM_HOST);
+	if (rc == CUDA_SUCCESS)
+		*pp = (void *)address;
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
+{
+	return release((uintptr_t)dptr, SIM_MEM_DEVICE_VISIBLE);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
+{
+	return release((uintptr_t)p, SIM_MEM_HOST);
+}
+
+/* Checks a copy the way the GPU would see it, then does it on the CPU. */
+static CUresult copy(uintptr_t dst, unsigned int dst_kinds, uintptr_t src,
+		     unsigned int src_kinds, size_t bytes, CUstream stream)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!stream_is_valid(stream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (bytes == 0)
+		return CUDA_SUCCESS;
+	if (!dst || !src)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((dst_kinds && !range_is_allocated(dst, bytes, dst_kinds)) ||
+	    (src_kinds && !range_is_allocated(src, bytes, src_kinds)))
+		return CUDA_ERROR_INVALID_VALUE;
+	memmove((void *)dst, (const void *)src, bytes);
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost,
+					 size_t ByteCount)
+{
+	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE,
+		    (uintptr_t)srcHost, 0, ByteCount, NULL);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice,
+					 size_t ByteCount)
+{
+	return copy((uintptr_t)dstHost, 0, (uintptr_t)srcDevice,
+		    SIM_MEM_DEVICE_VISIBLE, ByteCount, NULL);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+					 size_t ByteCount)
+{
+	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE,
+		    (uintptr_t)srcDevice, SIM_MEM_DEVICE_VISIBLE, ByteCount, NULL);
+}
+
+/* Async copies complete before returning: the stream is only validated. */
+SIM_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice,
+					      const void *srcHost,
+					      size_t ByteCount, CUstream hStream)
+{
+	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE,
+		    (uintptr_t)srcHost, 0, ByteCount, hStream);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice,
+					      size_t ByteCount, CUstream hStream)
+{
+	return copy((uintptr_t)dstHost, 0, (uintptr_t)srcDevice,
+		    SIM_MEM_DEVICE_VISIBLE, ByteCount, hStream);
+}
+
+/* Unified addressing: either side may be host or device memory. */
+SIM_EXPORT CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src,
+				     size_t ByteCount)
+{
+	return copy((uintptr_t)dst, 0, (uintptr_t)src, 0, ByteCount, NULL);
+}
+
+/* ---------------------------------------------------------------- streams */
+
+SIM_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	struct sim_stream *stream;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!phStream || (Flags != CU_STREAM_DEFAULT && Flags != CU_STREAM_NON_BLOCKING))
+		return CUDA_ERROR_INVALID_VALUE;
+	stream = calloc(1, sizeof(*stream));
+	if (!stream)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	stream->magic = SIM_MAGIC_STREAM;
+	stream->flags = Flags;
+	*phStream = (CUstream)stream;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
+{
+	struct sim_stream *stream = (struct sim_stream *)hStream;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!stream || stream->magic != SIM_MAGIC_STREAM)
+		return CUDA_ERROR_INVALID_HANDLE;
+	stream->magic = SIM_MAGIC_DEAD;
+	free(stream);
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return stream_is_valid(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* --------------------------------------------------------------- launches */
+
+static CUresult check_dims(const struct sim_launch_dims *dims)
+{
+	const unsigned int *grid = dims->grid, *block = dims->block;
+
+	if (!grid[0] || !grid[1] || !grid[2] || !block[0] || !block[1] || !block[2])
+		return CUDA_ERROR_INVALID_VALUE;
+	if (grid[0] > SIM_MAX_GRID_X || grid[1] > SIM_MAX_GRID_YZ ||
+	    grid[2] > SIM_MAX_GRID_YZ)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (block[0] > SIM_MAX_BLOCK_X || block[1] > SIM_MAX_BLOCK_Y ||
+	    block[2] > SIM_MAX_BLOCK_Z ||
+	    (uint64_t)block[0] * block[1] * block[2] > SIM_MAX_THREADS_PER_BLOCK)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dims->shared_mem_bytes > SIM_MAX_DYNAMIC_SHARED_BYTES)
+		return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction f, const struct sim_launch_dims *dims,
+		       CUstream stream, void **params, void **extra)
+{
+	const struct sim_function *function = (const struct sim_function *)f;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	/* A CUkernel may stand in for a CUfunction. */
+	if (!function || (function->magic != SIM_MAGIC_FUNCTION &&
+			  function->magic != SIM_MAGIC_KERNEL))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!stream_is_valid(stream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	rc = check_dims(dims);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	/* Parameters packed into a buffer through `extra` are not simulated. */
+	if (extra)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	/* The entry exists in the image, but the simulator cannot run it. */
+	if (!function->impl)
+		return CUDA_ERROR_NOT_SUPPORTED;
+
+	pthread_mutex_lock(&device_lock);
+	rc = function->impl->run(dims, params);
+	pthread_mutex_unlock(&device_lock);
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f,
+					   unsigned int gridDimX,
+					   unsigned int gridDimY,
+					   unsigned int gridDimZ,
+					   unsigned int blockDimX,
+					   unsigned int blockDimY,
+					   unsigned int blockDimZ,
+					   unsigned int sharedMemBytes,
+					   CUstream hStream,
+					   void **kernelParams,
+					   void **extra)
+{
+	const struct sim_launch_dims dims = {
+		.grid = { gridDimX, gridDimY, gridDimZ },
+		.block = { blockDimX, blockDimY, blockDimZ },
+		.shared_mem_bytes = sharedMemBytes,
+	};
+
+	return launch(f, &dims, hStream, kernelParams, extra);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config,
+					     CUfunction f,
+					     void **kernelParams,
+					     void **extra)
+{
+	struct sim_launch_dims dims;
+
+	if (!config || (config->numAttrs && !config->attrs))
+		return CUDA_ERROR_INVALID_VALUE;
+	/* Launch attributes change scheduling only, which the CPU ignores. */
+	dims = (struct sim_launch_dims){
+		.grid = { config->gridDimX, config->gridDimY, config->gridDimZ },
+		.block = { config->blockDimX, config->blockDimY, config->blockDimZ },
+		.shared_mem_bytes = config->sharedMemBytes,
+	};
+	return launch(f, &dims, config->hStream, kernelParams, extra);
+}
+
+/* ----------------------------------------------------------------- errors */
+
+#define SIM_ERRORS(X)								\
+	X(CUDA_SUCCESS, "no error")						\
+	X(CUDA_ERROR_INVALID_VALUE, "invalid argument")				\
+	X(CUDA_ERROR_OUT_OF_MEMORY, "out of memory")				\
+	X(CUDA_ERROR_NOT_INITIALIZED, "initialization error")			\
+	X(CUDA_ERROR_DEINITIALIZED, "driver shutting down")			\
+	X(CUDA_ERROR_NO_DEVICE, "no CUDA-capable device is detected")		\
+	X(CUDA_ERROR_INVALID_DEVICE, "invalid device ordinal")			\
+	X(CUDA_ERROR_INVALID_IMAGE, "device kernel image is invalid")		\
+	X(CUDA_ERROR_INVALID_CONTEXT, "invalid device context")			\
+	X(CUDA_ERROR_INVALID_PTX, "a PTX JIT compilation failed")		\
+	X(CUDA_ERROR_INVALID_SOURCE, "device kernel image is invalid")		\
+	X(CUDA_ERROR_INVALID_HANDLE, "invalid resource handle")			\
+	X(CUDA_ERROR_NOT_FOUND, "named symbol not found")			\
+	X(CUDA_ERROR_NOT_READY, "device not ready")				\
+	X(CUDA_ERROR_ILLEGAL_ADDRESS, "an illegal memory access was encountered") \
+	X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "too many resources requested for launch") \
+	X(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure")		\
+	X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")			\
+	X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")			\
+	X(CUDA_ERROR_UNKNOWN, "unknown error")
+
+struct sim_error {
+	CUresult code;
+	const char *name;
+	const char *description;
+};
+
+#define SIM_ERROR_ENTRY(code, description) { code, #code, description },
+static const struct sim_error sim_errors[] = { SIM_ERRORS(SIM_ERROR_ENTRY) };
+#undef SIM_ERROR_ENTRY
+
+static const struct sim_error *find_error(CUresult error)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(sim_errors) / sizeof(sim_errors[0]); i++)
+		if (sim_errors[i].code == error)
+			return &sim_errors[i];
+	return NULL;
+}
+
+/* Like the real driver, these work before cuInit. */
+SIM_EXPORT CUresult CUDAAPI cuGetErrorName(CUresult error, const char **pStr)
+{
+	const struct sim_error *entry = find_error(error);
+
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pStr = entry ? entry->name : NULL;
+	return entry ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGetErrorString(CUresult error, const char **pStr)
+{
+	const struct sim_error *entry = find_error(error);
+
+	if (!pStr)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pStr = entry ? entry->description : NULL;
+	return entry ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

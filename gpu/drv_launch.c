@@ -1,0 +1,501 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * drv_launch: a CUDA driver API workload whose every call is counted, so a
+ * test can compare what it did with what cuprobe saw.
+ *
+ * It loads vec_add from embedded PTX, launches it from one or more threads
+ * (each on its own stream), checks the result and prints one summary line
+ * per process. Its RUNPATH is $ORIGIN/../lib/cuda-sim: in the build tree it
+ * picks up the simulated driver (a test double); a copy carried alone to a
+ * GPU machine uses the system's libcuda.so.1 and really runs on the GPU.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <cuda.h>
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define KERNEL_NAME		"vec_add"
+#define BLOCK_THREADS		256u
+#define DEFAULT_ELEMENTS	1024L
+#define MAX_ELEMENTS		(1L << 26)	/* 256 MiB per buffer */
+#define MAX_THREADS		256L
+#define MAX_ITERATIONS		1000000000L
+
+/*
+ * extern "C" __global__ void vec_add(const float *a, const float *b,
+ *                                    float *c, int n)
+ * { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) c[i] = a[i] + b[i]; }
+ *
+ * From `nvcc -ptx -arch=compute_75` (CUDA 13.0), with .version lowered
+ * from 9.0 to 7.5 (nothing newer is used; ptxas accepts it for sm_75 and
+ * sm_90) so that drivers back to CUDA 11.5 can JIT it, 580 included.
+ */
+static const char vec_add_ptx[] =
+	".version 7.5\n"
+	".target sm_75\n"
+	".address_size 64\n"
+	"\n"
+	".visible .entry vec_add(\n"
+	"\t.param .u64 vec_add_param_0,\n"
+	"\t.param .u64 vec_add_param_1,\n"
+	"\t.param .u64 vec_add_param_2,\n"
+	"\t.param .u32 vec_add_param_3\n"
+	")\n"
+	"{\n"
+	"\t.reg .pred \t%p<2>;\n"
+	"\t.reg .f32 \t%f<4>;\n"
+	"\t.reg .b32 \t%r<6>;\n"
+	"\t.reg .b64 \t%rd<11>;\n"
+	"\n"
+	"\tld.param.u64 \t%rd1, [vec_add_param_0];\n"
+	"\tld.param.u64 \t%rd2, [vec_add_param_1];\n"
+	"\tld.param.u64 \t%rd3, [vec_add_param_2];\n"
+	"\tld.param.u32 \t%r2, [vec_add_param_3];\n"
+	"\tmov.u32 \t%r3, %ctaid.x;\n"
+	"\tmov.u32 \t%r4, %ntid.x;\n"
+	"\tmov.u32 \t%r5, %tid.x;\n"
+	"\tmad.lo.s32 \t%r1, %r3, %r4, %r5;\n"
+	"\tsetp.ge.s32 \t%p1, %r1, %r2;\n"
+	"\t@%p1 bra \t$L__BB0_2;\n"
+	"\n"
+	"\tcvta.to.global.u64 \t%rd4, %rd1;\n"
+	"\tmul.wide.s32 \t%rd5, %r1, 4;\n"
+	"\tadd.s64 \t%rd6, %rd4, %rd5;\n"
+	"\tcvta.to.global.u64 \t%rd7, %rd2;\n"
+	"\tadd.s64 \t%rd8, %rd7, %rd5;\n"
+	"\tld.global.f32 \t%f1, [%rd8];\n"
+	"\tld.global.f32 \t%f2, [%rd6];\n"
+	"\tadd.f32 \t%f3, %f2, %f1;\n"
+	"\tcvta.to.global.u64 \t%rd9, %rd3;\n"
+	"\tadd.s64 \t%rd10, %rd9, %rd5;\n"
+	"\tst.global.f32 \t[%rd10], %f3;\n"
+	"\n"
+	"$L__BB0_2:\n"
+	"\tret;\n"
+	"\n"
+	"}\n"
+	"\n";
+
+struct options {
+	long iterations;
+	long threads;
+	long elements;
+	int exit_code;
+	bool use_launch_ex;	/* cuLaunchKernelEx instead of cuLaunchKernel */
+	bool use_library;	/* cuLibrary* + cuKernelGetFunction */
+	bool fork_first;	/* parent and child both run the workload */
+};
+
+/* Calls this process made, for the summary line. */
+struct counts {
+	unsigned long launches;
+	unsigned long allocs;		/* cuMemAlloc */
+	unsigned long alloc_bytes;	/* bytes asked of cuMemAlloc */
+	unsigned long host_allocs;	/* cuMemAllocHost (each freed by cuMemFreeHost) */
+	unsigned long frees;		/* cuMemFree */
+	unsigned long htod;
+	unsigned long dtoh;
+	unsigned long dtod;
+	unsigned long copy_bytes;	/* all three copy directions */
+	unsigned long syncs;		/* cuStreamSynchronize + cuCtxSynchronize */
+};
+
+/* What every launching thread shares; read-only once the threads start. */
+struct workload {
+	const struct options *options;
+	CUcontext context;
+	CUfunction function;
+	CUdeviceptr a, b, c;
+	int elements;
+	unsigned int grid;
+};
+
+struct worker {
+	pthread_t thread;
+	const struct workload *workload;
+	unsigned long launches;
+	unsigned long syncs;
+	bool ok;
+};
+
+static const char *program = "drv_launch";
+
+/* With --fork, the parent's pid for its child; 0 in the child. */
+static pid_t child_pid;
+
+/* Fails the process, but never leaves a forked child behind unreaped. */
+static void fail(void)
+{
+	if (child_pid > 0)
+		waitpid(child_pid, NULL, 0);
+	exit(EXIT_FAILURE);
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: %s ITERATIONS [THREADS] [--ex] [--library] [--fork]\n"
+		"       [--exit-code N] [--elements N]\n"
+		"  ITERATIONS    launches per thread (0..%ld)\n"
+		"  THREADS       launching threads, each on its own stream (1..%ld, default 1)\n"
+		"  --ex          launch with cuLaunchKernelEx\n"
+		"  --library     load with cuLibraryLoadData/cuLibraryGetKernel/cuKernelGetFunction\n"
+		"  --fork        fork before cuInit; parent and child both run the workload\n"
+		"  --exit-code N exit status on success (0..255, default 0)\n"
+		"  --elements N  floats per buffer (1..%ld, default %ld)\n",
+		program, MAX_ITERATIONS, MAX_THREADS, MAX_ELEMENTS,
+		DEFAULT_ELEMENTS);
+}
+
+/* Prints the failed call the way tests grep for it; false on failure. */
+static bool cu_ok(CUresult rc, const char *call)
+{
+	const char *name = NULL;
+
+	if (rc == CUDA_SUCCESS)
+		return true;
+	if (cuGetErrorName(rc, &name) == CUDA_SUCCESS && name)
+		fprintf(stderr, "%s: %s failed: %s\n", program, call, name);
+	else
+		fprintf(stderr, "%s: %s failed: CUresult %d\n", program, call, (int)rc);
+	return false;
+}
+
+/* For the main thread: any CUDA error ends the process. */
+static void cu_check(CUresult rc, const char *call)
+{
+	if (!cu_ok(rc, call))
+		fail();
+}
+
+static bool parse_long(const char *text, long min, long max, long *out)
+{
+	char *end;
+	long value;
+
+	if (!text || !*text)
+		return false;
+	errno = 0;
+	value = strtol(text, &end, 10);
+	if (errno || *end || value < min || value > max)
+		return false;
+	*out = value;
+	return true;
+}
+
+static void bad_arguments(const char *why, const char *arg)
+{
+	fprintf(stderr, "%s: %s%s%s\n", program, why, arg ? ": " : "",
+		arg ? arg : "");
+	usage(stderr);
+	exit(2);
+}
+
+static void parse_options(int argc, char **argv, struct options *options)
+{
+	int positional = 0;
+	long value;
+	int i;
+
+	*options = (struct options){
+		.threads = 1,
+		.elements = DEFAULT_ELEMENTS,
+	};
+	for (i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+
+		if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+			usage(stdout);
+			exit(0);
+		} else if (strcmp(arg, "--ex") == 0) {
+			options->use_launch_ex = true;
+		} else if (strcmp(arg, "--library") == 0) {
+			options->use_library = true;
+		} else if (strcmp(arg, "--fork") == 0) {
+			options->fork_first = true;
+		} else if (strcmp(arg, "--exit-code") == 0) {
+			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 0, 255, &value))
+				bad_arguments("--exit-code needs 0..255", argv[i]);
+			options->exit_code = (int)value;
+		} else if (strcmp(arg, "--elements") == 0) {
+			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 1,
+					MAX_ELEMENTS, &options->elements))
+				bad_arguments("bad --elements", argv[i]);
+		} else if (arg[0] == '-' && arg[1] == '-') {
+			bad_arguments("unknown option", arg);
+		} else if (positional == 0) {
+			if (!parse_long(arg, 0, MAX_ITERATIONS, &options->iterations))
+				bad_arguments("bad ITERATIONS", arg);
+			positional++;
+		} else if (positional == 1) {
+			if (!parse_long(arg, 1, MAX_THREADS, &options->threads))
+				bad_arguments("bad THREADS", arg);
+			positional++;
+		} else {
+			bad_arguments("unexpected argument", arg);
+		}
+	}
+	if (positional == 0)
+		bad_arguments("ITERATIONS is required", NULL);
+}
+
+static void *launch_thread(void *arg)
+{
+	struct worker *worker = arg;
+	const struct workload *w = worker->workload;
+	CUdeviceptr a = w->a, b = w->b, c = w->c;
+	int n = w->elements;
+	void *params[] = { &a, &b, &c, &n };
+	CUstream stream;
+	long i;
+
+	/* The current context is per thread: bind the primary one here too. */
+	if (!cu_ok(cuCtxSetCurrent(w->context), "cuCtxSetCurrent") ||
+	    !cu_ok(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+		return NULL;
+
+	for (i = 0; i < w->options->iterations; i++) {
+		if (w->options->use_launch_ex) {
+			CUlaunchConfig config = {
+				.gridDimX = w->grid, .gridDimY = 1, .gridDimZ = 1,
+				.blockDimX = BLOCK_THREADS, .blockDimY = 1, .blockDimZ = 1,
+				.sharedMemBytes = 0,
+				.hStream = stream,
+				.attrs = NULL,
+				.numAttrs = 0,
+			};
+
+			if (!cu_ok(cuLaunchKernelEx(&config, w->function, params, NULL),
+				   "cuLaunchKernelEx"))
+				return NULL;
+		} else {
+			if (!cu_ok(cuLaunchKernel(w->function, w->grid, 1, 1,
+						  BLOCK_THREADS, 1, 1, 0, stream,
+						  params, NULL),
+				   "cuLaunchKernel"))
+				return NULL;
+		}
+		worker->launches++;
+	}
+
+	if (!cu_ok(cuStreamSynchronize(stream), "cuStreamSynchronize"))
+		return NULL;
+	worker->syncs++;
+	if (!cu_ok(cuStreamDestroy(stream), "cuStreamDestroy"))
+		return NULL;
+	worker->ok = true;
+	return NULL;
+}
+
+static void load_kernel(const struct options *options, CUmodule *module,
+			CUlibrary *library, CUfunction *function)
+{
+	CUkernel kernel;
+
+	if (options->use_library) {
+		cu_check(cuLibraryLoadData(library, vec_add_ptx, NULL, NULL, 0,
+					   NULL, NULL, 0), "cuLibraryLoadData");
+		cu_check(cuLibraryGetKernel(&kernel, *library, KERNEL_NAME),
+			 "cuLibraryGetKernel");
+		cu_check(cuKernelGetFunction(function, kernel), "cuKernelGetFunction");
+	} else {
+		cu_check(cuModuleLoadData(module, vec_add_ptx), "cuModuleLoadData");
+		cu_check(cuModuleGetFunction(function, *module, KERNEL_NAME),
+			 "cuModuleGetFunction");
+	}
+}
+
+static void *xcalloc(size_t count, size_t size)
+{
+	void *memory = calloc(count, size);
+
+	if (!memory) {
+		fprintf(stderr, "%s: out of host memory\n", program);
+		fail();
+	}
+	return memory;
+}
+
+/* The whole workload for one process; exits 1 on any failure. */
+static void run_workload(const struct options *options)
+{
+	const size_t bytes = (size_t)options->elements * sizeof(float);
+	struct counts counts = { 0 };
+	struct workload w = {
+		.options = options,
+		.elements = (int)options->elements,
+		.grid = (unsigned int)((options->elements + BLOCK_THREADS - 1) /
+				       BLOCK_THREADS),
+	};
+	CUmodule module = NULL;
+	CUlibrary library = NULL;
+	struct worker *workers;
+	float *host_a, *host_b, *host_c;
+	void *pinned;
+	CUdevice device;
+	bool threads_ok = true;
+	long i;
+	int rc;
+
+	host_a = xcalloc((size_t)options->elements, sizeof(float));
+	host_b = xcalloc((size_t)options->elements, sizeof(float));
+	host_c = xcalloc((size_t)options->elements, sizeof(float));
+	for (i = 0; i < options->elements; i++) {
+		/* Small integers: the sums are exact on any IEEE device. */
+		host_a[i] = (float)(i % 1000);
+		host_b[i] = (float)(2 * (i % 1000) + 1);
+	}
+
+	cu_check(cuInit(0), "cuInit");
+	cu_check(cuDeviceGet(&device, 0), "cuDeviceGet");
+	cu_check(cuDevicePrimaryCtxRetain(&w.context, device),
+		 "cuDevicePrimaryCtxRetain");
+	cu_check(cuCtxSetCurrent(w.context), "cuCtxSetCurrent");
+	load_kernel(options, &module, &library, &w.function);
+
+	cu_check(cuMemAlloc(&w.a, bytes), "cuMemAlloc");
+	cu_check(cuMemAlloc(&w.b, bytes), "cuMemAlloc");
+	cu_check(cuMemAlloc(&w.c, bytes), "cuMemAlloc");
+	counts.allocs += 3;
+	counts.alloc_bytes += 3 * bytes;
+
+	cu_check(cuMemcpyHtoD(w.a, host_a, bytes), "cuMemcpyHtoD");
+	cu_check(cuMemcpyHtoD(w.b, host_b, bytes), "cuMemcpyHtoD");
+	counts.htod += 2;
+	counts.copy_bytes += 2 * bytes;
+
+	/* Page-locked memory is allocated and freed once, for the alloc probes. */
+	cu_check(cuMemAllocHost(&pinned, bytes), "cuMemAllocHost");
+	counts.host_allocs++;
+	memset(pinned, 0, bytes);
+	cu_check(cuMemFreeHost(pinned), "cuMemFreeHost");
+
+	/* c starts as a copy of a, so a kernel that never ran fails the check. */
+	cu_check(cuMemcpyDtoD(w.c, w.a, bytes), "cuMemcpyDtoD");
+	counts.dtod++;
+	counts.copy_bytes += bytes;
+
+	workers = xcalloc((size_t)options->threads, sizeof(*workers));
+	for (i = 0; i < options->threads; i++) {
+		workers[i].workload = &w;
+		rc = pthread_create(&workers[i].thread, NULL, launch_thread,
+				    &workers[i]);
+		if (rc) {
+			fprintf(stderr, "%s: pthread_create: %s\n", program,
+				strerror(rc));
+			fail();
+		}
+	}
+	for (i = 0; i < options->threads; i++) {
+		rc = pthread_join(workers[i].thread, NULL);
+		if (rc) {
+			fprintf(stderr, "%s: pthread_join: %s\n", program,
+				strerror(rc));
+			fail();
+		}
+		threads_ok &= workers[i].ok;
+		counts.launches += workers[i].launches;
+		counts.syncs += workers[i].syncs;
+	}
+	free(workers);
+	if (!threads_ok)
+		fail();	/* the failing thread said why */
+
+	cu_check(cuCtxSynchronize(), "cuCtxSynchronize");
+	counts.syncs++;
+	cu_check(cuMemcpyDtoH(host_c, w.c, bytes), "cuMemcpyDtoH");
+	counts.dtoh++;
+	counts.copy_bytes += bytes;
+
+	for (i = 0; i < options->elements; i++) {
+		float expected = host_a[i] + host_b[i];
+
+		/* With no launches, c is still the copy of a. */
+		if (options->iterations == 0)
+			expected = host_a[i];
+		if (host_c[i] != expected) {
+			fprintf(stderr, "%s: wrong result at element %ld: %g, expected %g\n",
+				program, i, (double)host_c[i], (double)expected);
+			fail();
+		}
+	}
+
+	cu_check(cuMemFree(w.a), "cuMemFree");
+	cu_check(cuMemFree(w.b), "cuMemFree");
+	cu_check(cuMemFree(w.c), "cuMemFree");
+	counts.frees += 3;
+
+	if (library)
+		cu_check(cuLibraryUnload(library), "cuLibraryUnload");
+	if (module)
+		cu_check(cuModuleUnload(module), "cuModuleUnload");
+	cu_check(cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease");
+	free(host_a);
+	free(host_b);
+	free(host_c);
+
+	printf("%s: pid=%ld kernel=%s launches=%lu threads=%ld allocs=%lu "
+	       "alloc_bytes=%lu host_allocs=%lu frees=%lu htod=%lu dtoh=%lu "
+	       "dtod=%lu copy_bytes=%lu syncs=%lu result=ok\n",
+	       program, (long)getpid(), KERNEL_NAME, counts.launches,
+	       options->threads, counts.allocs, counts.alloc_bytes,
+	       counts.host_allocs, counts.frees, counts.htod, counts.dtoh,
+	       counts.dtod, counts.copy_bytes, counts.syncs);
+	fflush(stdout);
+}
+
+/* The child succeeds by exiting with the same status the parent will. */
+static void wait_for_child(pid_t child, int expected_status)
+{
+	int status;
+
+	child_pid = 0;	/* reaped here, whatever happens */
+	while (waitpid(child, &status, 0) < 0) {
+		if (errno != EINTR) {
+			fprintf(stderr, "%s: waitpid: %s\n", program, strerror(errno));
+			fail();
+		}
+	}
+	if (WIFEXITED(status) && WEXITSTATUS(status) == expected_status)
+		return;
+	if (WIFSIGNALED(status))
+		fprintf(stderr, "%s: child pid=%ld killed by signal %d\n", program,
+			(long)child, WTERMSIG(status));
+	else
+		fprintf(stderr, "%s: child pid=%ld exited with %d, expected %d\n",
+			program, (long)child, WEXITSTATUS(status), expected_status);
+	fail();
+}
+
+int main(int argc, char **argv)
+{
+	struct options options;
+
+	parse_options(argc, argv, &options);
+
+	if (options.fork_first) {
+		/* Nothing is buffered yet, but do not let the child inherit it. */
+		fflush(NULL);
+		child_pid = fork();
+		if (child_pid < 0) {
+			fprintf(stderr, "%s: fork: %s\n", program, strerror(errno));
+			return EXIT_FAILURE;
+		}
+	}
+
+	run_workload(&options);
+
+	if (child_pid > 0)
+		wait_for_child(child_pid, options.exit_code);
+	return options.exit_code;
+}

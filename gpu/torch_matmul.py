@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""torch_matmul: a PyTorch matmul loop on the GPU, for tracing real workloads.
+
+usage: python3 gpu/torch_matmul.py --iterations N --size S [--duration SECONDS]
+                                   [--dtype float32|bfloat16] [--start-delay SECONDS]
+
+After warm-up it prints "torch_matmul: ready pid=P" (flushed), so a tracer
+started system-wide can wait for it; --start-delay gives that tracer time
+to attach before the measured loop starts. It then runs N matmuls, or with
+--duration, as many as fit in that many seconds, synchronizes, and prints
+"torch_matmul: pid=P iterations=N size=S".
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+# Bounds how far the CPU may queue ahead of the GPU, so --duration is honest.
+SYNC_EVERY = 64
+WARMUP_ITERATIONS = 3
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def positive_int(text):
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text}")
+    return value
+
+
+def non_negative_float(text):
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text}")
+    return value
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description="PyTorch matmul loop on cuda")
+    parser.add_argument("--iterations", type=positive_int, default=100,
+                        help="matmuls to run (default 100)")
+    parser.add_argument("--size", type=positive_int, default=1024,
+                        help="square matrix size (default 1024)")
+    parser.add_argument("--duration", type=non_negative_float,
+                        help="run for this many seconds instead of --iterations")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
+    parser.add_argument("--start-delay", type=non_negative_float, default=0.0,
+                        help="seconds to wait after the ready line (default 0)")
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    if not torch.cuda.is_available():
+        print("torch_matmul: no CUDA device available", file=sys.stderr)
+        return 1
+
+    device = torch.device("cuda")
+    dtype = DTYPES[args.dtype]
+    a = torch.randn(args.size, args.size, device=device, dtype=dtype)
+    b = torch.randn(args.size, args.size, device=device, dtype=dtype)
+
+    # Warm-up loads cuBLAS and its kernels before the tracer is told to look.
+    for _ in range(WARMUP_ITERATIONS):
+        c = a @ b
+    torch.cuda.synchronize()
+    print(f"torch_matmul: ready pid={os.getpid()}", flush=True)
+    if args.start_delay:
+        time.sleep(args.start_delay)
+
+    iterations = 0
+    deadline = time.monotonic() + args.duration if args.duration is not None else None
+    while True:
+        if deadline is None:
+            if iterations >= args.iterations:
+                break
+        elif iterations % SYNC_EVERY == 0 and time.monotonic() >= deadline:
+            break
+        c = a @ b
+        iterations += 1
+        if iterations % SYNC_EVERY == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+
+    if not torch.isfinite(c.float()).all():
+        print("torch_matmul: non-finite result", file=sys.stderr)
+        return 1
+    print(f"torch_matmul: pid={os.getpid()} iterations={iterations} size={args.size}",
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

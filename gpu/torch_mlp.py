@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""torch_mlp: forward and backward passes of a small MLP on the GPU.
+
+usage: python3 gpu/torch_mlp.py --iterations N [--batch B] [--hidden H]
+                                [--duration SECONDS] [--start-delay SECONDS]
+
+Trains on random data (the point is the kernel, allocation and copy traffic,
+not learning). After one warm-up step it prints "torch_mlp: ready pid=P"
+(flushed); at the end "torch_mlp: pid=P iterations=N batch=B hidden=H loss=L".
+"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+from torch import nn
+
+INPUT_FEATURES = 512
+CLASSES = 10
+LEARNING_RATE = 1e-3
+
+
+def positive_int(text):
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text}")
+    return value
+
+
+def non_negative_float(text):
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text}")
+    return value
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description="small MLP training loop on cuda")
+    parser.add_argument("--iterations", type=positive_int, default=100,
+                        help="training steps (default 100)")
+    parser.add_argument("--batch", type=positive_int, default=256)
+    parser.add_argument("--hidden", type=positive_int, default=1024)
+    parser.add_argument("--duration", type=non_negative_float,
+                        help="train for this many seconds instead of --iterations")
+    parser.add_argument("--start-delay", type=non_negative_float, default=0.0,
+                        help="seconds to wait after the ready line (default 0)")
+    return parser.parse_args()
+
+
+def main():
+    args = parse_args()
+    if not torch.cuda.is_available():
+        print("torch_mlp: no CUDA device available", file=sys.stderr)
+        return 1
+
+    device = torch.device("cuda")
+    model = nn.Sequential(
+        nn.Linear(INPUT_FEATURES, args.hidden),
+        nn.ReLU(),
+        nn.Linear(args.hidden, args.hidden),
+        nn.ReLU(),
+        nn.Linear(args.hidden, CLASSES),
+    ).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    loss_fn = nn.CrossEntropyLoss()
+    inputs = torch.randn(args.batch, INPUT_FEATURES, device=device)
+    labels = torch.randint(0, CLASSES, (args.batch,), device=device)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    # One step loads every kernel the loop uses before the tracer looks.
+    step()
+    torch.cuda.synchronize()
+    print(f"torch_mlp: ready pid={os.getpid()}", flush=True)
+    if args.start_delay:
+        time.sleep(args.start_delay)
+
+    iterations = 0
+    loss = float("nan")
+    deadline = time.monotonic() + args.duration if args.duration is not None else None
+    while (iterations < args.iterations if deadline is None
+           else time.monotonic() < deadline):
+        # .item() synchronizes every step, which also paces --duration.
+        loss = step().item()
+        iterations += 1
+    torch.cuda.synchronize()
+
+    print(f"torch_mlp: pid={os.getpid()} iterations={iterations} batch={args.batch} "
+          f"hidden={args.hidden} loss={loss:.4f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

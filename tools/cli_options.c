@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_options.h"
+
+const char cp_trace_usage[] =
+"usage: cuprobe trace [OPTIONS] [-- COMMAND [ARGS...]]\n"
+"\n"
+"Trace CUDA driver API calls (kernel launches with names, allocations, frees,\n"
+"copies, synchronizations, process start/exit) with kernel uprobes on\n"
+"libcuda.so.1. Nothing is injected into the traced programs.\n"
+"\n"
+"Targets (system-wide when neither -p nor COMMAND is given):\n"
+"  -p, --pid PID        trace this running process and the processes it forks\n"
+"                       (repeatable, up to 64); it must have libcuda.so.1 mapped\n"
+"                       unless --lib is given\n"
+"  -- COMMAND [ARGS]    start COMMAND once every probe is attached, trace it and\n"
+"                       its children, and exit with its exit status; under sudo\n"
+"                       it runs as the invoking user (SUDO_UID/SUDO_GID)\n"
+"\n"
+"Options:\n"
+"      --json           one JSON object per line (schema in README.md)\n"
+"  -o, --output FILE    write events to FILE (created as the invoking user,\n"
+"                       never through a symlink) instead of standard output\n"
+"      --lib PATH       also attach to this libcuda.so.1 (repeatable)\n"
+"      --runtime        also probe cudaLaunchKernel (libcudart, or static cudart\n"
+"                       in COMMAND) to name kernels through their host stubs\n"
+"      --cudart PATH    probe cudaLaunchKernel in this file (repeatable;\n"
+"                       implies --runtime)\n"
+"  -d, --duration SECS  stop after SECS seconds\n"
+"      --ring-size SIZE ring buffer size, a power of two (K/M/G suffixes);\n"
+"                       default 8M\n"
+"      --run-as-root    run COMMAND as root even under sudo\n"
+"  -v, --verbose        more diagnostics on stderr (repeat for libbpf's)\n"
+"  -h, --help           show this help\n"
+"\n"
+"At exit one summary line goes to stderr: events delivered, records lost to a\n"
+"full ring, and launches whose kernel name was never learned.\n"
+"Exit status: COMMAND's status (128+N if killed by signal N); otherwise 0;\n"
+"1 when tracing cannot start; 2 for bad usage; 127 when COMMAND is not found.\n";
+
+int cp_parse_pid(const char *text, pid_t *pid)
+{
+	char *end;
+	long value;
+
+	if (!text || !*text || !pid)
+		return -EINVAL;
+	errno = 0;
+	value = strtol(text, &end, 10);
+	if (errno || *end || value <= 0 || value > INT_MAX)
+		return -EINVAL;
+	*pid = (pid_t)value;
+	return 0;
+}
+
+int cp_parse_size(const char *text, uint64_t *bytes)
+{
+	unsigned long long value;
+	unsigned int shift = 0;
+	char *end;
+
+	if (!text || !*text || !bytes || *text == '-')
+		return -EINVAL;
+	errno = 0;
+	value = strtoull(text, &end, 10);
+	if (errno || end == text)
+		return -EINVAL;
+	if (*end) {
+		switch (*end) {
+		case 'k': case 'K': shift = 10; break;
+		case 'm': case 'M': shift = 20; break;
+		case 'g': case 'G': shift = 30; break;
+		default: return -EINVAL;
+		}
+		end++;
+		if (*end == 'i' && end[1] == 'B')
+			end += 2;
+		else if (*end == 'B')
+			end++;
+		if (*end)
+			return -EINVAL;
+	}
+	if (value > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*bytes = (uint64_t)value << shift;
+	return 0;
+}
+
+int cp_parse_seconds(const char *text, uint64_t *ms)
+{
+	char *end;
+	double value;
+
+	if (!text || !*text || !ms)
+		return -EINVAL;
+	errno = 0;
+	value = strtod(text, &end);
+	if (errno || *end || end == text || !isfinite(value) || value <= 0)
+		return -EINVAL;
+	if (value > 1e9)
+		return -ERANGE;
+	*ms = (uint64_t)(value * 1000.0 + 0.5);
+	if (!*ms)
+		*ms = 1;
+	return 0;
+}
+
+enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT };
+
+static const struct option long_options[] = {
+	{ "pid", required_argument, NULL, 'p' },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "output", required_argument, NULL, 'o' },
+	{ "lib", required_argument, NULL, OPT_LIB },
+	{ "runtime", no_argument, NULL, OPT_RUNTIME },
+	{ "cudart", required_argument, NULL, OPT_CUDART },
+	{ "duration", required_argument, NULL, 'd' },
+	{ "ring-size", required_argument, NULL, OPT_RING_SIZE },
+	{ "run-as-root", no_argument, NULL, OPT_RUN_AS_ROOT },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_trace_options *opts,
+					     char *error, size_t error_len)
+{
+	bool dashdash;
+	uint64_t value;
+	int c, i;
+
+	memset(opts, 0, sizeof(*opts));
+	error[0] = '\0';
+	/* "+": stop at the first non-option, so COMMAND's own options stay its own. */
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+p:o:d:vh", long_options, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			if (opts->pid_count == CP_CLI_MAX_PIDS) {
+				snprintf(error, error_len, "at most %d -p options", CP_CLI_MAX_PIDS);
+				return CP_PARSE_ERROR;
+			}
+			if (cp_parse_pid(optarg, &opts->pids[opts->pid_count])) {
+				snprintf(error, error_len, "invalid PID '%s': expected a positive integer",
+					 optarg);
+				return CP_PARSE_ERROR;
+			}
+			opts->pid_count++;
+			break;
+		case OPT_JSON:
+			opts->json = true;
+			break;
+		case 'o':
+			if (!*optarg) {
+				snprintf(error, error_len, "-o needs a file name");
+				return CP_PARSE_ERROR;
+			}
+			opts->output = optarg;
+			break;
+		case OPT_LIB:
+		case OPT_CUDART: {
+			const char **list = c == OPT_LIB ? opts->libs : opts->cudarts;
+			size_t *count = c == OPT_LIB ? &opts->lib_count : &opts->cudart_count;
+
+			if (*count == CP_CLI_MAX_LIBS) {
+				snprintf(error, error_len, "at most %d %s options", CP_CLI_MAX_LIBS,
+					 c == OPT_LIB ? "--lib" : "--cudart");
+				return CP_PARSE_ERROR;
+			}
+			if (!*optarg) {
+				snprintf(error, error_len, "%s needs a path",
+					 c == OPT_LIB ? "--lib" : "--cudart");
+				return CP_PARSE_ERROR;
+			}
+			list[(*count)++] = optarg;
+			if (c == OPT_CUDART)
+				opts->runtime = true;
+			break;
+		}
+		case OPT_RUNTIME:
+			opts->runtime = true;
+			break;
+		case 'd':
+			if (cp_parse_seconds(optarg, &opts->duration_ms)) {
+				snprintf(error, error_len,
+					 "invalid duration '%s': expected seconds > 0", optarg);
+				return CP_PARSE_ERROR;
+			}
+			break;
+		case OPT_RING_SIZE:
+			if (cp_parse_size(optarg, &value) || value < 4096 || value > (1ull << 30) ||
+			    (value & (value - 1))) {
+				snprintf(error, error_len,
+					 "invalid ring size '%s': expected a power of two from 4K to 1G",
+					 optarg);
+				return CP_PARSE_ERROR;
+			}
+			opts->ring_bytes = value;
+			break;
+		case OPT_RUN_AS_ROOT:
+			opts->run_as_root = true;
+			break;
+		case 'v':
+			opts->verbose++;
+			break;
+		case 'h':
+			return CP_PARSE_HELP;
+		case ':':
+			snprintf(error, error_len, "option '%s' needs a value", argv[optind - 1]);
+			return CP_PARSE_ERROR;
+		default:
+			if (optopt && optopt < 256)
+				snprintf(error, error_len, "unknown option '-%c'", optopt);
+			else
+				snprintf(error, error_len, "unknown option '%s'", argv[optind - 1]);
+			return CP_PARSE_ERROR;
+		}
+	}
+	/* getopt_long consumes a "--"; what follows it is COMMAND. */
+	dashdash = optind > 1 && !strcmp(argv[optind - 1], "--");
+	if (optind < argc) {
+		if (!dashdash) {
+			snprintf(error, error_len, "unexpected argument '%s' (put COMMAND after --)",
+				 argv[optind]);
+			return CP_PARSE_ERROR;
+		}
+		opts->command = &argv[optind];
+		opts->command_argc = argc - optind;
+	} else if (dashdash) {
+		snprintf(error, error_len, "no COMMAND after --");
+		return CP_PARSE_ERROR;
+	}
+	if (opts->command && opts->pid_count) {
+		snprintf(error, error_len, "-p and COMMAND cannot be combined");
+		return CP_PARSE_ERROR;
+	}
+	if (opts->run_as_root && !opts->command) {
+		snprintf(error, error_len, "--run-as-root only applies to a COMMAND");
+		return CP_PARSE_ERROR;
+	}
+	for (i = 0; i < (int)opts->pid_count; i++) {
+		size_t j;
+
+		for (j = 0; j < (size_t)i; j++)
+			if (opts->pids[j] == opts->pids[i]) {
+				snprintf(error, error_len, "PID %d given twice", opts->pids[i]);
+				return CP_PARSE_ERROR;
+			}
+	}
+	return CP_PARSE_OK;
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Command-line parsing for `cuprobe trace`, kept apart from main so tests can drive it. */
+#ifndef CUPROBE_CLI_OPTIONS_H
+#define CUPROBE_CLI_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CP_CLI_MAX_PIDS 64
+#define CP_CLI_MAX_LIBS 16
+
+struct cp_trace_options {
+	pid_t pids[CP_CLI_MAX_PIDS];
+	size_t pid_count;
+	const char *libs[CP_CLI_MAX_LIBS];   /* --lib: extra libcuda files */
+	size_t lib_count;
+	const char *cudarts[CP_CLI_MAX_LIBS]; /* --cudart: files for the runtime probe */
+	size_t cudart_count;
+	bool runtime;        /* --runtime: also probe cudaLaunchKernel */
+	bool json;
+	bool run_as_root;    /* --run-as-root: do not drop to SUDO_UID/SUDO_GID */
+	int verbose;
+	const char *output;  /* -o FILE; NULL = stdout */
+	uint64_t duration_ms;/* -d SECONDS; 0 = until the target ends or a signal */
+	size_t ring_bytes;   /* --ring-size */
+	char **command;      /* after "--"; NULL when none */
+	int command_argc;
+};
+
+enum cp_parse_result {
+	CP_PARSE_OK = 0,
+	CP_PARSE_HELP = 1,
+	CP_PARSE_ERROR = -1,
+};
+
+/*
+ * Parses the arguments after "trace". On CP_PARSE_ERROR, error holds a
+ * one-line reason. argv is not copied: options point into it.
+ */
+enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_trace_options *opts,
+					     char *error, size_t error_len);
+
+/* Parses a positive pid: 0 or -EINVAL. */
+int cp_parse_pid(const char *text, pid_t *pid);
+/* Parses a size with an optional K, M or G suffix (powers of 1024): 0 or -EINVAL/-ERANGE. */
+int cp_parse_size(const char *text, uint64_t *bytes);
+/* Parses seconds, fractions allowed, into milliseconds (> 0): 0 or -EINVAL/-ERANGE. */
+int cp_parse_seconds(const char *text, uint64_t *ms);
+
+extern const char cp_trace_usage[];
+
+#endif

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* cuprobe: the command-line front end. Subcommands live in their own files. */
+#include <stdio.h>
+#include <string.h>
+
+#include "trace.h"
+
+#ifndef CUPROBE_VERSION
+#define CUPROBE_VERSION "0.1.0"
+#endif
+
+static const char usage[] =
+"usage: cuprobe COMMAND [OPTIONS]\n"
+"\n"
+"Kernel-assisted tracing of CUDA programs: kernel uprobes on libcuda.so.1\n"
+"feed BPF maps and a ring buffer; nothing is injected into the programs.\n"
+"Needs root (CAP_BPF, CAP_PERFMON) and a kernel with BTF.\n"
+"\n"
+"Commands:\n"
+"  trace     stream launches, allocations, copies, syncs and process events\n"
+"\n"
+"  cuprobe COMMAND --help   options of one command\n"
+"  cuprobe --version        version\n";
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("cuprobe %s\n", CUPROBE_VERSION);
+		return 0;
+	}
+	if (!strcmp(argv[1], "trace"))
+		return cp_cmd_trace(argc - 1, argv + 1);
+	fprintf(stderr, "cuprobe: unknown command '%s' (see cuprobe --help)\n", argv[1]);
+	return 2;
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Starting COMMAND: held until every probe is attached, then run as the invoking user. */
+#ifndef CUPROBE_SPAWN_H
+#define CUPROBE_SPAWN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <signal.h>
+#include <sys/types.h>
+
+struct cp_child {
+	pid_t pid;
+	int go_fd;    /* write end: one byte lets the child exec */
+	int error_fd; /* read end: the child's exec errno, or EOF on success */
+};
+
+/* Who a started command runs as: from SUDO_UID/SUDO_GID unless keep_root. */
+struct cp_identity {
+	bool drop;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Reads SUDO_UID/SUDO_GID when running as root: 0, or -EINVAL for bad values. */
+int cp_identity__from_env(struct cp_identity *id, bool keep_root);
+
+/*
+ * Resolves COMMAND like execvp would, as id would see it: a name with a '/'
+ * is taken as is, others are looked up in PATH. 0 with the path in out, or
+ * -ENOENT / -EACCES.
+ */
+int cp_resolve_command(const char *name, const struct cp_identity *id, char *out, size_t out_len);
+
+/*
+ * Forks a child that waits for cp_child__release, then drops to id, restores
+ * child_mask and execs path with argv. The parent can add the pid to the
+ * traced set before anything runs.
+ */
+int cp_child__prepare(struct cp_child *child, const char *path, char **argv,
+		      const struct cp_identity *id, const sigset_t *child_mask);
+/* Lets the child exec: 0 when exec succeeded, else the child's -errno (it then exits 127). */
+int cp_child__release(struct cp_child *child);
+/* Kills and reaps a child that will not be released. */
+void cp_child__abort(struct cp_child *child);
+
+#endif

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The GPU agent: one thread blocked in epoll_wait on the ring buffer's epoll
+ * fd and an eventfd. No shared memory with any traced process, no polled
+ * flag: a stop request writes the eventfd, the thread drains what was
+ * committed, returns, is joined, and only then is anything freed.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "cuprobe.h"
+
+#define DEFAULT_BUSY_TIMEOUT_MS 2
+#define DEFAULT_IDLE_TIMEOUT_MS 1000
+
+struct cp_agent {
+	struct ring_buffer *ring;
+	int epoll_fd;
+	int wake_fd;
+	cp_event_fn on_event;
+	void *ctx;
+	int busy_timeout_ms;
+	int idle_timeout_ms;
+
+	pthread_mutex_t lifecycle; /* serializes start/stop between threads */
+	pthread_t thread;
+	pid_t owner_pid;           /* a forked child holds no thread of ours */
+	bool started;
+	bool joined;
+
+	atomic_bool stop_requested;
+	atomic_uint_fast64_t delivered;
+	atomic_uint_fast64_t malformed;
+	atomic_uint_fast64_t wakeups;
+	atomic_int callback_error;
+	atomic_int thread_error;
+};
+
+static int handle_record(void *ctx, void *data, size_t size)
+{
+	struct cp_agent *agent = ctx;
+	union cp_event event;
+	int err;
+
+	if (cp_event__decode(data, size, &event)) {
+		atomic_fetch_add(&agent->malformed, 1);
+		return 0;
+	}
+	atomic_fetch_add(&agent->delivered, 1);
+	err = agent->on_event ? agent->on_event(agent->ctx, &event) : 0;
+	if (err < 0) {
+		int none = 0;
+
+		atomic_compare_exchange_strong(&agent->callback_error, &none, err);
+		atomic_store(&agent->stop_requested, true);
+		return err;
+	}
+	return 0;
+}
+
+static void *agent_thread(void *arg)
+{
+	struct cp_agent *agent = arg;
+	struct epoll_event ready[2];
+	int timeout = agent->idle_timeout_ms;
+	int n, got;
+
+	while (!atomic_load(&agent->stop_requested)) {
+		n = epoll_wait(agent->epoll_fd, ready, 2, timeout);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			atomic_store(&agent->thread_error, -errno);
+			return NULL;
+		}
+		atomic_fetch_add(&agent->wakeups, 1);
+		got = ring_buffer__consume(agent->ring);
+		if (got < 0) {
+			if (!atomic_load(&agent->callback_error))
+				atomic_store(&agent->thread_error, got);
+			return NULL;
+		}
+		/* Records come in bursts under latency-bounded wakeups: look again soon. */
+		timeout = got > 0 ? agent->busy_timeout_ms : agent->idle_timeout_ms;
+	}
+	/* Stop requested: everything committed before now is still delivered. */
+	if (!atomic_load(&agent->callback_error)) {
+		got = ring_buffer__consume(agent->ring);
+		if (got < 0 && !atomic_load(&agent->callback_error))
+			atomic_store(&agent->thread_error, got);
+	}
+	return NULL;
+}
+
+struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *opts)
+{
+	struct epoll_event wake = { .events = EPOLLIN };
+	struct epoll_event ring = { .events = EPOLLIN };
+	struct cp_agent *agent;
+	int err;
+
+	if (ring_fd < 0 || !opts || opts->sz < sizeof(*opts) || !opts->on_event ||
+	    opts->busy_timeout_ms < 0 || opts->idle_timeout_ms < -1) {
+		errno = EINVAL;
+		return NULL;
+	}
+	agent = calloc(1, sizeof(*agent));
+	if (!agent)
+		return NULL;
+	agent->on_event = opts->on_event;
+	agent->ctx = opts->ctx;
+	agent->busy_timeout_ms = opts->busy_timeout_ms ? opts->busy_timeout_ms : DEFAULT_BUSY_TIMEOUT_MS;
+	agent->idle_timeout_ms = opts->idle_timeout_ms ? opts->idle_timeout_ms : DEFAULT_IDLE_TIMEOUT_MS;
+	agent->epoll_fd = -1;
+	agent->wake_fd = -1;
+	pthread_mutex_init(&agent->lifecycle, NULL);
+
+	agent->ring = ring_buffer__new(ring_fd, handle_record, agent, NULL);
+	if (!agent->ring) {
+		err = -errno;
+		goto err_free_agent;
+	}
+	agent->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	agent->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (agent->wake_fd < 0 || agent->epoll_fd < 0) {
+		err = -errno;
+		goto err_close_fds;
+	}
+	wake.data.fd = agent->wake_fd;
+	ring.data.fd = ring_buffer__epoll_fd(agent->ring);
+	if (epoll_ctl(agent->epoll_fd, EPOLL_CTL_ADD, agent->wake_fd, &wake) ||
+	    epoll_ctl(agent->epoll_fd, EPOLL_CTL_ADD, ring.data.fd, &ring)) {
+		err = -errno;
+		goto err_close_fds;
+	}
+	return agent;
+
+err_close_fds:
+	if (agent->epoll_fd >= 0)
+		close(agent->epoll_fd);
+	if (agent->wake_fd >= 0)
+		close(agent->wake_fd);
+	ring_buffer__free(agent->ring);
+err_free_agent:
+	pthread_mutex_destroy(&agent->lifecycle);
+	free(agent);
+	errno = -err;
+	return NULL;
+}
+
+int cp_agent__start(struct cp_agent *agent)
+{
+	int err = 0;
+
+	if (!agent)
+		return -EINVAL;
+	pthread_mutex_lock(&agent->lifecycle);
+	if (agent->started) {
+		err = -EALREADY;
+		goto out_unlock;
+	}
+	err = -pthread_create(&agent->thread, NULL, agent_thread, agent);
+	if (!err) {
+		agent->started = true;
+		agent->owner_pid = getpid();
+	}
+out_unlock:
+	pthread_mutex_unlock(&agent->lifecycle);
+	return err;
+}
+
+void cp_agent__request_stop(struct cp_agent *agent)
+{
+	uint64_t one = 1;
+	ssize_t ignored;
+
+	if (!agent)
+		return;
+	atomic_store(&agent->stop_requested, true);
+	/* write(2) is async-signal-safe; a full counter still leaves it readable. */
+	ignored = write(agent->wake_fd, &one, sizeof(one));
+	(void)ignored;
+}
+
+int cp_agent__stop(struct cp_agent *agent)
+{
+	int err = 0;
+
+	if (!agent)
+		return -EINVAL;
+	cp_agent__request_stop(agent);
+	pthread_mutex_lock(&agent->lifecycle);
+	if (!agent->started || agent->joined)
+		goto out_unlock;
+	if (agent->owner_pid != getpid()) {
+		/* After fork() the thread does not exist in this process. */
+		agent->joined = true;
+		goto out_unlock;
+	}
+	if (pthread_equal(pthread_self(), agent->thread)) {
+		/* From a callback: the request is made; the thread ends on return. */
+		err = -EDEADLK;
+		goto out_unlock;
+	}
+	err = -pthread_join(agent->thread, NULL);
+	if (!err)
+		agent->joined = true;
+out_unlock:
+	pthread_mutex_unlock(&agent->lifecycle);
+	return err;
+}
+
+void cp_agent__free(struct cp_agent *agent)
+{
+	if (!agent)
+		return;
+	if (cp_agent__stop(agent) == -EDEADLK)
+		return; /* never free under our own running thread */
+	close(agent->epoll_fd);
+	close(agent->wake_fd);
+	ring_buffer__free(agent->ring);
+	pthread_mutex_destroy(&agent->lifecycle);
+	free(agent);
+}
+
+void cp_agent__stats(const struct cp_agent *agent, struct cp_agent_stats *out)
+{
+	struct cp_agent *mutable_agent = (struct cp_agent *)agent;
+
+	memset(out, 0, sizeof(*out));
+	if (!agent)
+		return;
+	out->delivered = atomic_load(&mutable_agent->delivered);
+	out->malformed = atomic_load(&mutable_agent->malformed);
+	out->wakeups = atomic_load(&mutable_agent->wakeups);
+	out->callback_error = atomic_load(&mutable_agent->callback_error);
+	out->thread_error = atomic_load(&mutable_agent->thread_error);
+}

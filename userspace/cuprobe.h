@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * libcuprobe: load cuprobe's BPF programs, attach them to CUDA libraries,
+ * and deliver their records to consumers through the GPU agent thread.
+ *
+ * Shaped like libbpf: opaque objects with object__verb names, options
+ * structs that start with their size, negative errno from int functions,
+ * NULL with errno set from pointer functions. Nothing here prints or exits;
+ * messages go to the log callback given in the options.
+ */
+#ifndef CUPROBE_H
+#define CUPROBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "cuprobe_events.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Every record the agent hands out, decoded and checked. */
+union cp_event {
+	struct cp_event_header hdr;
+	struct cp_launch_event launch;
+	struct cp_alloc_event alloc;
+	struct cp_free_event free;
+	struct cp_copy_event copy;
+	struct cp_sync_event sync;
+	struct cp_name_event name;
+	struct cp_proc_event proc;
+	struct cp_rt_launch_event rt_launch;
+};
+
+/*
+ * Check one raw ring-buffer record and copy it into *out. The kernel's bytes
+ * are not trusted: an unknown type or a record shorter than its type needs
+ * gives -EPROTO; names are NUL-terminated and name_len clamped.
+ */
+int cp_event__decode(const void *data, size_t size, union cp_event *out);
+
+const char *cp_event_type__name(enum cp_event_type type);
+const char *cp_api__name(enum cp_api api);
+const char *cp_mem_kind__name(enum cp_mem_kind kind);
+const char *cp_copy_dir__name(enum cp_copy_dir dir);
+const char *cp_sync_kind__name(enum cp_sync_kind kind);
+
+/* ---- logging ------------------------------------------------------------ */
+
+enum cp_log_level { CP_LOG_WARN = 0, CP_LOG_INFO = 1, CP_LOG_DEBUG = 2 };
+typedef void (*cp_log_fn)(void *ctx, enum cp_log_level level, const char *message);
+
+/* ---- discovery: which libcuda.so.1 files to attach to ------------------- */
+
+/* A set of distinct library files, deduplicated by (device, inode). */
+struct cp_lib_set;
+
+struct cp_lib_set *cp_lib_set__new(void);
+void cp_lib_set__free(struct cp_lib_set *set);
+/* Adds path if it is a regular file not already in the set: 1 added, 0 known, <0 error. */
+int cp_lib_set__add(struct cp_lib_set *set, const char *path);
+size_t cp_lib_set__count(const struct cp_lib_set *set);
+const char *cp_lib_set__path(const struct cp_lib_set *set, size_t index);
+
+/* One line of /proc/PID/maps, parsed. */
+struct cp_maps_entry {
+	uint64_t start, end, offset, inode;
+	unsigned int dev_major, dev_minor;
+	char perms[5];
+	const char *path; /* points into the line; "" for anonymous mappings */
+};
+
+/* Parses a maps line in place (trailing newline removed): 0 or -EINVAL. */
+int cp_maps__parse_line(char *line, struct cp_maps_entry *entry);
+
+/* True when the file name of path (after the last '/') is library_soname or starts with it + '.'. */
+bool cp_path__is_library(const char *path, const char *library_soname);
+
+/*
+ * Every file named `soname` that process pid has mapped, reached through
+ * /proc/PID/root so paths inside containers work. Returns how many were
+ * added, or -ESRCH when the process is gone, -EACCES/-EPERM without rights.
+ */
+int cp_discover__process(struct cp_lib_set *set, pid_t pid, const char *soname);
+/* The same for every process on the host; processes that vanish are skipped. */
+int cp_discover__all_processes(struct cp_lib_set *set, const char *soname);
+/*
+ * Where a program started now would find soname: the LD_LIBRARY_PATH given,
+ * the executable's DT_RPATH/DT_RUNPATH (with $ORIGIN), the ld.so cache and
+ * the standard directories. executable and ld_library_path may be NULL.
+ */
+int cp_discover__for_exec(struct cp_lib_set *set, const char *soname, const char *executable,
+			  const char *ld_library_path);
+
+/* The pids of processes that have soname mapped now: returns how many (up to max). */
+int cp_discover__processes_using(const char *soname, pid_t *pids, size_t max);
+
+/* ---- the tracer: BPF object, probes, target set -------------------------- */
+
+struct cp_tracer;
+
+struct cp_tracer_opts {
+	size_t sz;                  /* sizeof(struct cp_tracer_opts) */
+	bool system_wide;           /* every process; else only added pids and their forks */
+	size_t ring_bytes;          /* ring buffer size, a power of two >= page size; 0 = 8 MiB */
+	uint64_t wakeup_bytes;      /* wake the agent once this much is unread; 0 = default */
+	uint64_t wakeup_latency_ns; /* ... or once this long passed since the last wakeup */
+	cp_log_fn log;
+	void *log_ctx;
+};
+
+struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts);
+void cp_tracer__free(struct cp_tracer *tracer);
+
+/* What attaching to one library did. */
+struct cp_attach_report {
+	unsigned int attached;  /* probes attached */
+	unsigned int missing;   /* symbols the library lacks (skipped, not fatal) */
+	char missing_names[1024]; /* comma-separated, truncated with "..." */
+};
+
+/* Attach every driver-API probe to one libcuda file. -ENOENT when no probe attached. */
+int cp_tracer__attach_driver(struct cp_tracer *tracer, const char *lib_path,
+			     struct cp_attach_report *report);
+/* Attach the cudaLaunchKernel probe to a libcudart file or an executable with static cudart. */
+int cp_tracer__attach_runtime(struct cp_tracer *tracer, const char *path,
+			      struct cp_attach_report *report);
+/* Add a process to the traced set (its later forks follow). */
+int cp_tracer__add_pid(struct cp_tracer *tracer, pid_t pid);
+int cp_tracer__ring_fd(const struct cp_tracer *tracer);
+unsigned int cp_tracer__link_count(const struct cp_tracer *tracer);
+
+/* Sums of the BPF-side per-CPU counters. */
+struct cp_counters {
+	uint64_t api_hits[CP_API_MAX];
+	uint64_t records_attempted;
+	uint64_t records_lost;
+	uint64_t pending_overflow;
+	uint64_t pending_missed;
+	uint64_t targets_overflow;
+	uint64_t filtered;
+};
+int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters *out);
+
+/* ---- the GPU agent ------------------------------------------------------- */
+
+/*
+ * The agent is a thread that blocks in epoll_wait on the ring buffer's fd
+ * and an eventfd; it holds no shared memory with any traced process.
+ *
+ * Stopping is "request, wake, drain, join, free":
+ *  - cp_agent__request_stop() may be called from any thread or a signal
+ *    handler (it is async-signal-safe: an atomic store and a write(2));
+ *  - the thread then drains every record already committed, calls no
+ *    callback after that, and exits;
+ *  - cp_agent__stop() requests, then joins; it is idempotent;
+ *  - cp_agent__free() stops first, so nothing is freed under a running thread.
+ * A callback returning a negative value stops the agent too (filters return 0).
+ */
+struct cp_agent;
+
+typedef int (*cp_event_fn)(void *ctx, const union cp_event *event);
+
+struct cp_agent_opts {
+	size_t sz;               /* sizeof(struct cp_agent_opts) */
+	cp_event_fn on_event;    /* called on the agent thread, in ring order */
+	void *ctx;
+	int busy_timeout_ms;     /* epoll timeout after a drain that found records; 0 = 2 ms */
+	int idle_timeout_ms;     /* epoll timeout after an empty drain; 0 = 1000 ms, -1 = forever */
+};
+
+struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *opts);
+int cp_agent__start(struct cp_agent *agent);
+void cp_agent__request_stop(struct cp_agent *agent);
+int cp_agent__stop(struct cp_agent *agent);
+void cp_agent__free(struct cp_agent *agent);
+
+struct cp_agent_stats {
+	uint64_t delivered;     /* records handed to on_event */
+	uint64_t malformed;     /* records that failed cp_event__decode */
+	uint64_t wakeups;       /* epoll_wait returns */
+	int callback_error;     /* first negative callback return, 0 if none */
+	int thread_error;       /* an error that ended the thread, 0 if none */
+};
+/* Safe from any thread; exact once the agent is stopped. */
+void cp_agent__stats(const struct cp_agent *agent, struct cp_agent_stats *out);
+
+/* ---- names: (pid, handle) -> kernel name -------------------------------- */
+
+struct cp_symbolizer;
+
+struct cp_symbolizer *cp_symbolizer__new(void);
+void cp_symbolizer__free(struct cp_symbolizer *symbolizer);
+/* Make a file known by its identity, for stubs of processes already gone. */
+int cp_symbolizer__add_file(struct cp_symbolizer *symbolizer, const char *path);
+/*
+ * The function symbol containing file_offset in the file (dev, inode),
+ * found among the files added or those mapped by pid. dev is the kernel's
+ * encoding (major << 20 | minor). Copies the symbol name to out.
+ */
+int cp_symbolizer__resolve(struct cp_symbolizer *symbolizer, pid_t pid, uint32_t dev,
+			   uint64_t inode, uint64_t file_offset, char *out, size_t out_len);
+/* The function symbol at file_offset in the ELF file at path. */
+int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, size_t out_len);
+
+struct cp_names;
+
+/* A learned name: the symbol as the driver saw it, and its demangled form. */
+struct cp_name_entry {
+	const char *mangled;
+	const char *display;
+};
+
+struct cp_names_stats {
+	uint64_t names_learned;    /* from the naming probes */
+	uint64_t stubs_resolved;   /* host stubs named through the ELF symbol table */
+	uint64_t stubs_unresolved; /* host stubs whose file or symbol was not found */
+	uint64_t launches;         /* kernel launches observed (graphs excluded) */
+	uint64_t launches_unnamed; /* of those, with a handle nobody named */
+};
+
+struct cp_names *cp_names__new(struct cp_symbolizer *symbolizer);
+void cp_names__free(struct cp_names *names);
+/*
+ * Learn from one record: names from CP_EV_NAME, stub names from
+ * CP_EV_RT_LAUNCH (paired with the next launch of the same thread when that
+ * handle has no name), and forget a process at its CP_EV_PROC exit. Call
+ * once per record, in ring order, before formatting it.
+ */
+void cp_names__observe(struct cp_names *names, const union cp_event *event);
+/* Name of a driver handle (CUfunction/CUkernel) of pid, or NULL when unknown. */
+const struct cp_name_entry *cp_names__lookup(const struct cp_names *names, uint32_t pid,
+					     uint64_t handle);
+/* Name of a host stub address of pid, or NULL when unknown. */
+const struct cp_name_entry *cp_names__lookup_stub(const struct cp_names *names, uint32_t pid,
+						  uint64_t stub);
+/* Remember a name directly: 0, or -ENOMEM. */
+int cp_names__set(struct cp_names *names, uint32_t pid, uint64_t handle, const char *mangled);
+void cp_names__forget_pid(struct cp_names *names, uint32_t pid);
+size_t cp_names__count(const struct cp_names *names);
+void cp_names__stats(const struct cp_names *names, struct cp_names_stats *out);
+
+/* Demangles an Itanium C++ ABI name into out; a plain C name is copied as is. */
+int cp_demangle(const char *mangled, char *out, size_t out_len);
+
+/* ---- output formats ------------------------------------------------------ */
+
+/*
+ * Format one record as a line of text or as one JSON object (no newline),
+ * into buf. Returns the length written (truncated output is still valid
+ * text/JSON up to the cut only when the return is < len), or -ENOSPC.
+ * Launch names come from names (may be NULL); start_ns is subtracted from
+ * the record time for the text column.
+ */
+int cp_format__text(const union cp_event *event, const struct cp_names *names,
+		    uint64_t start_ns, char *buf, size_t len);
+int cp_format__json(const union cp_event *event, const struct cp_names *names,
+		    char *buf, size_t len);
+/* The header line matching cp_format__text's columns. */
+const char *cp_format__text_header(void);
+
+/* Appends src to buf as a JSON string body (escaped, no quotes). */
+int cp_json__escape(const char *src, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUPROBE_H */

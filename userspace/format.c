@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Output formats: one text line or one JSON object per record, written into
+ * a caller's buffer (the library never prints). The JSON schema is in the
+ * README; handles and addresses are hex strings, since JSON numbers lose
+ * precision past 2^53.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuprobe.h"
+
+struct out_buf {
+	char *buf;
+	size_t len;
+	size_t used;
+	bool overflow;
+};
+
+static void put(struct out_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void put(struct out_buf *out, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (out->overflow)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(out->buf + out->used, out->len - out->used, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= out->len - out->used) {
+		out->overflow = true;
+		return;
+	}
+	out->used += n;
+}
+
+int cp_json__escape(const char *src, char *buf, size_t len)
+{
+	size_t used = 0;
+	const unsigned char *p;
+
+	if (!src || !buf || !len)
+		return -EINVAL;
+	for (p = (const unsigned char *)src; *p; p++) {
+		char piece[8];
+		size_t n;
+
+		switch (*p) {
+		case '"': strcpy(piece, "\\\""); break;
+		case '\\': strcpy(piece, "\\\\"); break;
+		case '\n': strcpy(piece, "\\n"); break;
+		case '\r': strcpy(piece, "\\r"); break;
+		case '\t': strcpy(piece, "\\t"); break;
+		default:
+			if (*p < 0x20 || *p >= 0x7f)
+				/* Bytes outside printable ASCII: never emit invalid UTF-8. */
+				snprintf(piece, sizeof(piece), "\\u%04x", *p);
+			else {
+				piece[0] = (char)*p;
+				piece[1] = '\0';
+			}
+		}
+		n = strlen(piece);
+		if (used + n >= len)
+			return -ENOSPC;
+		memcpy(buf + used, piece, n);
+		used += n;
+	}
+	buf[used] = '\0';
+	return (int)used;
+}
+
+static void put_json_string(struct out_buf *out, const char *key, const char *value)
+{
+	char escaped[CP_NAME_MAX * 8];
+
+	if (!value) {
+		put(out, ",\"%s\":null", key);
+		return;
+	}
+	if (cp_json__escape(value, escaped, sizeof(escaped)) < 0) {
+		out->overflow = true;
+		return;
+	}
+	put(out, ",\"%s\":\"%s\"", key, escaped);
+}
+
+static void put_json_dims(struct out_buf *out, const char *key, const __u32 dims[3])
+{
+	put(out, ",\"%s\":[%u,%u,%u]", key, dims[0], dims[1], dims[2]);
+}
+
+static const char *proc_kind_name(__u32 kind)
+{
+	switch (kind) {
+	case CP_PROC_CUDA_INIT: return "cuda_init";
+	case CP_PROC_FORK: return "fork";
+	case CP_PROC_EXIT: return "exit";
+	default: return "unknown";
+	}
+}
+
+static int finish(struct out_buf *out)
+{
+	return out->overflow ? -ENOSPC : (int)out->used;
+}
+
+int cp_format__json(const union cp_event *event, const struct cp_names *names,
+		    char *buf, size_t len)
+{
+	struct out_buf out = { .buf = buf, .len = len };
+	const struct cp_event_header *hdr = &event->hdr;
+	const struct cp_name_entry *name;
+
+	if (!event || !buf || !len)
+		return -EINVAL;
+	buf[0] = '\0';
+	put(&out, "{\"time_ns\":%llu,\"pid\":%u,\"tid\":%u,\"type\":\"%s\",\"api\":\"%s\"",
+	    (unsigned long long)hdr->time_ns, hdr->pid, hdr->tid,
+	    cp_event_type__name(hdr->type), cp_api__name(hdr->api));
+	switch (hdr->type) {
+	case CP_EV_LAUNCH: {
+		const struct cp_launch_event *e = &event->launch;
+
+		if (e->flags & CP_LAUNCH_GRAPH) {
+			put(&out, ",\"graph_exec\":\"0x%llx\",\"stream\":\"0x%llx\"",
+			    (unsigned long long)e->function, (unsigned long long)e->stream);
+			break;
+		}
+		name = cp_names__lookup(names, hdr->pid, e->function);
+		put(&out, ",\"function\":\"0x%llx\"", (unsigned long long)e->function);
+		put_json_string(&out, "kernel", name ? name->display : NULL);
+		put_json_string(&out, "mangled", name ? name->mangled : NULL);
+		put_json_dims(&out, "grid", e->grid);
+		put_json_dims(&out, "block", e->block);
+		put(&out, ",\"shared_mem_bytes\":%u,\"stream\":\"0x%llx\"", e->shared_mem_bytes,
+		    (unsigned long long)e->stream);
+		if (e->flags & CP_LAUNCH_COOPERATIVE)
+			put(&out, ",\"cooperative\":true");
+		if (e->flags & CP_LAUNCH_CONFIG_FAULT)
+			put(&out, ",\"config_unreadable\":true");
+		break;
+	}
+	case CP_EV_ALLOC: {
+		const struct cp_alloc_event *e = &event->alloc;
+
+		put(&out, ",\"ptr\":\"0x%llx\",\"bytes\":%llu,\"kind\":\"%s\",\"result\":%d",
+		    (unsigned long long)e->ptr, (unsigned long long)e->bytes,
+		    cp_mem_kind__name(e->kind), e->result);
+		if (e->kind == CP_MEM_DEVICE_ASYNC)
+			put(&out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+		break;
+	}
+	case CP_EV_FREE: {
+		const struct cp_free_event *e = &event->free;
+
+		put(&out, ",\"ptr\":\"0x%llx\",\"kind\":\"%s\"", (unsigned long long)e->ptr,
+		    cp_mem_kind__name(e->kind));
+		if (e->kind == CP_MEM_DEVICE_ASYNC)
+			put(&out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+		break;
+	}
+	case CP_EV_COPY: {
+		const struct cp_copy_event *e = &event->copy;
+
+		put(&out, ",\"dst\":\"0x%llx\",\"src\":\"0x%llx\",\"bytes\":%llu,"
+		    "\"direction\":\"%s\",\"async\":%s",
+		    (unsigned long long)e->dst, (unsigned long long)e->src,
+		    (unsigned long long)e->bytes, cp_copy_dir__name(e->direction),
+		    e->async ? "true" : "false");
+		if (e->async)
+			put(&out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+		break;
+	}
+	case CP_EV_SYNC: {
+		const struct cp_sync_event *e = &event->sync;
+
+		put(&out, ",\"kind\":\"%s\",\"handle\":\"0x%llx\"", cp_sync_kind__name(e->kind),
+		    (unsigned long long)e->handle);
+		break;
+	}
+	case CP_EV_NAME: {
+		const struct cp_name_event *e = &event->name;
+		char display[1024];
+
+		put(&out, ",\"handle\":\"0x%llx\",\"result\":%d", (unsigned long long)e->handle,
+		    e->result);
+		if (e->hdr.api == CP_API_cuKernelGetFunction) {
+			put(&out, ",\"alias_of\":\"0x%llx\"", (unsigned long long)e->alias_of);
+			break;
+		}
+		cp_demangle(e->name, display, sizeof(display));
+		put_json_string(&out, "name", display);
+		put_json_string(&out, "mangled", e->name);
+		break;
+	}
+	case CP_EV_PROC: {
+		const struct cp_proc_event *e = &event->proc;
+
+		put(&out, ",\"kind\":\"%s\"", proc_kind_name(e->kind));
+		if (e->kind == CP_PROC_FORK)
+			put(&out, ",\"child_pid\":%u", e->child_pid);
+		if (e->kind == CP_PROC_EXIT) {
+			if (e->exit_code & 0x7f)
+				put(&out, ",\"signal\":%d", e->exit_code & 0x7f);
+			else
+				put(&out, ",\"exit_status\":%d", (e->exit_code >> 8) & 0xff);
+		}
+		break;
+	}
+	case CP_EV_RT_LAUNCH: {
+		const struct cp_rt_launch_event *e = &event->rt_launch;
+
+		name = cp_names__lookup_stub(names, hdr->pid, e->stub);
+		put(&out, ",\"stub\":\"0x%llx\"", (unsigned long long)e->stub);
+		put_json_string(&out, "kernel", name ? name->display : NULL);
+		put_json_string(&out, "mangled", name ? name->mangled : NULL);
+		put_json_dims(&out, "grid", e->grid);
+		put_json_dims(&out, "block", e->block);
+		put(&out, ",\"shared_mem_bytes\":%u,\"stream\":\"0x%llx\"", e->shared_mem_bytes,
+		    (unsigned long long)e->stream);
+		break;
+	}
+	default:
+		break;
+	}
+	put(&out, "}");
+	return finish(&out);
+}
+
+const char *cp_format__text_header(void)
+{
+	return "        TIME     PID     TID API                        DETAILS";
+}
+
+int cp_format__text(const union cp_event *event, const struct cp_names *names,
+		    uint64_t start_ns, char *buf, size_t len)
+{
+	struct out_buf out = { .buf = buf, .len = len };
+	const struct cp_event_header *hdr = &event->hdr;
+	const struct cp_name_entry *name;
+	uint64_t rel;
+
+	if (!event || !buf || !len)
+		return -EINVAL;
+	buf[0] = '\0';
+	rel = hdr->time_ns >= start_ns ? hdr->time_ns - start_ns : 0;
+	put(&out, "%5llu.%06llu %7u %7u %-26s", (unsigned long long)(rel / 1000000000ull),
+	    (unsigned long long)(rel % 1000000000ull / 1000), hdr->pid, hdr->tid,
+	    cp_api__name(hdr->api));
+	switch (hdr->type) {
+	case CP_EV_LAUNCH: {
+		const struct cp_launch_event *e = &event->launch;
+
+		if (e->flags & CP_LAUNCH_GRAPH) {
+			put(&out, " graph=0x%llx stream=0x%llx", (unsigned long long)e->function,
+			    (unsigned long long)e->stream);
+			break;
+		}
+		name = cp_names__lookup(names, hdr->pid, e->function);
+		if (name)
+			put(&out, " %s", name->display);
+		else
+			put(&out, " <unnamed function 0x%llx>", (unsigned long long)e->function);
+		put(&out, " grid=(%u,%u,%u) block=(%u,%u,%u) smem=%u stream=0x%llx",
+		    e->grid[0], e->grid[1], e->grid[2], e->block[0], e->block[1], e->block[2],
+		    e->shared_mem_bytes, (unsigned long long)e->stream);
+		if (e->flags & CP_LAUNCH_CONFIG_FAULT)
+			put(&out, " (config unreadable)");
+		break;
+	}
+	case CP_EV_ALLOC: {
+		const struct cp_alloc_event *e = &event->alloc;
+
+		put(&out, " ptr=0x%llx bytes=%llu kind=%s", (unsigned long long)e->ptr,
+		    (unsigned long long)e->bytes, cp_mem_kind__name(e->kind));
+		if (e->result)
+			put(&out, " failed=%d", e->result);
+		break;
+	}
+	case CP_EV_FREE:
+		put(&out, " ptr=0x%llx kind=%s", (unsigned long long)event->free.ptr,
+		    cp_mem_kind__name(event->free.kind));
+		break;
+	case CP_EV_COPY: {
+		const struct cp_copy_event *e = &event->copy;
+
+		put(&out, " %s bytes=%llu dst=0x%llx src=0x%llx", cp_copy_dir__name(e->direction),
+		    (unsigned long long)e->bytes, (unsigned long long)e->dst,
+		    (unsigned long long)e->src);
+		if (e->async)
+			put(&out, " stream=0x%llx", (unsigned long long)e->stream);
+		break;
+	}
+	case CP_EV_SYNC:
+		if (event->sync.kind == CP_SYNC_CONTEXT)
+			put(&out, " context");
+		else
+			put(&out, " %s=0x%llx", cp_sync_kind__name(event->sync.kind),
+			    (unsigned long long)event->sync.handle);
+		break;
+	case CP_EV_NAME: {
+		const struct cp_name_event *e = &event->name;
+		char display[1024];
+
+		if (e->result) {
+			put(&out, " failed=%d", e->result);
+			break;
+		}
+		if (e->hdr.api == CP_API_cuKernelGetFunction) {
+			put(&out, " function=0x%llx from kernel=0x%llx", (unsigned long long)e->handle,
+			    (unsigned long long)e->alias_of);
+			break;
+		}
+		cp_demangle(e->name, display, sizeof(display));
+		put(&out, " handle=0x%llx %s", (unsigned long long)e->handle, display);
+		break;
+	}
+	case CP_EV_PROC: {
+		const struct cp_proc_event *e = &event->proc;
+
+		if (e->kind == CP_PROC_FORK)
+			put(&out, " child=%u", e->child_pid);
+		else if (e->kind == CP_PROC_EXIT && (e->exit_code & 0x7f))
+			put(&out, " exit signal=%d", e->exit_code & 0x7f);
+		else if (e->kind == CP_PROC_EXIT)
+			put(&out, " exit status=%d", (e->exit_code >> 8) & 0xff);
+		break;
+	}
+	case CP_EV_RT_LAUNCH: {
+		const struct cp_rt_launch_event *e = &event->rt_launch;
+
+		name = cp_names__lookup_stub(names, hdr->pid, e->stub);
+		if (name)
+			put(&out, " %s", name->display);
+		else
+			put(&out, " <unnamed stub 0x%llx>", (unsigned long long)e->stub);
+		put(&out, " grid=(%u,%u,%u) block=(%u,%u,%u) smem=%u stream=0x%llx",
+		    e->grid[0], e->grid[1], e->grid[2], e->block[0], e->block[1], e->block[2],
+		    e->shared_mem_bytes, (unsigned long long)e->stream);
+		break;
+	}
+	default:
+		break;
+	}
+	return finish(&out);
+}

@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The name table: (pid, handle) -> kernel name. Names come from the naming
+ * probes (cuModuleGetFunction, cuLibraryGetKernel, cuKernelGetFunction) and,
+ * for handles created before cuprobe attached, from cudaLaunchKernel's host
+ * stub paired with the next launch on the same thread. A launch whose handle
+ * has no name is counted, never guessed.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuprobe.h"
+
+/* KEY_STUB_UNRESOLVED remembers a failed look-up, so it is not repeated per launch. */
+enum key_kind { KEY_HANDLE = 0, KEY_STUB = 1, KEY_STUB_UNRESOLVED = 2 };
+
+struct name_node {
+	struct name_node *next;
+	uint32_t pid;
+	uint32_t kind;
+	uint64_t handle;
+	struct cp_name_entry entry;
+};
+
+/* The stub a thread passed to cudaLaunchKernel, waiting for its driver launch. */
+struct pending_stub {
+	uint32_t pid;
+	uint32_t tid;
+	uint64_t stub;
+};
+
+#define PENDING_SLOTS 1024
+
+struct cp_names {
+	struct name_node **buckets;
+	size_t bucket_count;
+	size_t count;
+	struct cp_symbolizer *symbolizer;
+	struct pending_stub pending[PENDING_SLOTS];
+	struct cp_names_stats stats;
+};
+
+static size_t hash_key(uint32_t pid, uint32_t kind, uint64_t handle)
+{
+	uint64_t h = handle ^ ((uint64_t)pid << 32) ^ kind;
+
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return (size_t)h;
+}
+
+struct cp_names *cp_names__new(struct cp_symbolizer *symbolizer)
+{
+	struct cp_names *names = calloc(1, sizeof(*names));
+
+	if (!names)
+		return NULL;
+	names->bucket_count = 256;
+	names->buckets = calloc(names->bucket_count, sizeof(*names->buckets));
+	if (!names->buckets) {
+		free(names);
+		return NULL;
+	}
+	names->symbolizer = symbolizer;
+	return names;
+}
+
+static void free_node(struct name_node *node)
+{
+	if (node->entry.display != node->entry.mangled)
+		free((char *)node->entry.display);
+	free((char *)node->entry.mangled);
+	free(node);
+}
+
+void cp_names__free(struct cp_names *names)
+{
+	size_t i;
+
+	if (!names)
+		return;
+	for (i = 0; i < names->bucket_count; i++) {
+		struct name_node *node = names->buckets[i], *next;
+
+		for (; node; node = next) {
+			next = node->next;
+			free_node(node);
+		}
+	}
+	free(names->buckets);
+	free(names);
+}
+
+static struct name_node *find(const struct cp_names *names, uint32_t pid, uint32_t kind,
+			      uint64_t handle)
+{
+	struct name_node *node = names->buckets[hash_key(pid, kind, handle) % names->bucket_count];
+
+	for (; node; node = node->next)
+		if (node->pid == pid && node->kind == kind && node->handle == handle)
+			return node;
+	return NULL;
+}
+
+static void grow(struct cp_names *names)
+{
+	size_t count = names->bucket_count * 2, i;
+	struct name_node **buckets = calloc(count, sizeof(*buckets));
+
+	if (!buckets)
+		return; /* longer chains, still correct */
+	for (i = 0; i < names->bucket_count; i++) {
+		struct name_node *node = names->buckets[i], *next;
+
+		for (; node; node = next) {
+			size_t slot = hash_key(node->pid, node->kind, node->handle) % count;
+
+			next = node->next;
+			node->next = buckets[slot];
+			buckets[slot] = node;
+		}
+	}
+	free(names->buckets);
+	names->buckets = buckets;
+	names->bucket_count = count;
+}
+
+static int set_name(struct cp_names *names, uint32_t pid, uint32_t kind, uint64_t handle,
+		    const char *mangled)
+{
+	struct name_node *node = find(names, pid, kind, handle);
+	char display[1024];
+	char *copy, *shown;
+	size_t slot;
+
+	if (node && !strcmp(node->entry.mangled, mangled))
+		return 0;
+	copy = strdup(mangled);
+	if (!copy)
+		return -ENOMEM;
+	cp_demangle(mangled, display, sizeof(display));
+	shown = strcmp(display, mangled) ? strdup(display) : copy;
+	if (!shown) {
+		free(copy);
+		return -ENOMEM;
+	}
+	if (node) {
+		/* A handle value reused for another kernel (module unloaded, reloaded). */
+		if (node->entry.display != node->entry.mangled)
+			free((char *)node->entry.display);
+		free((char *)node->entry.mangled);
+		node->entry.mangled = copy;
+		node->entry.display = shown;
+		return 0;
+	}
+	node = calloc(1, sizeof(*node));
+	if (!node) {
+		if (shown != copy)
+			free(shown);
+		free(copy);
+		return -ENOMEM;
+	}
+	node->pid = pid;
+	node->kind = kind;
+	node->handle = handle;
+	node->entry.mangled = copy;
+	node->entry.display = shown;
+	if (names->count >= names->bucket_count * 2)
+		grow(names);
+	slot = hash_key(pid, kind, handle) % names->bucket_count;
+	node->next = names->buckets[slot];
+	names->buckets[slot] = node;
+	names->count++;
+	return 0;
+}
+
+int cp_names__set(struct cp_names *names, uint32_t pid, uint64_t handle, const char *mangled)
+{
+	if (!names || !mangled || !*mangled)
+		return -EINVAL;
+	return set_name(names, pid, KEY_HANDLE, handle, mangled);
+}
+
+const struct cp_name_entry *cp_names__lookup(const struct cp_names *names, uint32_t pid,
+					     uint64_t handle)
+{
+	struct name_node *node = names ? find(names, pid, KEY_HANDLE, handle) : NULL;
+
+	return node ? &node->entry : NULL;
+}
+
+const struct cp_name_entry *cp_names__lookup_stub(const struct cp_names *names, uint32_t pid,
+						  uint64_t stub)
+{
+	struct name_node *node = names ? find(names, pid, KEY_STUB, stub) : NULL;
+
+	return node ? &node->entry : NULL;
+}
+
+void cp_names__forget_pid(struct cp_names *names, uint32_t pid)
+{
+	size_t i;
+
+	if (!names)
+		return;
+	for (i = 0; i < names->bucket_count; i++) {
+		struct name_node **link = &names->buckets[i];
+
+		while (*link) {
+			struct name_node *node = *link;
+
+			if (node->pid != pid) {
+				link = &node->next;
+				continue;
+			}
+			*link = node->next;
+			free_node(node);
+			names->count--;
+		}
+	}
+	for (i = 0; i < PENDING_SLOTS; i++)
+		if (names->pending[i].pid == pid)
+			memset(&names->pending[i], 0, sizeof(names->pending[i]));
+}
+
+size_t cp_names__count(const struct cp_names *names)
+{
+	return names ? names->count : 0;
+}
+
+void cp_names__stats(const struct cp_names *names, struct cp_names_stats *out)
+{
+	if (!out)
+		return;
+	if (!names) {
+		memset(out, 0, sizeof(*out));
+		return;
+	}
+	*out = names->stats;
+}
+
+static void observe_name(struct cp_names *names, const struct cp_name_event *event)
+{
+	const struct cp_name_entry *target;
+
+	if (event->result != 0 || !event->handle)
+		return;
+	if (event->hdr.api == CP_API_cuKernelGetFunction) {
+		target = cp_names__lookup(names, event->hdr.pid, event->alias_of);
+		if (target && !set_name(names, event->hdr.pid, KEY_HANDLE, event->handle,
+					target->mangled))
+			names->stats.names_learned++;
+		return;
+	}
+	if (event->name_len && !set_name(names, event->hdr.pid, KEY_HANDLE, event->handle,
+					 event->name))
+		names->stats.names_learned++;
+}
+
+static void observe_rt_launch(struct cp_names *names, const struct cp_rt_launch_event *event)
+{
+	struct pending_stub *slot = &names->pending[event->hdr.tid % PENDING_SLOTS];
+	char symbol[CP_NAME_MAX * 2];
+
+	if (!cp_names__lookup_stub(names, event->hdr.pid, event->stub) &&
+	    !find(names, event->hdr.pid, KEY_STUB_UNRESOLVED, event->stub)) {
+		if (names->symbolizer && !(event->flags & CP_RT_NO_VMA) &&
+		    !cp_symbolizer__resolve(names->symbolizer, event->hdr.pid, event->dev,
+					    event->inode, event->file_offset, symbol,
+					    sizeof(symbol)) &&
+		    !set_name(names, event->hdr.pid, KEY_STUB, event->stub, symbol)) {
+			names->stats.stubs_resolved++;
+		} else {
+			names->stats.stubs_unresolved++;
+			set_name(names, event->hdr.pid, KEY_STUB_UNRESOLVED, event->stub, "?");
+		}
+	}
+	slot->pid = event->hdr.pid;
+	slot->tid = event->hdr.tid;
+	slot->stub = event->stub;
+}
+
+static void observe_launch(struct cp_names *names, const struct cp_launch_event *event)
+{
+	struct pending_stub *slot = &names->pending[event->hdr.tid % PENDING_SLOTS];
+	const struct cp_name_entry *stub_name;
+	bool paired = slot->pid == event->hdr.pid && slot->tid == event->hdr.tid && slot->stub;
+
+	if (event->flags & CP_LAUNCH_GRAPH)
+		return;
+	names->stats.launches++;
+	if (paired) {
+		/* The runtime call that led to this driver launch, on this same thread. */
+		stub_name = cp_names__lookup_stub(names, event->hdr.pid, slot->stub);
+		if (stub_name && !cp_names__lookup(names, event->hdr.pid, event->function))
+			set_name(names, event->hdr.pid, KEY_HANDLE, event->function, stub_name->mangled);
+		memset(slot, 0, sizeof(*slot));
+	}
+	if (!cp_names__lookup(names, event->hdr.pid, event->function))
+		names->stats.launches_unnamed++;
+}
+
+void cp_names__observe(struct cp_names *names, const union cp_event *event)
+{
+	if (!names || !event)
+		return;
+	switch (event->hdr.type) {
+	case CP_EV_NAME:
+		observe_name(names, &event->name);
+		break;
+	case CP_EV_RT_LAUNCH:
+		observe_rt_launch(names, &event->rt_launch);
+		break;
+	case CP_EV_LAUNCH:
+		observe_launch(names, &event->launch);
+		break;
+	case CP_EV_PROC:
+		if (event->proc.kind == CP_PROC_EXIT)
+			cp_names__forget_pid(names, event->hdr.pid);
+		break;
+	default:
+		break;
+	}
+}

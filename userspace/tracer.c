@@ -1,0 +1,371 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The tracer: cuprobe's BPF skeleton through its whole lifecycle
+ * (open -> configure -> load -> attach -> destroy), the probe table that
+ * says which program goes on which CUDA symbol, and the target pid set.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "cuprobe.h"
+#include "cuprobe.skel.h"
+
+#define DEFAULT_RING_BYTES (8u * 1024 * 1024)
+
+struct cp_tracer {
+	struct cuprobe_bpf *skel;
+	struct bpf_link **links;
+	size_t link_count;
+	size_t link_capacity;
+	cp_log_fn log;
+	void *log_ctx;
+};
+
+/* Cookie layout shared with bpf/cuprobe.bpf.c. */
+#define COPY_COOKIE(api, dir, async) ((uint64_t)(api) | ((uint64_t)(dir) << 16) | \
+				      ((uint64_t)(async) << 24))
+
+struct probe_spec {
+	const char *symbol;
+	const char *program;   /* BPF program name in the object */
+	const char *return_program; /* NULL: entry only */
+	uint64_t cookie;
+};
+
+#define PROBE(sym, prog) { #sym, prog, NULL, CP_API_##sym }
+#define PROBE_RET(sym, prog, ret) { #sym, prog, ret, CP_API_##sym }
+#define COPY(sym, dir, async) { #sym, "copy_entry", NULL, COPY_COOKIE(CP_API_##sym, dir, async) }
+
+static const struct probe_spec driver_probes[] = {
+	PROBE(cuLaunchKernel, "launch_kernel"),
+	PROBE(cuLaunchKernel_ptsz, "launch_kernel"),
+	PROBE(cuLaunchCooperativeKernel, "launch_kernel"),
+	PROBE(cuLaunchCooperativeKernel_ptsz, "launch_kernel"),
+	PROBE(cuLaunchKernelEx, "launch_kernel_ex"),
+	PROBE(cuLaunchKernelEx_ptsz, "launch_kernel_ex"),
+	PROBE(cuGraphLaunch, "graph_launch"),
+	PROBE(cuGraphLaunch_ptsz, "graph_launch"),
+	PROBE_RET(cuMemAlloc_v2, "alloc_entry", "alloc_return"),
+	PROBE_RET(cuMemAllocManaged, "alloc_entry", "alloc_return"),
+	PROBE_RET(cuMemAllocPitch_v2, "alloc_entry", "alloc_return"),
+	PROBE_RET(cuMemAllocAsync, "alloc_entry", "alloc_return"),
+	PROBE_RET(cuMemAllocAsync_ptsz, "alloc_entry", "alloc_return"),
+	PROBE_RET(cuMemAllocHost_v2, "alloc_entry", "alloc_return"),
+	PROBE_RET(cuMemHostAlloc, "alloc_entry", "alloc_return"),
+	PROBE(cuMemFree_v2, "free_entry"),
+	PROBE(cuMemFreeAsync, "free_entry"),
+	PROBE(cuMemFreeAsync_ptsz, "free_entry"),
+	PROBE(cuMemFreeHost, "free_entry"),
+	COPY(cuMemcpy, CP_COPY_DEFAULT, 0),
+	COPY(cuMemcpy_ptds, CP_COPY_DEFAULT, 0),
+	COPY(cuMemcpyAsync, CP_COPY_DEFAULT, 1),
+	COPY(cuMemcpyAsync_ptsz, CP_COPY_DEFAULT, 1),
+	COPY(cuMemcpyHtoD_v2, CP_COPY_HTOD, 0),
+	COPY(cuMemcpyHtoD_v2_ptds, CP_COPY_HTOD, 0),
+	COPY(cuMemcpyDtoH_v2, CP_COPY_DTOH, 0),
+	COPY(cuMemcpyDtoH_v2_ptds, CP_COPY_DTOH, 0),
+	COPY(cuMemcpyDtoD_v2, CP_COPY_DTOD, 0),
+	COPY(cuMemcpyDtoD_v2_ptds, CP_COPY_DTOD, 0),
+	COPY(cuMemcpyHtoDAsync_v2, CP_COPY_HTOD, 1),
+	COPY(cuMemcpyHtoDAsync_v2_ptsz, CP_COPY_HTOD, 1),
+	COPY(cuMemcpyDtoHAsync_v2, CP_COPY_DTOH, 1),
+	COPY(cuMemcpyDtoHAsync_v2_ptsz, CP_COPY_DTOH, 1),
+	COPY(cuMemcpyDtoDAsync_v2, CP_COPY_DTOD, 1),
+	COPY(cuMemcpyDtoDAsync_v2_ptsz, CP_COPY_DTOD, 1),
+	PROBE(cuCtxSynchronize, "sync_entry"),
+	PROBE(cuStreamSynchronize, "sync_entry"),
+	PROBE(cuStreamSynchronize_ptsz, "sync_entry"),
+	PROBE(cuEventSynchronize, "sync_entry"),
+	PROBE_RET(cuModuleGetFunction, "name_entry", "name_return"),
+	PROBE_RET(cuLibraryGetKernel, "name_entry", "name_return"),
+	PROBE_RET(cuKernelGetFunction, "name_entry", "name_return"),
+	PROBE(cuInit, "init_entry"),
+};
+
+static const struct probe_spec runtime_probes[] = {
+	PROBE(cudaLaunchKernel, "rt_launch"),
+};
+
+static void logf_(const struct cp_tracer *tracer, enum cp_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void logf_(const struct cp_tracer *tracer, enum cp_log_level level, const char *fmt, ...)
+{
+	char message[512];
+	va_list ap;
+
+	if (!tracer->log)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	tracer->log(tracer->log_ctx, level, message);
+}
+
+static int keep_link(struct cp_tracer *tracer, struct bpf_link *link)
+{
+	if (tracer->link_count == tracer->link_capacity) {
+		size_t capacity = tracer->link_capacity ? tracer->link_capacity * 2 : 64;
+		struct bpf_link **links = realloc(tracer->links, capacity * sizeof(*links));
+
+		if (!links)
+			return -ENOMEM;
+		tracer->links = links;
+		tracer->link_capacity = capacity;
+	}
+	tracer->links[tracer->link_count++] = link;
+	return 0;
+}
+
+static bool is_power_of_two(size_t value)
+{
+	return value && !(value & (value - 1));
+}
+
+struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
+{
+	size_t ring_bytes, page = (size_t)sysconf(_SC_PAGESIZE);
+	struct cp_tracer *tracer;
+	struct bpf_link *link;
+	int err;
+
+	if (!opts || opts->sz < sizeof(*opts)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	ring_bytes = opts->ring_bytes ? opts->ring_bytes : DEFAULT_RING_BYTES;
+	if (!is_power_of_two(ring_bytes) || ring_bytes < page || ring_bytes > (1ul << 31)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	tracer = calloc(1, sizeof(*tracer));
+	if (!tracer)
+		return NULL;
+	tracer->log = opts->log;
+	tracer->log_ctx = opts->log_ctx;
+
+	tracer->skel = cuprobe_bpf__open();
+	if (!tracer->skel) {
+		err = -errno;
+		logf_(tracer, CP_LOG_WARN, "cannot open the BPF object: %s", strerror(-err));
+		goto err_free_tracer;
+	}
+	tracer->skel->rodata->filter_by_pid = !opts->system_wide;
+	if (opts->wakeup_bytes)
+		tracer->skel->rodata->wakeup_threshold_bytes = opts->wakeup_bytes;
+	if (opts->wakeup_latency_ns)
+		tracer->skel->rodata->wakeup_latency_ns = opts->wakeup_latency_ns;
+	err = bpf_map__set_max_entries(tracer->skel->maps.events, ring_bytes);
+	if (err)
+		goto err_destroy_skel;
+
+	err = cuprobe_bpf__load(tracer->skel);
+	if (err) {
+		logf_(tracer, CP_LOG_WARN, "cannot load the BPF programs: %s", strerror(-err));
+		goto err_destroy_skel;
+	}
+
+	/* Lifecycle tracepoints: attached once, whatever libraries come later. */
+	link = bpf_program__attach(tracer->skel->progs.process_fork);
+	if (!link || keep_link(tracer, link)) {
+		err = link ? -ENOMEM : -errno;
+		bpf_link__destroy(link);
+		goto err_destroy_links;
+	}
+	link = bpf_program__attach(tracer->skel->progs.process_exit);
+	if (!link || keep_link(tracer, link)) {
+		err = link ? -ENOMEM : -errno;
+		bpf_link__destroy(link);
+		goto err_destroy_links;
+	}
+	return tracer;
+
+err_destroy_links:
+	logf_(tracer, CP_LOG_WARN, "cannot attach the process tracepoints: %s", strerror(-err));
+	while (tracer->link_count)
+		bpf_link__destroy(tracer->links[--tracer->link_count]);
+	free(tracer->links);
+err_destroy_skel:
+	cuprobe_bpf__destroy(tracer->skel);
+err_free_tracer:
+	free(tracer);
+	errno = -err;
+	return NULL;
+}
+
+void cp_tracer__free(struct cp_tracer *tracer)
+{
+	if (!tracer)
+		return;
+	while (tracer->link_count)
+		bpf_link__destroy(tracer->links[--tracer->link_count]);
+	free(tracer->links);
+	cuprobe_bpf__destroy(tracer->skel);
+	free(tracer);
+}
+
+static void note_missing(struct cp_attach_report *report, const char *symbol)
+{
+	size_t used = strlen(report->missing_names);
+	size_t room = sizeof(report->missing_names) - used;
+	int n;
+
+	report->missing++;
+	if (room < 5 || (used >= 3 && !strcmp(report->missing_names + used - 3, "...")))
+		return;
+	n = snprintf(report->missing_names + used, room, "%s%s", used ? "," : "", symbol);
+	if (n < 0 || (size_t)n >= room)
+		strcpy(report->missing_names + sizeof(report->missing_names) - 4, "...");
+}
+
+static int attach_one(struct cp_tracer *tracer, const char *path, const char *symbol,
+		      const char *program_name, bool retprobe, uint64_t cookie)
+{
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = symbol, .retprobe = retprobe,
+		    .bpf_cookie = cookie);
+	struct bpf_program *program;
+	struct bpf_link *link;
+	int err;
+
+	program = bpf_object__find_program_by_name(tracer->skel->obj, program_name);
+	if (!program)
+		return -EINVAL;
+	/* pid -1: every process; the BPF-side pid set does the filtering and follows forks. */
+	link = bpf_program__attach_uprobe_opts(program, -1, path, 0, &opts);
+	if (!link)
+		return -errno;
+	err = keep_link(tracer, link);
+	if (err)
+		bpf_link__destroy(link);
+	return err;
+}
+
+static int attach_table(struct cp_tracer *tracer, const char *path,
+			const struct probe_spec *table, size_t count,
+			struct cp_attach_report *report)
+{
+	struct cp_attach_report local;
+	int err, first_error = 0;
+	size_t i;
+
+	if (!tracer || !path)
+		return -EINVAL;
+	if (access(path, R_OK))
+		return -errno;
+	if (!report)
+		report = &local;
+	memset(report, 0, sizeof(*report));
+	for (i = 0; i < count; i++) {
+		const struct probe_spec *probe = &table[i];
+
+		err = attach_one(tracer, path, probe->symbol, probe->program, false, probe->cookie);
+		if (err == -ENOENT) {
+			note_missing(report, probe->symbol);
+			continue;
+		}
+		if (err) {
+			logf_(tracer, CP_LOG_WARN, "%s: cannot attach to %s: %s", path,
+			      probe->symbol, strerror(-err));
+			if (!first_error)
+				first_error = err;
+			continue;
+		}
+		report->attached++;
+		if (!probe->return_program)
+			continue;
+		err = attach_one(tracer, path, probe->symbol, probe->return_program, true,
+				 probe->cookie);
+		if (err) {
+			logf_(tracer, CP_LOG_WARN, "%s: cannot attach the return probe of %s: %s",
+			      path, probe->symbol, strerror(-err));
+			if (!first_error)
+				first_error = err;
+			continue;
+		}
+		report->attached++;
+	}
+	if (report->missing)
+		logf_(tracer, CP_LOG_INFO, "%s: %u probe symbols absent: %s", path,
+		      report->missing, report->missing_names);
+	if (!report->attached)
+		return first_error ? first_error : -ENOENT;
+	return 0;
+}
+
+int cp_tracer__attach_driver(struct cp_tracer *tracer, const char *lib_path,
+			     struct cp_attach_report *report)
+{
+	return attach_table(tracer, lib_path, driver_probes,
+			    sizeof(driver_probes) / sizeof(driver_probes[0]), report);
+}
+
+int cp_tracer__attach_runtime(struct cp_tracer *tracer, const char *path,
+			      struct cp_attach_report *report)
+{
+	return attach_table(tracer, path, runtime_probes,
+			    sizeof(runtime_probes) / sizeof(runtime_probes[0]), report);
+}
+
+int cp_tracer__add_pid(struct cp_tracer *tracer, pid_t pid)
+{
+	uint32_t key = (uint32_t)pid;
+	uint8_t one = 1;
+
+	if (!tracer || pid <= 0)
+		return -EINVAL;
+	return bpf_map__update_elem(tracer->skel->maps.target_pids, &key, sizeof(key), &one,
+				    sizeof(one), BPF_ANY);
+}
+
+int cp_tracer__ring_fd(const struct cp_tracer *tracer)
+{
+	return tracer ? bpf_map__fd(tracer->skel->maps.events) : -EINVAL;
+}
+
+unsigned int cp_tracer__link_count(const struct cp_tracer *tracer)
+{
+	return tracer ? (unsigned int)tracer->link_count : 0;
+}
+
+int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters *out)
+{
+	int cpus = libbpf_num_possible_cpus();
+	uint64_t *values, sums[CP_CNT_MAX] = { 0 };
+	uint32_t slot;
+	int err = 0, cpu;
+
+	if (!tracer || !out)
+		return -EINVAL;
+	if (cpus <= 0)
+		return cpus ? cpus : -EINVAL;
+	values = calloc(cpus, sizeof(*values));
+	if (!values)
+		return -ENOMEM;
+	for (slot = 0; slot < CP_CNT_MAX; slot++) {
+		err = bpf_map__lookup_elem(tracer->skel->maps.counters, &slot, sizeof(slot), values,
+					   sizeof(*values) * cpus, 0);
+		if (err)
+			break;
+		for (cpu = 0; cpu < cpus; cpu++)
+			sums[slot] += values[cpu];
+	}
+	free(values);
+	if (err)
+		return err;
+	memset(out, 0, sizeof(*out));
+	memcpy(out->api_hits, sums, sizeof(out->api_hits));
+	out->records_attempted = sums[CP_CNT_RECORDS_ATTEMPTED];
+	out->records_lost = sums[CP_CNT_RECORDS_LOST];
+	out->pending_overflow = sums[CP_CNT_PENDING_OVERFLOW];
+	out->pending_missed = sums[CP_CNT_PENDING_MISSED];
+	out->targets_overflow = sums[CP_CNT_TARGETS_OVERFLOW];
+	out->filtered = sums[CP_CNT_FILTERED];
+	return 0;
+}
