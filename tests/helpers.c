@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+
+extern char **environ;
+
+void require_root(void)
+{
+	if (geteuid() != 0)
+		cr_assert_fail("this test needs root (BPF programs are loaded); run the suite as root "
+			       "(euid is %d)", (int)geteuid());
+}
+
+char *make_tmpdir(void)
+{
+	char *path = strdup("/tmp/cuprobe-test-XXXXXX");
+
+	cr_assert_not_null(path);
+	cr_assert_not_null(mkdtemp(path), "mkdtemp: %s", strerror(errno));
+	return path;
+}
+
+static int remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+void remove_tree(const char *path)
+{
+	if (path)
+		nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *path_join(const char *dir, const char *name)
+{
+	char *out = NULL;
+
+	cr_assert(asprintf(&out, "%s/%s", dir, name) > 0);
+	return out;
+}
+
+char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *data = NULL;
+	size_t size = 0;
+
+	if (!f)
+		return NULL;
+	FILE *mem = open_memstream(&data, &size);
+	char chunk[65536];
+	size_t n;
+
+	cr_assert_not_null(mem);
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		fwrite(chunk, 1, n, mem);
+	fclose(f);
+	fclose(mem);
+	return data;
+}
+
+bool write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "we");
+
+	if (!f)
+		return false;
+	fputs(text, f);
+	return fclose(f) == 0;
+}
+
+size_t count_lines(const char *text)
+{
+	size_t lines = 0;
+	const char *p;
+
+	if (!text || !*text)
+		return 0;
+	for (p = text; *p; p++)
+		if (*p == '\n')
+			lines++;
+	if (p[-1] != '\n')
+		lines++;
+	return lines;
+}
+
+static char **child_environment(char **extra)
+{
+	size_t n = 0, e = 0, i, out = 0;
+	char **env;
+
+	while (environ[n])
+		n++;
+	while (extra && extra[e])
+		e++;
+	env = calloc(n + e + 1, sizeof(*env));
+	cr_assert_not_null(env);
+	for (i = 0; i < n; i++) {
+		/* The suite may be started under sudo: cuprobe must not drop to that user. */
+		if (!strncmp(environ[i], "SUDO_UID=", 9) || !strncmp(environ[i], "SUDO_GID=", 9))
+			continue;
+		env[out++] = environ[i];
+	}
+	for (i = 0; i < e; i++)
+		env[out++] = extra[i];
+	env[out] = NULL;
+	return env;
+}
+
+static void redirect(int fd, const char *path, int flags)
+{
+	int opened = open(path ? path : "/dev/null", flags, 0644);
+
+	if (opened < 0)
+		_exit(126);
+	if (opened != fd) {
+		dup2(opened, fd);
+		close(opened);
+	}
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int run_program(char *const argv[], const struct run_opts *opts, double *elapsed_s)
+{
+	static const struct run_opts none;
+	char **env;
+	double start;
+	int status;
+	pid_t pid;
+
+	if (!opts)
+		opts = &none;
+	env = child_environment(opts->extra_env);
+	start = now_s();
+	pid = fork();
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		sigset_t all;
+
+		sigemptyset(&all);
+		sigprocmask(SIG_SETMASK, &all, NULL);
+		redirect(STDIN_FILENO, "/dev/null", O_RDONLY);
+		redirect(STDOUT_FILENO, opts->stdout_path, O_WRONLY | O_CREAT | O_TRUNC);
+		redirect(STDERR_FILENO, opts->stderr_path, O_WRONLY | O_CREAT | O_TRUNC);
+		if (opts->as_nobody) {
+			gid_t gid = 65534;
+
+			if (setgroups(1, &gid) || setgid(65534) || setuid(65534))
+				_exit(125);
+		}
+		/* If the test worker dies (timeout), do not leave a tracer behind. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execve(argv[0], argv, env);
+		_exit(127);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		cr_assert(errno == EINTR, "waitpid: %s", strerror(errno));
+	if (elapsed_s)
+		*elapsed_s = now_s() - start;
+	free(env);
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return -1;
+}
+
+pid_t start_background(char *const argv[])
+{
+	pid_t pid = fork();
+
+	cr_assert(pid >= 0, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		redirect(STDIN_FILENO, "/dev/null", O_RDONLY);
+		redirect(STDOUT_FILENO, NULL, O_WRONLY);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+bool parse_cuprobe_summary(const char *text, struct cuprobe_summary *out)
+{
+	const char *p = text;
+
+	while (p && *p) {
+		if (sscanf(p, "cuprobe: %llu events delivered, %llu lost, %llu of %llu launches with unknown names",
+			   &out->delivered, &out->lost, &out->unnamed, &out->launches) == 4)
+			return true;
+		p = strchr(p, '\n');
+		if (p)
+			p++;
+	}
+	return false;
+}
+
+long long line_value(const char *line, const char *key)
+{
+	size_t n = strlen(key);
+	const char *p = line;
+
+	while ((p = strstr(p, key))) {
+		if ((p == line || p[-1] == ' ') && p[n] == '=')
+			return strtoll(p + n + 1, NULL, 0);
+		p += n;
+	}
+	return -1;
+}
+
+char *find_line(const char *text, const char *prefix, int nth)
+{
+	const char *p = text;
+	size_t n = strlen(prefix);
+
+	while (p && *p) {
+		const char *end = strchr(p, '\n');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+
+		if (len >= n && !strncmp(p, prefix, n) && nth-- == 0)
+			return strndup(p, len);
+		p = end ? end + 1 : NULL;
+	}
+	return NULL;
+}
+
+uint64_t parse_hex(const char *text)
+{
+	char *end;
+	uint64_t value;
+
+	cr_assert(text && !strncmp(text, "0x", 2), "not a 0x hex string: %s", text ? text : "(null)");
+	errno = 0;
+	value = strtoull(text + 2, &end, 16);
+	cr_assert(!errno && end != text + 2 && !*end, "not a hex number: %s", text);
+	return value;
+}
+
+#ifdef CUPROBE_TEST_WITH_JSON
+json_t *load_json_lines(const char *path)
+{
+	char *text = read_text(path), *line, *save = NULL;
+	json_t *arr = json_array();
+	size_t lineno = 0;
+
+	cr_assert_not_null(text, "cannot read %s", path);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		json_error_t error;
+		json_t *obj = json_loads(line, JSON_REJECT_DUPLICATES, &error);
+
+		lineno++;
+		cr_assert_not_null(obj, "%s:%zu is not JSON (%s): %s", path, lineno, error.text, line);
+		cr_assert(json_is_object(obj), "%s:%zu is not a JSON object: %s", path, lineno, line);
+		json_array_append_new(arr, obj);
+	}
+	free(text);
+	return arr;
+}
+
+const char *jstr(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	cr_assert(json_is_string(v), "field \"%s\" missing or not a string", key);
+	return json_string_value(v);
+}
+
+long long jint(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+
+	cr_assert(json_is_integer(v), "field \"%s\" missing or not an integer", key);
+	return json_integer_value(v);
+}
+
+uint64_t jhex(json_t *obj, const char *key)
+{
+	return parse_hex(jstr(obj, key));
+}
+
+size_t count_events(json_t *arr, const char *type, const char *api)
+{
+	size_t i, n = 0;
+	json_t *ev;
+
+	json_array_foreach(arr, i, ev) {
+		json_t *t = json_object_get(ev, "type"), *a = json_object_get(ev, "api");
+
+		if (!json_is_string(t) || strcmp(json_string_value(t), type))
+			continue;
+		if (api && (!json_is_string(a) || strcmp(json_string_value(a), api)))
+			continue;
+		n++;
+	}
+	return n;
+}
+
+bool jdims_equal(json_t *obj, const char *key, long long a, long long b, long long c)
+{
+	json_t *v = json_object_get(obj, key);
+
+	return json_is_array(v) && json_array_size(v) == 3 &&
+	       json_is_integer(json_array_get(v, 0)) && json_integer_value(json_array_get(v, 0)) == a &&
+	       json_is_integer(json_array_get(v, 1)) && json_integer_value(json_array_get(v, 1)) == b &&
+	       json_is_integer(json_array_get(v, 2)) && json_integer_value(json_array_get(v, 2)) == c;
+}
+#endif

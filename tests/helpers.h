@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Shared helpers of cuprobe's Criterion tests: processes, files, JSON lines. */
+#ifndef CUPROBE_TEST_HELPERS_H
+#define CUPROBE_TEST_HELPERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef CUPROBE_TEST_WITH_JSON
+#include <jansson.h>
+#endif
+
+/* Fails the running test (never skips) when the test process is not root. */
+void require_root(void);
+
+/* A fresh private directory under /tmp; remove_tree() deletes it. */
+char *make_tmpdir(void);
+void remove_tree(const char *path);
+/* "dir/name", malloc'd. */
+char *path_join(const char *dir, const char *name);
+
+/* The whole file as a NUL-terminated string (malloc'd), or NULL. */
+char *read_text(const char *path);
+bool write_text(const char *path, const char *text);
+/* Lines of text (without '\n'), the empty last piece after a final '\n' not counted. */
+size_t count_lines(const char *text);
+
+struct run_opts {
+	const char *stdout_path; /* NULL: /dev/null */
+	const char *stderr_path; /* NULL: /dev/null */
+	char **extra_env;        /* NAME=VALUE entries added, NULL-terminated, may be NULL */
+	bool as_nobody;          /* drop to uid/gid 65534 before exec */
+};
+
+/*
+ * Runs argv[0] with argv, waits for it, and returns its status as a shell
+ * reports it (exit code, or 128 + signal). SUDO_UID/SUDO_GID of the test's
+ * own environment are never passed on. elapsed_s (may be NULL) gets the
+ * wall time.
+ */
+int run_program(char *const argv[], const struct run_opts *opts, double *elapsed_s);
+
+/* Starts argv in the background (stdio on /dev/null); returns its pid. */
+pid_t start_background(char *const argv[]);
+
+/* cuprobe's summary line on stderr. */
+struct cuprobe_summary {
+	unsigned long long delivered, lost, unnamed, launches;
+};
+bool parse_cuprobe_summary(const char *stderr_text, struct cuprobe_summary *out);
+
+/*
+ * The value of key=VALUE on a workload summary line ("drv_launch: pid=..."),
+ * as an integer; -1 when the key is missing.
+ */
+long long line_value(const char *line, const char *key);
+/* The nth (0-based) line of text that starts with prefix, malloc'd, or NULL. */
+char *find_line(const char *text, const char *prefix, int nth);
+
+uint64_t parse_hex(const char *text);
+
+#ifdef CUPROBE_TEST_WITH_JSON
+/* Every line of path parsed as a JSON object into an array; fails the test on a bad line. */
+json_t *load_json_lines(const char *path);
+/* Field helpers that fail the test when the field is missing or of the wrong type. */
+const char *jstr(json_t *obj, const char *key);
+long long jint(json_t *obj, const char *key);
+uint64_t jhex(json_t *obj, const char *key);
+/* Number of events in arr whose "type" is type (and, when api is not NULL, "api" is api). */
+size_t count_events(json_t *arr, const char *type, const char *api);
+/* Checks that a JSON array field holds exactly the three integers a, b, c. */
+bool jdims_equal(json_t *obj, const char *key, long long a, long long b, long long c);
+#endif
+
+#endif
