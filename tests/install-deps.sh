@@ -1,0 +1,11 @@
+#!/bin/sh
+# Installs what building and testing cuprobe needs, from Debian's archive only.
+# The CUDA toolkit (/usr/local/cuda) is not a Debian package: where it is
+# missing, the CUDA workloads and the libcudart test are simply not built.
+set -eu
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends \
+	build-essential cmake pkg-config clang llvm \
+	libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libiberty-dev \
+	libcriterion-dev libjson-c-dev
