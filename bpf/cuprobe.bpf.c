@@ -22,6 +22,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile bool filter_by_pid = false;
 const volatile __u64 wakeup_threshold_bytes = CP_DEFAULT_WAKEUP_BYTES;
 const volatile __u64 wakeup_latency_ns = CP_DEFAULT_WAKEUP_NS;
+/* For the bench: wake the consumer on every record, the policy the default avoids. */
+const volatile bool wake_every_record = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -117,7 +119,7 @@ static __always_inline void submit(void *record, __u64 now, bool urgent)
 {
 	__u32 zero = 0;
 	__u64 *last = bpf_map_lookup_elem(&last_wakeup, &zero);
-	bool wake = urgent;
+	bool wake = urgent || wake_every_record;
 
 	if (!wake && last && now - *last >= wakeup_latency_ns)
 		wake = true;

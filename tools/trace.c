@@ -166,7 +166,7 @@ static int discover_driver(const struct cp_trace_options *opts, const char *comm
 		cp_discover__all_processes(libs, LIBCUDA);
 		cp_discover__for_exec(libs, LIBCUDA, NULL, NULL);
 	}
-	if (!cp_lib_set__count(libs)) {
+	if (!cp_lib_set__count(libs) && !opts->runtime) {
 		say("no %s found (looked in %s, the ld.so cache and the standard library directories); use --lib PATH",
 		    LIBCUDA, opts->pid_count ? "the target's maps" :
 		    command_path ? "LD_LIBRARY_PATH, the command's RUNPATH" : "every process's maps");
@@ -205,10 +205,12 @@ static int attach_all(struct cp_tracer *tracer, const struct cp_lib_set *libs,
 		      const struct cp_lib_set *cudarts)
 {
 	struct cp_attach_report report;
-	unsigned int attached_libs = 0;
+	unsigned int attached_libs = 0, attached_runtimes = 0;
 	size_t i;
 	int err;
 
+	if (!cp_lib_set__count(libs))
+		say("no %s found: tracing cudaLaunchKernel only", LIBCUDA);
 	for (i = 0; i < cp_lib_set__count(libs); i++) {
 		const char *path = cp_lib_set__path(libs, i);
 
@@ -226,7 +228,7 @@ static int attach_all(struct cp_tracer *tracer, const struct cp_lib_set *libs,
 			    verbosity ? ": " : " (-v lists them)",
 			    verbosity ? report.missing_names : "");
 	}
-	if (!attached_libs) {
+	if (!attached_libs && cp_lib_set__count(libs)) {
 		say("no %s could be probed", LIBCUDA);
 		return EXIT_SETUP;
 	}
@@ -234,10 +236,18 @@ static int attach_all(struct cp_tracer *tracer, const struct cp_lib_set *libs,
 		const char *path = cp_lib_set__path(cudarts, i);
 
 		err = cp_tracer__attach_runtime(tracer, path, &report);
-		if (!err && verbosity)
-			say("%s: cudaLaunchKernel probed", path);
-		else if (err && err != -ENOENT)
+		if (!err) {
+			attached_runtimes++;
+			if (verbosity)
+				say("%s: cudaLaunchKernel probed", path);
+		} else if (err != -ENOENT) {
 			say("%s: cannot probe cudaLaunchKernel: %s", path, strerror(-err));
+		}
+	}
+	if (!attached_libs && !attached_runtimes) {
+		say("no %s and no cudaLaunchKernel found to probe; use --lib PATH or --cudart PATH",
+		    LIBCUDA);
+		return EXIT_SETUP;
 	}
 	return 0;
 }
@@ -534,7 +544,8 @@ int cp_cmd_trace(int argc, char **argv)
 		timerfd_settime(ws.timer_fd, 0, &when, NULL);
 	}
 	if (verbosity)
-		say("tracing (%u probes); Ctrl-C stops", cp_tracer__link_count(tracer));
+		say("tracing (%u probes, %u links); Ctrl-C stops", cp_tracer__probe_count(tracer),
+		    cp_tracer__link_count(tracer));
 	wait_for_end(&opts, &ws);
 	exit_code = 0;
 

@@ -109,6 +109,9 @@ struct cp_tracer_opts {
 	size_t ring_bytes;          /* ring buffer size, a power of two >= page size; 0 = 8 MiB */
 	uint64_t wakeup_bytes;      /* wake the agent once this much is unread; 0 = default */
 	uint64_t wakeup_latency_ns; /* ... or once this long passed since the last wakeup */
+	bool wake_every_record;     /* wake on every record instead (costs ~1.4 us a record) */
+	bool classic_uprobes;       /* one perf-event uprobe per symbol even where the kernel
+				     * has uprobe_multi links (6.6+) */
 	cp_log_fn log;
 	void *log_ctx;
 };
@@ -132,7 +135,10 @@ int cp_tracer__attach_runtime(struct cp_tracer *tracer, const char *path,
 /* Add a process to the traced set (its later forks follow). */
 int cp_tracer__add_pid(struct cp_tracer *tracer, pid_t pid);
 int cp_tracer__ring_fd(const struct cp_tracer *tracer);
+/* Kernel links held (a uprobe_multi link covers many symbols). */
 unsigned int cp_tracer__link_count(const struct cp_tracer *tracer);
+/* Probes attached: symbols, entry and return probes counted apart. */
+unsigned int cp_tracer__probe_count(const struct cp_tracer *tracer);
 
 /* Sums of the BPF-side per-CPU counters. */
 struct cp_counters {
@@ -189,6 +195,35 @@ struct cp_agent_stats {
 /* Safe from any thread; exact once the agent is stopped. */
 void cp_agent__stats(const struct cp_agent *agent, struct cp_agent_stats *out);
 
+/* ---- self-tracing: a program watching its own CUDA calls ---------------- */
+
+/*
+ * Finds the libcuda.so.1 this process has mapped, opens a tracer filtered
+ * to this process (and its forks), attaches, and starts an agent calling
+ * on_event. Needs the same privileges as cuprobe. Safe to stop and free from
+ * atexit handlers and library destructors while other threads still call
+ * CUDA: the agent is joined before the tracer and ring are freed.
+ */
+struct cp_self_trace;
+
+struct cp_self_trace_opts {
+	size_t sz;            /* sizeof(struct cp_self_trace_opts) */
+	cp_event_fn on_event;
+	void *ctx;
+	size_t ring_bytes;    /* 0 = default */
+	const char *library;  /* soname to look for in our maps; NULL = libcuda.so.1 */
+	cp_log_fn log;
+	void *log_ctx;
+};
+
+struct cp_self_trace *cp_self_trace__start(const struct cp_self_trace_opts *opts);
+/* Async-signal-safe. */
+void cp_self_trace__request_stop(struct cp_self_trace *self);
+int cp_self_trace__stop(struct cp_self_trace *self);
+void cp_self_trace__stats(const struct cp_self_trace *self, struct cp_agent_stats *agent_stats,
+			  struct cp_counters *counters);
+void cp_self_trace__free(struct cp_self_trace *self);
+
 /* ---- names: (pid, handle) -> kernel name -------------------------------- */
 
 struct cp_symbolizer;
@@ -204,6 +239,12 @@ int cp_symbolizer__add_file(struct cp_symbolizer *symbolizer, const char *path);
  */
 int cp_symbolizer__resolve(struct cp_symbolizer *symbolizer, pid_t pid, uint32_t dev,
 			   uint64_t inode, uint64_t file_offset, char *out, size_t out_len);
+/*
+ * File offsets of the named function symbols of an ELF file (.dynsym, then
+ * .symtab); 0 where a name is absent. Returns how many were found.
+ */
+int cp_elf__function_offsets(const char *path, const char *const *names, size_t count,
+			     uint64_t *offsets);
 /* The function symbol at file_offset in the ELF file at path. */
 int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, size_t out_len);
 

@@ -229,3 +229,75 @@ out_close:
 	close(fd);
 	return err;
 }
+
+/* File offset of a defined function symbol: its address within its section. */
+static bool symbol_file_offset(Elf *elf, const GElf_Sym *sym, uint64_t *offset)
+{
+	Elf_Scn *scn = elf_getscn(elf, sym->st_shndx);
+	GElf_Shdr shdr;
+
+	if (!scn || !gelf_getshdr(scn, &shdr) || sym->st_value < shdr.sh_addr ||
+	    sym->st_value >= shdr.sh_addr + shdr.sh_size)
+		return false;
+	*offset = sym->st_value - shdr.sh_addr + shdr.sh_offset;
+	return true;
+}
+
+int cp_elf__function_offsets(const char *path, const char *const *names, size_t count,
+			     uint64_t *offsets)
+{
+	static const GElf_Word tables[] = { SHT_DYNSYM, SHT_SYMTAB };
+	size_t found = 0, t, i, j;
+	int fd, err = 0;
+	Elf *elf;
+
+	if (!path || !names || !offsets)
+		return -EINVAL;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOSYS;
+	memset(offsets, 0, count * sizeof(*offsets));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		err = -ENOEXEC;
+		goto out_close;
+	}
+	for (t = 0; t < sizeof(tables) / sizeof(tables[0]) && found < count; t++) {
+		Elf_Scn *scn = NULL;
+		GElf_Shdr shdr;
+		GElf_Sym sym;
+
+		while ((scn = elf_nextscn(elf, scn))) {
+			Elf_Data *data;
+
+			if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != tables[t] || !shdr.sh_entsize)
+				continue;
+			data = elf_getdata(scn, NULL);
+			if (!data)
+				continue;
+			for (i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
+				const char *name;
+
+				if (!gelf_getsym(data, i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+				    sym.st_shndx == SHN_UNDEF || !sym.st_value)
+					continue;
+				name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+				if (!name)
+					continue;
+				for (j = 0; j < count; j++) {
+					if (offsets[j] || strcmp(name, names[j]))
+						continue;
+					if (symbol_file_offset(elf, &sym, &offsets[j]))
+						found++;
+					break;
+				}
+			}
+		}
+	}
+	elf_end(elf);
+out_close:
+	close(fd);
+	return err ? err : (int)found;
+}

@@ -9,6 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -18,12 +21,18 @@
 #include "cuprobe.skel.h"
 
 #define DEFAULT_RING_BYTES (8u * 1024 * 1024)
+#define DESTROY_THREADS 32
 
 struct cp_tracer {
 	struct cuprobe_bpf *skel;
-	struct bpf_link **links;
+	struct bpf_link **links;   /* tracepoints, and uprobes on kernels without uprobe_multi */
 	size_t link_count;
 	size_t link_capacity;
+	int *multi_fds;            /* uprobe_multi links: one per (program, library, entry/return) */
+	size_t multi_count;
+	size_t multi_capacity;
+	unsigned int probe_count;  /* symbols probed, entry and return counted apart */
+	bool use_multi;
 	cp_log_fn log;
 	void *log_ctx;
 };
@@ -124,6 +133,41 @@ static int keep_link(struct cp_tracer *tracer, struct bpf_link *link)
 	return 0;
 }
 
+/* uapi values of kernels 6.6+, absent from older headers such as Debian 12's. */
+#define CP_BPF_TRACE_UPROBE_MULTI 48
+#define CP_BPF_F_UPROBE_MULTI_RETURN 1u
+
+/* The BPF_LINK_CREATE attribute for a uprobe_multi link, laid out as in 6.6+. */
+struct uprobe_multi_link_attr {
+	__u32 prog_fd;
+	__u32 target_fd;
+	__u32 attach_type;
+	__u32 flags;
+	__u64 path;
+	__u64 offsets;
+	__u64 ref_ctr_offsets;
+	__u64 cookies;
+	__u32 count;
+	__u32 multi_flags;
+	__u32 pid;
+	__u32 pad;
+};
+
+static bool kernel_has_uprobe_multi(void)
+{
+	struct utsname uts;
+	unsigned int major = 0, minor = 0;
+
+	if (uname(&uts) || sscanf(uts.release, "%u.%u", &major, &minor) != 2)
+		return false;
+	return major > 6 || (major == 6 && minor >= 6);
+}
+
+static bool is_uprobe_program(struct bpf_program *program)
+{
+	return bpf_program__type(program) == BPF_PROG_TYPE_KPROBE;
+}
+
 static bool is_power_of_two(size_t value)
 {
 	return value && !(value & (value - 1));
@@ -162,10 +206,24 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
 		tracer->skel->rodata->wakeup_threshold_bytes = opts->wakeup_bytes;
 	if (opts->wakeup_latency_ns)
 		tracer->skel->rodata->wakeup_latency_ns = opts->wakeup_latency_ns;
+	tracer->skel->rodata->wake_every_record = opts->wake_every_record;
 	err = bpf_map__set_max_entries(tracer->skel->maps.events, ring_bytes);
 	if (err)
 		goto err_destroy_skel;
 
+	/*
+	 * uprobe_multi links (one per program and library) attach and detach
+	 * far faster than one perf event per symbol; programs must be loaded
+	 * for that attach type, so the choice is made here, before load.
+	 */
+	tracer->use_multi = !opts->classic_uprobes && kernel_has_uprobe_multi();
+	if (tracer->use_multi) {
+		struct bpf_program *program;
+
+		bpf_object__for_each_program(program, tracer->skel->obj)
+			if (is_uprobe_program(program))
+				bpf_program__set_expected_attach_type(program, CP_BPF_TRACE_UPROBE_MULTI);
+	}
 	err = cuprobe_bpf__load(tracer->skel);
 	if (err) {
 		logf_(tracer, CP_LOG_WARN, "cannot load the BPF programs: %s", strerror(-err));
@@ -200,13 +258,61 @@ err_free_tracer:
 	return NULL;
 }
 
+struct link_destroyer {
+	pthread_t thread;
+	struct cp_tracer *tracer;
+	size_t first;
+	size_t stride;
+};
+
+static void *destroy_links(void *arg)
+{
+	struct link_destroyer *job = arg;
+	size_t i;
+
+	for (i = job->first; i < job->tracer->link_count; i += job->stride)
+		bpf_link__destroy(job->tracer->links[i]);
+	for (i = job->first; i < job->tracer->multi_count; i += job->stride)
+		close(job->tracer->multi_fds[i]);
+	return NULL;
+}
+
+/*
+ * Each uprobe detach waits for an RCU-tasks grace period in the kernel
+ * (~75 ms in these VMs). Perf-event uprobes detach one after another under
+ * the kernel's event_mutex; uprobe_multi links do not, so their grace
+ * periods overlap when a few threads close them at once. All are joined
+ * before this returns.
+ */
+static void destroy_all_links(struct cp_tracer *tracer)
+{
+	struct link_destroyer jobs[DESTROY_THREADS];
+	size_t most = tracer->link_count > tracer->multi_count ? tracer->link_count : tracer->multi_count;
+	size_t threads = most < DESTROY_THREADS ? most : DESTROY_THREADS;
+	size_t i, started = 0;
+
+	for (i = 0; i < threads; i++) {
+		jobs[i] = (struct link_destroyer){ .tracer = tracer, .first = i, .stride = threads };
+		if (pthread_create(&jobs[i].thread, NULL, destroy_links, &jobs[i]))
+			break;
+		started++;
+	}
+	/* Whatever no thread took (pthread_create failed) is destroyed here. */
+	for (i = started; i < threads; i++)
+		destroy_links(&jobs[i]);
+	for (i = 0; i < started; i++)
+		pthread_join(jobs[i].thread, NULL);
+	tracer->link_count = 0;
+	tracer->multi_count = 0;
+}
+
 void cp_tracer__free(struct cp_tracer *tracer)
 {
 	if (!tracer)
 		return;
-	while (tracer->link_count)
-		bpf_link__destroy(tracer->links[--tracer->link_count]);
+	destroy_all_links(tracer);
 	free(tracer->links);
+	free(tracer->multi_fds);
 	cuprobe_bpf__destroy(tracer->skel);
 	free(tracer);
 }
@@ -247,6 +353,113 @@ static int attach_one(struct cp_tracer *tracer, const char *path, const char *sy
 	return err;
 }
 
+static int keep_multi_fd(struct cp_tracer *tracer, int fd)
+{
+	if (tracer->multi_count == tracer->multi_capacity) {
+		size_t capacity = tracer->multi_capacity ? tracer->multi_capacity * 2 : 32;
+		int *fds = realloc(tracer->multi_fds, capacity * sizeof(*fds));
+
+		if (!fds)
+			return -ENOMEM;
+		tracer->multi_fds = fds;
+		tracer->multi_capacity = capacity;
+	}
+	tracer->multi_fds[tracer->multi_count++] = fd;
+	return 0;
+}
+
+static int create_multi_link(struct cp_tracer *tracer, const char *path, const char *program_name,
+			     bool retprobe, const uint64_t *offsets, const uint64_t *cookies,
+			     size_t count)
+{
+	struct bpf_program *program = bpf_object__find_program_by_name(tracer->skel->obj, program_name);
+	struct uprobe_multi_link_attr attr;
+	int fd, err;
+
+	if (!program)
+		return -EINVAL;
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = bpf_program__fd(program);
+	attr.attach_type = CP_BPF_TRACE_UPROBE_MULTI;
+	attr.path = (uintptr_t)path;
+	attr.offsets = (uintptr_t)offsets;
+	attr.cookies = (uintptr_t)cookies;
+	attr.count = (__u32)count;
+	attr.multi_flags = retprobe ? CP_BPF_F_UPROBE_MULTI_RETURN : 0;
+	attr.pid = 0; /* every process; the BPF-side pid set filters and follows forks */
+	fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	if (fd < 0)
+		return -errno;
+	err = keep_multi_fd(tracer, fd);
+	if (err)
+		close(fd);
+	return err;
+}
+
+/* One uprobe_multi link for each program (entry and return apart) over this file. */
+static int attach_table_multi(struct cp_tracer *tracer, const char *path,
+			      const struct probe_spec *table, size_t count,
+			      struct cp_attach_report *report)
+{
+	const char *names[64];
+	uint64_t offsets[64], group_offsets[64], group_cookies[64];
+	int found, err, first_error = 0;
+	size_t i, j, n;
+
+	if (count > 64)
+		return -E2BIG;
+	for (i = 0; i < count; i++)
+		names[i] = table[i].symbol;
+	found = cp_elf__function_offsets(path, names, count, offsets);
+	if (found < 0)
+		return found;
+	for (i = 0; i < count; i++)
+		if (!offsets[i])
+			note_missing(report, table[i].symbol);
+	/* Each program once, for entries, then for the return probes that use it. */
+	for (i = 0; i < 2 * count; i++) {
+		bool retprobe = i >= count;
+		const struct probe_spec *lead = &table[i % count];
+		const char *program = retprobe ? lead->return_program : lead->program;
+		bool seen = false;
+
+		if (!program)
+			continue;
+		for (j = 0; j < i; j++) {
+			const struct probe_spec *earlier = &table[j % count];
+			const char *earlier_program = j >= count ? earlier->return_program :
+							earlier->program;
+
+			if ((j >= count) == retprobe && earlier_program && !strcmp(earlier_program, program))
+				seen = true;
+		}
+		if (seen)
+			continue;
+		for (n = 0, j = 0; j < count; j++) {
+			const char *uses = retprobe ? table[j].return_program : table[j].program;
+
+			if (!offsets[j] || !uses || strcmp(uses, program))
+				continue;
+			group_offsets[n] = offsets[j];
+			group_cookies[n] = table[j].cookie;
+			n++;
+		}
+		if (!n)
+			continue;
+		err = create_multi_link(tracer, path, program, retprobe, group_offsets, group_cookies, n);
+		if (err) {
+			logf_(tracer, CP_LOG_WARN, "%s: cannot attach %s (%zu symbols): %s", path, program,
+			      n, strerror(-err));
+			if (!first_error)
+				first_error = err;
+			continue;
+		}
+		report->attached += n;
+		tracer->probe_count += n;
+	}
+	return first_error;
+}
+
 static int attach_table(struct cp_tracer *tracer, const char *path,
 			const struct probe_spec *table, size_t count,
 			struct cp_attach_report *report)
@@ -262,6 +475,10 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 	if (!report)
 		report = &local;
 	memset(report, 0, sizeof(*report));
+	if (tracer->use_multi) {
+		first_error = attach_table_multi(tracer, path, table, count, report);
+		goto out_report;
+	}
 	for (i = 0; i < count; i++) {
 		const struct probe_spec *probe = &table[i];
 
@@ -278,6 +495,7 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 			continue;
 		}
 		report->attached++;
+		tracer->probe_count++;
 		if (!probe->return_program)
 			continue;
 		err = attach_one(tracer, path, probe->symbol, probe->return_program, true,
@@ -290,7 +508,9 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 			continue;
 		}
 		report->attached++;
+		tracer->probe_count++;
 	}
+out_report:
 	if (report->missing)
 		logf_(tracer, CP_LOG_INFO, "%s: %u probe symbols absent: %s", path,
 		      report->missing, report->missing_names);
@@ -331,7 +551,12 @@ int cp_tracer__ring_fd(const struct cp_tracer *tracer)
 
 unsigned int cp_tracer__link_count(const struct cp_tracer *tracer)
 {
-	return tracer ? (unsigned int)tracer->link_count : 0;
+	return tracer ? (unsigned int)(tracer->link_count + tracer->multi_count) : 0;
+}
+
+unsigned int cp_tracer__probe_count(const struct cp_tracer *tracer)
+{
+	return tracer ? tracer->probe_count : 0;
 }
 
 int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters *out)

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* `cuprobe trace` option parsing, and the small parsers behind it. */
+#include <errno.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli_options.h"
+#include "helpers.h"
+#include "spawn.h"
+
+static struct cp_trace_options opts;
+static char error[256];
+
+/* argv as getopt needs it: "trace" first, NULL last, writable. */
+static enum cp_parse_result parse(char **argv)
+{
+	int argc = 0;
+
+	while (argv[argc])
+		argc++;
+	memset(error, 'x', sizeof(error));
+	return cp_trace_options__parse(argc, argv, &opts, error, sizeof(error));
+}
+
+#define PARSE(...) parse((char *[]){ "trace", __VA_ARGS__, NULL })
+
+/* An error with a reason: one line, not empty. */
+static void assert_error(enum cp_parse_result r, const char *needle)
+{
+	cr_assert_eq(r, CP_PARSE_ERROR, "accepted");
+	cr_assert_gt(strlen(error), 0, "no reason given");
+	cr_assert_null(strchr(error, '\n'), "reason is not one line: %s", error);
+	if (needle)
+		cr_assert_not_null(strstr(error, needle), "reason \"%s\" lacks \"%s\"", error, needle);
+}
+
+Test(cli, no_arguments_is_system_wide)
+{
+	cr_assert_eq(parse((char *[]){ "trace", NULL }), CP_PARSE_OK);
+	cr_assert_eq(opts.pid_count, 0);
+	cr_assert_null(opts.command);
+	cr_assert_not(opts.json);
+	cr_assert_null(opts.output);
+	cr_assert_eq(opts.duration_ms, 0);
+	cr_assert_eq(opts.ring_bytes, 0);
+	cr_assert_not(opts.runtime);
+}
+
+Test(cli, repeated_pids)
+{
+	cr_assert_eq(PARSE("-p", "12", "--pid", "34", "-p56"), CP_PARSE_OK);
+	cr_assert_eq(opts.pid_count, 3);
+	cr_assert_eq(opts.pids[0], 12);
+	cr_assert_eq(opts.pids[1], 34);
+	cr_assert_eq(opts.pids[2], 56);
+	cr_assert_null(opts.command);
+}
+
+Test(cli, bad_pids)
+{
+	assert_error(PARSE("-p", "0"), "0");
+	assert_error(PARSE("-p", "-1"), NULL);
+	assert_error(PARSE("-p", "abc"), "abc");
+	assert_error(PARSE("-p", "99999999999"), NULL);
+	assert_error(PARSE("-p", "12x"), NULL);
+	assert_error(PARSE("-p", ""), NULL);
+}
+
+Test(cli, duplicate_pid)
+{
+	assert_error(PARSE("-p", "12", "-p", "34", "-p", "12"), "12");
+}
+
+Test(cli, too_many_pids)
+{
+	char *argv[2 + 2 * (CP_CLI_MAX_PIDS + 1) + 1], values[CP_CLI_MAX_PIDS + 1][16];
+	int i, n = 0;
+
+	argv[n++] = "trace";
+	for (i = 0; i <= CP_CLI_MAX_PIDS; i++) {
+		snprintf(values[i], sizeof(values[i]), "%d", 100 + i);
+		argv[n++] = "-p";
+		argv[n++] = values[i];
+	}
+	argv[n] = NULL;
+	assert_error(parse(argv), NULL);
+	argv[n - 2] = NULL; /* exactly the maximum */
+	cr_assert_eq(parse(argv), CP_PARSE_OK);
+	cr_assert_eq(opts.pid_count, CP_CLI_MAX_PIDS);
+}
+
+Test(cli, json_output_lib_runtime)
+{
+	cr_assert_eq(PARSE("--json", "-o", "/tmp/out.json", "--lib", "/a/libcuda.so.1",
+			   "--lib", "/b/libcuda.so.1", "--runtime"), CP_PARSE_OK);
+	cr_assert(opts.json);
+	cr_assert_str_eq(opts.output, "/tmp/out.json");
+	cr_assert_eq(opts.lib_count, 2);
+	cr_assert_str_eq(opts.libs[0], "/a/libcuda.so.1");
+	cr_assert_str_eq(opts.libs[1], "/b/libcuda.so.1");
+	cr_assert(opts.runtime);
+	cr_assert_eq(opts.cudart_count, 0);
+
+	cr_assert_eq(PARSE("--output=/tmp/o2"), CP_PARSE_OK);
+	cr_assert_str_eq(opts.output, "/tmp/o2");
+	cr_assert_not(opts.json);
+	assert_error(PARSE("-o", ""), NULL);
+	assert_error(PARSE("--lib", ""), NULL);
+}
+
+Test(cli, cudart_implies_runtime)
+{
+	cr_assert_eq(PARSE("--cudart", "/x/libcudart.so.13"), CP_PARSE_OK);
+	cr_assert(opts.runtime);
+	cr_assert_eq(opts.cudart_count, 1);
+	cr_assert_str_eq(opts.cudarts[0], "/x/libcudart.so.13");
+	cr_assert_eq(opts.lib_count, 0);
+}
+
+Test(cli, duration)
+{
+	cr_assert_eq(PARSE("-d", "1.5"), CP_PARSE_OK);
+	cr_assert_eq(opts.duration_ms, 1500);
+	cr_assert_eq(PARSE("--duration", "2"), CP_PARSE_OK);
+	cr_assert_eq(opts.duration_ms, 2000);
+	cr_assert_eq(PARSE("-d", "0.0001"), CP_PARSE_OK);
+	cr_assert_eq(opts.duration_ms, 1, "a tiny positive duration must not become 0 (= forever)");
+	assert_error(PARSE("-d", "0"), NULL);
+	assert_error(PARSE("-d", "-1"), NULL);
+	assert_error(PARSE("-d", "abc"), NULL);
+	assert_error(PARSE("-d", "1.5s"), NULL);
+	assert_error(PARSE("-d", "nan"), NULL);
+	assert_error(PARSE("-d", "inf"), NULL);
+}
+
+Test(cli, ring_size)
+{
+	cr_assert_eq(PARSE("--ring-size", "16M"), CP_PARSE_OK);
+	cr_assert_eq(opts.ring_bytes, 16u << 20);
+	cr_assert_eq(PARSE("--ring-size", "4096"), CP_PARSE_OK);
+	cr_assert_eq(opts.ring_bytes, 4096);
+	cr_assert_eq(PARSE("--ring-size", "1G"), CP_PARSE_OK);
+	cr_assert_eq(opts.ring_bytes, 1u << 30);
+	assert_error(PARSE("--ring-size", "3000"), "3000");
+	assert_error(PARSE("--ring-size", "12K"), NULL);   /* not a power of two */
+	assert_error(PARSE("--ring-size", "2048"), NULL);  /* below 4K */
+	assert_error(PARSE("--ring-size", "2G"), NULL);    /* above 1G */
+	assert_error(PARSE("--ring-size", "16Q"), NULL);
+	assert_error(PARSE("--ring-size", "-16M"), NULL);
+}
+
+Test(cli, unknown_options)
+{
+	assert_error(PARSE("--bogus"), "--bogus");
+	assert_error(PARSE("-x"), "-x");
+	assert_error(PARSE("--json=yes"), NULL);
+}
+
+Test(cli, missing_option_value_is_reported_as_such)
+{
+	/* "-p" with no value is not an unknown option: it is one without its value. */
+	assert_error(PARSE("-p"), "needs a value");
+	assert_error(PARSE("--json", "--lib"), "needs a value");
+	assert_error(PARSE("-o"), "needs a value");
+}
+
+Test(cli, command_after_dashdash_keeps_its_own_options)
+{
+	cr_assert_eq(PARSE("--json", "--", "cmd", "-x", "--json", "-p", "5"), CP_PARSE_OK);
+	cr_assert(opts.json);
+	cr_assert_not_null(opts.command);
+	cr_assert_eq(opts.command_argc, 5);
+	cr_assert_str_eq(opts.command[0], "cmd");
+	cr_assert_str_eq(opts.command[1], "-x");
+	cr_assert_str_eq(opts.command[2], "--json");
+	cr_assert_null(opts.command[5], "COMMAND's argv must stay NULL-terminated");
+	cr_assert_eq(opts.pid_count, 0, "the command's -p was taken as ours");
+}
+
+Test(cli, dashdash_without_command)
+{
+	assert_error(PARSE("--json", "--"), NULL);
+}
+
+Test(cli, positional_without_dashdash)
+{
+	assert_error(PARSE("drv_launch", "10"), "drv_launch");
+	assert_error(PARSE("--json", "drv_launch"), NULL);
+}
+
+Test(cli, option_value_that_looks_like_dashdash)
+{
+	/* "-o --" names a file "--"; "prog" is then a positional without "--". */
+	assert_error(PARSE("-o", "--", "prog"), NULL);
+}
+
+Test(cli, pid_with_command)
+{
+	assert_error(PARSE("-p", "5", "--", "cmd"), NULL);
+}
+
+Test(cli, run_as_root_needs_a_command)
+{
+	assert_error(PARSE("--run-as-root"), NULL);
+	cr_assert_eq(PARSE("--run-as-root", "--", "cmd"), CP_PARSE_OK);
+	cr_assert(opts.run_as_root);
+}
+
+Test(cli, help)
+{
+	cr_assert_eq(PARSE("-h"), CP_PARSE_HELP);
+	cr_assert_eq(PARSE("--json", "--help"), CP_PARSE_HELP);
+	cr_assert_not_null(strstr(cp_trace_usage, "--ring-size"));
+}
+
+Test(cli, parse_size_suffixes)
+{
+	uint64_t v;
+
+	cr_assert_eq(cp_parse_size("0", &v), 0);
+	cr_assert_eq(v, 0);
+	cr_assert_eq(cp_parse_size("4096", &v), 0);
+	cr_assert_eq(v, 4096);
+	cr_assert_eq(cp_parse_size("4k", &v), 0);
+	cr_assert_eq(v, 4096);
+	cr_assert_eq(cp_parse_size("4K", &v), 0);
+	cr_assert_eq(v, 4096);
+	cr_assert_eq(cp_parse_size("16M", &v), 0);
+	cr_assert_eq(v, 16ull << 20);
+	cr_assert_eq(cp_parse_size("16MiB", &v), 0);
+	cr_assert_eq(v, 16ull << 20);
+	cr_assert_eq(cp_parse_size("16MB", &v), 0);
+	cr_assert_eq(v, 16ull << 20);
+	cr_assert_eq(cp_parse_size("2g", &v), 0);
+	cr_assert_eq(v, 2ull << 30);
+	cr_assert_eq(cp_parse_size("", &v), -EINVAL);
+	cr_assert_eq(cp_parse_size("M", &v), -EINVAL);
+	cr_assert_eq(cp_parse_size("16T", &v), -EINVAL);
+	cr_assert_eq(cp_parse_size("16MX", &v), -EINVAL);
+	cr_assert_eq(cp_parse_size("-5", &v), -EINVAL);
+	cr_assert_lt(cp_parse_size("99999999999999999999", &v), 0);
+	cr_assert_eq(cp_parse_size("17179869184G", &v), -ERANGE); /* 2^34 G = 2^64 */
+}
+
+Test(cli, parse_pid_and_seconds)
+{
+	pid_t pid;
+	uint64_t ms;
+
+	cr_assert_eq(cp_parse_pid("1", &pid), 0);
+	cr_assert_eq(pid, 1);
+	cr_assert_eq(cp_parse_pid("2147483647", &pid), 0);
+	cr_assert_eq(pid, 2147483647);
+	cr_assert_eq(cp_parse_pid("2147483648", &pid), -EINVAL);
+	cr_assert_eq(cp_parse_pid("-5", &pid), -EINVAL);
+	cr_assert_eq(cp_parse_seconds("0.5", &ms), 0);
+	cr_assert_eq(ms, 500);
+	cr_assert_eq(cp_parse_seconds("1e9", &ms), 0);
+	cr_assert_eq(ms, 1000000000000ull);
+	cr_assert_eq(cp_parse_seconds("1e10", &ms), -ERANGE);
+}
+
+Test(identity, from_sudo_environment)
+{
+	struct cp_identity id;
+
+	cr_assert_eq(setenv("SUDO_UID", "65534", 1), 0);
+	cr_assert_eq(setenv("SUDO_GID", "65533", 1), 0);
+	cr_assert_eq(cp_identity__from_env(&id, false), 0);
+	if (geteuid() == 0) {
+		cr_assert(id.drop);
+		cr_assert_eq(id.uid, 65534);
+		cr_assert_eq(id.gid, 65533);
+	} else {
+		cr_assert_not(id.drop, "only root drops privileges");
+	}
+	cr_assert_eq(cp_identity__from_env(&id, true), 0);
+	cr_assert_not(id.drop, "--run-as-root keeps root");
+	setenv("SUDO_UID", "0", 1);
+	cr_assert_eq(cp_identity__from_env(&id, false), 0);
+	cr_assert_not(id.drop, "SUDO_UID=0 is root already");
+	if (geteuid() == 0) {
+		setenv("SUDO_UID", "nobody", 1);
+		cr_assert_eq(cp_identity__from_env(&id, false), -EINVAL);
+	}
+	unsetenv("SUDO_UID");
+	unsetenv("SUDO_GID");
+	cr_assert_eq(cp_identity__from_env(&id, false), 0);
+	cr_assert_not(id.drop);
+}
+
+Test(spawn, resolve_command)
+{
+	struct cp_identity root = { .drop = false };
+	char out[4096];
+
+	cr_assert_eq(cp_resolve_command("/bin/sh", &root, out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "/bin/sh");
+	cr_assert_eq(setenv("PATH", "/nonexistent:/usr/bin:/bin", 1), 0);
+	cr_assert_eq(cp_resolve_command("sh", &root, out, sizeof(out)), 0);
+	cr_assert(!strcmp(out, "/usr/bin/sh") || !strcmp(out, "/bin/sh"), "resolved to %s", out);
+	cr_assert_eq(cp_resolve_command("/nonexistent/prog", &root, out, sizeof(out)), -ENOENT);
+	cr_assert_eq(cp_resolve_command("no-such-command-cuprobe", &root, out, sizeof(out)), -ENOENT);
+	char *dir = make_tmpdir(), *plain = path_join(dir, "not-executable");
+
+	cr_assert(write_text(plain, "#!/bin/sh\n"));
+	cr_assert_eq(chmod(plain, 0644), 0);
+	cr_assert_eq(cp_resolve_command(plain, &root, out, sizeof(out)), -EACCES,
+		     "a file without execute bits must be refused");
+	remove_tree(dir);
+	free(plain);
+	free(dir);
+	cr_assert_eq(cp_resolve_command("", &root, out, sizeof(out)), -ENOENT);
+}

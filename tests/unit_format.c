@@ -1,0 +1,415 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Output formats: JSON lines checked with a real parser (jansson), and text lines. */
+#include <errno.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "cuprobe.h"
+#include "helpers.h"
+
+static union cp_event blank(enum cp_event_type type, enum cp_api api)
+{
+	union cp_event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.hdr.type = type;
+	ev.hdr.api = api;
+	ev.hdr.pid = 1234;
+	ev.hdr.tid = 1240;
+	ev.hdr.time_ns = 9000000123456789ull;
+	return ev;
+}
+
+/* Formats ev as JSON, parses it, checks the common fields, returns the object. */
+static json_t *to_json(const union cp_event *ev, const struct cp_names *names)
+{
+	char buf[8192];
+	json_error_t error;
+	json_t *obj;
+	int n = cp_format__json(ev, names, buf, sizeof(buf));
+
+	cr_assert_gt(n, 0, "cp_format__json returned %d", n);
+	cr_assert_eq((size_t)n, strlen(buf), "the return is not the length written");
+	cr_assert_null(strchr(buf, '\n'), "a JSON line must hold no newline: %s", buf);
+	obj = json_loads(buf, JSON_REJECT_DUPLICATES, &error);
+	cr_assert_not_null(obj, "not JSON (%s at %d): %s", error.text, error.position, buf);
+	cr_assert(json_is_object(obj), "not an object: %s", buf);
+	cr_assert_eq(jint(obj, "time_ns"), 9000000123456789ll);
+	cr_assert_eq(jint(obj, "pid"), 1234);
+	cr_assert_eq(jint(obj, "tid"), 1240);
+	cr_assert_str_eq(jstr(obj, "type"), cp_event_type__name(ev->hdr.type));
+	cr_assert_str_eq(jstr(obj, "api"), cp_api__name(ev->hdr.api));
+	return obj;
+}
+
+Test(json, launch_named_and_unnamed)
+{
+	struct cp_names *names = cp_names__new(NULL);
+	union cp_event ev = blank(CP_EV_LAUNCH, CP_API_cuLaunchKernel);
+	json_t *obj;
+
+	ev.launch.function = 0xffff800012345678ull; /* beyond 2^53: must stay exact */
+	ev.launch.stream = 0x7f0000001000ull;
+	ev.launch.grid[0] = 4; ev.launch.grid[1] = 2; ev.launch.grid[2] = 1;
+	ev.launch.block[0] = 256; ev.launch.block[1] = 1; ev.launch.block[2] = 1;
+	ev.launch.shared_mem_bytes = 4096;
+
+	obj = to_json(&ev, names);
+	cr_assert_str_eq(jstr(obj, "type"), "launch");
+	cr_assert_eq(jhex(obj, "function"), 0xffff800012345678ull);
+	cr_assert_eq(jhex(obj, "stream"), 0x7f0000001000ull);
+	cr_assert(json_is_null(json_object_get(obj, "kernel")), "an unknown kernel must be null");
+	cr_assert(json_is_null(json_object_get(obj, "mangled")));
+	cr_assert(jdims_equal(obj, "grid", 4, 2, 1));
+	cr_assert(jdims_equal(obj, "block", 256, 1, 1));
+	cr_assert_eq(jint(obj, "shared_mem_bytes"), 4096);
+	cr_assert_null(json_object_get(obj, "cooperative"));
+	json_decref(obj);
+
+	cr_assert_eq(cp_names__set(names, 1234, 0xffff800012345678ull, "_Z15rt_probe_kernelPfi"), 0);
+	ev.launch.flags = CP_LAUNCH_COOPERATIVE | CP_LAUNCH_CONFIG_FAULT;
+	obj = to_json(&ev, names);
+	cr_assert_str_eq(jstr(obj, "kernel"), "rt_probe_kernel(float*, int)");
+	cr_assert_str_eq(jstr(obj, "mangled"), "_Z15rt_probe_kernelPfi");
+	cr_assert(json_is_true(json_object_get(obj, "cooperative")));
+	cr_assert(json_is_true(json_object_get(obj, "config_unreadable")));
+	json_decref(obj);
+	cp_names__free(names);
+}
+
+Test(json, graph_launch)
+{
+	union cp_event ev = blank(CP_EV_LAUNCH, CP_API_cuGraphLaunch);
+	json_t *obj;
+
+	ev.launch.function = 0xabc0;
+	ev.launch.stream = 0xdef0;
+	ev.launch.flags = CP_LAUNCH_GRAPH;
+	obj = to_json(&ev, NULL);
+	cr_assert_eq(jhex(obj, "graph_exec"), 0xabc0);
+	cr_assert_eq(jhex(obj, "stream"), 0xdef0);
+	cr_assert_null(json_object_get(obj, "kernel"), "a graph launch has no kernel");
+	json_decref(obj);
+}
+
+Test(json, alloc_and_free)
+{
+	union cp_event ev = blank(CP_EV_ALLOC, CP_API_cuMemAlloc_v2);
+	json_t *obj;
+
+	ev.alloc.ptr = 0x7f1200000000ull;
+	ev.alloc.bytes = 1ull << 40;
+	ev.alloc.kind = CP_MEM_DEVICE;
+	obj = to_json(&ev, NULL);
+	cr_assert_eq(jhex(obj, "ptr"), 0x7f1200000000ull);
+	cr_assert_eq(jint(obj, "bytes"), 1ll << 40);
+	cr_assert_str_eq(jstr(obj, "kind"), "device");
+	cr_assert_eq(jint(obj, "result"), 0);
+	cr_assert_null(json_object_get(obj, "stream"));
+	json_decref(obj);
+
+	ev = blank(CP_EV_ALLOC, CP_API_cuMemAllocAsync);
+	ev.alloc.ptr = 0;
+	ev.alloc.bytes = 64;
+	ev.alloc.kind = CP_MEM_DEVICE_ASYNC;
+	ev.alloc.stream = 0x5500;
+	ev.alloc.result = 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+	obj = to_json(&ev, NULL);
+	cr_assert_str_eq(jstr(obj, "kind"), "device_async");
+	cr_assert_eq(jhex(obj, "stream"), 0x5500);
+	cr_assert_eq(jint(obj, "result"), 2);
+	cr_assert_eq(jhex(obj, "ptr"), 0);
+	json_decref(obj);
+
+	ev = blank(CP_EV_FREE, CP_API_cuMemFreeHost);
+	ev.free.ptr = 0x1000;
+	ev.free.kind = CP_MEM_HOST;
+	obj = to_json(&ev, NULL);
+	cr_assert_str_eq(jstr(obj, "type"), "free");
+	cr_assert_eq(jhex(obj, "ptr"), 0x1000);
+	cr_assert_str_eq(jstr(obj, "kind"), "host");
+	json_decref(obj);
+}
+
+Test(json, copy_sync_proc)
+{
+	union cp_event ev = blank(CP_EV_COPY, CP_API_cuMemcpyDtoHAsync_v2);
+	json_t *obj;
+
+	ev.copy.dst = 0x10; ev.copy.src = 0x20; ev.copy.bytes = 4096;
+	ev.copy.direction = CP_COPY_DTOH; ev.copy.async = 1; ev.copy.stream = 0x30;
+	obj = to_json(&ev, NULL);
+	cr_assert_eq(jhex(obj, "dst"), 0x10);
+	cr_assert_eq(jhex(obj, "src"), 0x20);
+	cr_assert_eq(jint(obj, "bytes"), 4096);
+	cr_assert_str_eq(jstr(obj, "direction"), "DtoH");
+	cr_assert(json_is_true(json_object_get(obj, "async")));
+	cr_assert_eq(jhex(obj, "stream"), 0x30);
+	json_decref(obj);
+
+	ev.copy.async = 0;
+	ev.copy.direction = CP_COPY_HTOD;
+	obj = to_json(&ev, NULL);
+	cr_assert(json_is_false(json_object_get(obj, "async")));
+	cr_assert_str_eq(jstr(obj, "direction"), "HtoD");
+	json_decref(obj);
+
+	ev = blank(CP_EV_SYNC, CP_API_cuStreamSynchronize);
+	ev.sync.kind = CP_SYNC_STREAM;
+	ev.sync.handle = 0x4400;
+	obj = to_json(&ev, NULL);
+	cr_assert_str_eq(jstr(obj, "kind"), "stream");
+	cr_assert_eq(jhex(obj, "handle"), 0x4400);
+	json_decref(obj);
+
+	ev = blank(CP_EV_PROC, CP_API_sched_process_fork);
+	ev.proc.kind = CP_PROC_FORK;
+	ev.proc.child_pid = 5678;
+	obj = to_json(&ev, NULL);
+	cr_assert_str_eq(jstr(obj, "kind"), "fork");
+	cr_assert_eq(jint(obj, "child_pid"), 5678);
+	json_decref(obj);
+
+	ev = blank(CP_EV_PROC, CP_API_sched_process_exit);
+	ev.proc.kind = CP_PROC_EXIT;
+	ev.proc.exit_code = 7 << 8; /* wait status of exit(7) */
+	obj = to_json(&ev, NULL);
+	cr_assert_str_eq(jstr(obj, "kind"), "exit");
+	cr_assert_eq(jint(obj, "exit_status"), 7);
+	cr_assert_null(json_object_get(obj, "signal"));
+	json_decref(obj);
+
+	ev.proc.exit_code = 9; /* killed by SIGKILL */
+	obj = to_json(&ev, NULL);
+	cr_assert_eq(jint(obj, "signal"), 9);
+	cr_assert_null(json_object_get(obj, "exit_status"));
+	json_decref(obj);
+
+	ev = blank(CP_EV_PROC, CP_API_cuInit);
+	ev.proc.kind = CP_PROC_CUDA_INIT;
+	obj = to_json(&ev, NULL);
+	cr_assert_str_eq(jstr(obj, "kind"), "cuda_init");
+	json_decref(obj);
+}
+
+Test(json, name_records)
+{
+	union cp_event ev = blank(CP_EV_NAME, CP_API_cuModuleGetFunction);
+	json_t *obj;
+
+	ev.name.handle = 0x9000;
+	strcpy(ev.name.name, "_Z15rt_probe_kernelPfi");
+	ev.name.name_len = strlen(ev.name.name);
+	obj = to_json(&ev, NULL);
+	cr_assert_eq(jhex(obj, "handle"), 0x9000);
+	cr_assert_eq(jint(obj, "result"), 0);
+	cr_assert_str_eq(jstr(obj, "name"), "rt_probe_kernel(float*, int)");
+	cr_assert_str_eq(jstr(obj, "mangled"), "_Z15rt_probe_kernelPfi");
+	json_decref(obj);
+
+	/* A name with bytes JSON must escape still gives valid JSON, the same string back. */
+	strcpy(ev.name.name, "we\"ird\\name\twith\x01" "ctl");
+	ev.name.name_len = strlen(ev.name.name);
+	obj = to_json(&ev, NULL);
+	cr_assert_str_eq(jstr(obj, "mangled"), "we\"ird\\name\twith\x01" "ctl");
+	json_decref(obj);
+
+	/* The longest name, all of it control bytes (6 bytes each once escaped). */
+	memset(ev.name.name, 0x01, CP_NAME_MAX - 1);
+	ev.name.name[CP_NAME_MAX - 1] = '\0';
+	ev.name.name_len = CP_NAME_MAX - 1;
+	obj = to_json(&ev, NULL);
+	cr_assert_eq(strlen(jstr(obj, "mangled")), CP_NAME_MAX - 1);
+	json_decref(obj);
+
+	ev = blank(CP_EV_NAME, CP_API_cuKernelGetFunction);
+	ev.name.handle = 0xb000;
+	ev.name.alias_of = 0xa000;
+	obj = to_json(&ev, NULL);
+	cr_assert_eq(jhex(obj, "handle"), 0xb000);
+	cr_assert_eq(jhex(obj, "alias_of"), 0xa000);
+	json_decref(obj);
+}
+
+Test(json, rt_launch)
+{
+	struct cp_names *names = cp_names__new(NULL);
+	union cp_event ev = blank(CP_EV_RT_LAUNCH, CP_API_cudaLaunchKernel);
+	json_t *obj;
+
+	ev.rt_launch.stub = 0x55aa00001000ull;
+	ev.rt_launch.grid[0] = 2; ev.rt_launch.grid[1] = 1; ev.rt_launch.grid[2] = 1;
+	ev.rt_launch.block[0] = 64; ev.rt_launch.block[1] = 1; ev.rt_launch.block[2] = 1;
+	ev.rt_launch.shared_mem_bytes = 128;
+	ev.rt_launch.stream = 0x77;
+	obj = to_json(&ev, names);
+	cr_assert_eq(jhex(obj, "stub"), 0x55aa00001000ull);
+	cr_assert(json_is_null(json_object_get(obj, "kernel")));
+	cr_assert(jdims_equal(obj, "grid", 2, 1, 1));
+	cr_assert(jdims_equal(obj, "block", 64, 1, 1));
+	cr_assert_eq(jint(obj, "shared_mem_bytes"), 128);
+	cr_assert_eq(jhex(obj, "stream"), 0x77);
+	json_decref(obj);
+	cp_names__free(names);
+}
+
+Test(json, too_small_buffer)
+{
+	union cp_event ev = blank(CP_EV_LAUNCH, CP_API_cuLaunchKernel);
+	char buf[8192];
+	int full = cp_format__json(&ev, NULL, buf, sizeof(buf));
+
+	cr_assert_gt(full, 0);
+	cr_assert_eq(cp_format__json(&ev, NULL, buf, (size_t)full), -ENOSPC,
+		     "no room for the NUL must be -ENOSPC");
+	cr_assert_eq(cp_format__json(&ev, NULL, buf, 16), -ENOSPC);
+	cr_assert_eq(cp_format__json(&ev, NULL, buf, (size_t)full + 1), full);
+}
+
+/* ---- cp_json__escape ------------------------------------------------------- */
+
+/* Escapes src, checks that "<escaped>" parses as JSON, returns the escaped body. */
+static const char *escape_checked(const char *src, char *buf, size_t len)
+{
+	char quoted[4096];
+	json_error_t error;
+	json_t *v;
+	int n = cp_json__escape(src, buf, len);
+
+	cr_assert_geq(n, 0, "cp_json__escape failed: %d", n);
+	cr_assert_eq((size_t)n, strlen(buf));
+	snprintf(quoted, sizeof(quoted), "\"%s\"", buf);
+	v = json_loads(quoted, JSON_DECODE_ANY, &error);
+	cr_assert_not_null(v, "escaped text is not a JSON string (%s): %s", error.text, quoted);
+	cr_assert(json_is_string(v));
+	json_decref(v);
+	return buf;
+}
+
+Test(json_escape, quotes_backslashes_and_controls)
+{
+	char buf[512];
+	json_t *v;
+	char quoted[600];
+
+	cr_assert_str_eq(escape_checked("plain_name", buf, sizeof(buf)), "plain_name");
+	cr_assert_str_eq(escape_checked("a\"b", buf, sizeof(buf)), "a\\\"b");
+	cr_assert_str_eq(escape_checked("a\\b", buf, sizeof(buf)), "a\\\\b");
+	cr_assert_str_eq(escape_checked("l1\nl2\r\t", buf, sizeof(buf)), "l1\\nl2\\r\\t");
+	cr_assert_str_eq(escape_checked("\x01\x1f", buf, sizeof(buf)), "\\u0001\\u001f");
+	cr_assert_str_eq(escape_checked("", buf, sizeof(buf)), "");
+	/* Round trip of every ASCII byte through a real parser. */
+	char all[128];
+	int i;
+
+	for (i = 1; i < 128; i++)
+		all[i - 1] = (char)i;
+	all[127] = '\0';
+	escape_checked(all, buf, sizeof(buf));
+	snprintf(quoted, sizeof(quoted), "\"%s\"", buf);
+	v = json_loads(quoted, JSON_DECODE_ANY, NULL);
+	cr_assert_str_eq(json_string_value(v), all);
+	json_decref(v);
+}
+
+Test(json_escape, non_ascii_bytes_become_pure_ascii_escapes)
+{
+	char buf[256];
+	const char *out;
+	size_t i;
+
+	/* UTF-8 "é", a lone continuation byte and 0xff (never valid UTF-8). */
+	out = escape_checked("caf\xc3\xa9 \x80\xff", buf, sizeof(buf));
+	for (i = 0; out[i]; i++)
+		cr_assert_lt((unsigned char)out[i], 0x80, "non-ASCII byte left in %s", out);
+	cr_assert_null(strchr(out, 0x7f));
+	cr_assert_str_eq(out, "caf\\u00c3\\u00a9 \\u0080\\u00ff");
+	cr_assert_str_eq(escape_checked("\x7f", buf, sizeof(buf)), "\\u007f");
+}
+
+Test(json_escape, too_small_buffer)
+{
+	char buf[16];
+
+	cr_assert_eq(cp_json__escape("abc", buf, 3), -ENOSPC, "no room for the NUL");
+	cr_assert_eq(cp_json__escape("abc", buf, 4), 3);
+	cr_assert_str_eq(buf, "abc");
+	cr_assert_eq(cp_json__escape("\"", buf, 2), -ENOSPC, "half an escape must not fit");
+	cr_assert_eq(cp_json__escape("\x01", buf, 6), -ENOSPC);
+	cr_assert_eq(cp_json__escape("\x01", buf, 7), 6);
+	cr_assert_eq(cp_json__escape("x", buf, 0), -EINVAL);
+}
+
+/* ---- text ------------------------------------------------------------------ */
+
+Test(text, launch_line)
+{
+	struct cp_names *names = cp_names__new(NULL);
+	union cp_event ev = blank(CP_EV_LAUNCH, CP_API_cuLaunchKernel);
+	char buf[1024];
+	int n;
+
+	ev.launch.function = 0x5000;
+	ev.launch.stream = 0x6000;
+	ev.launch.grid[0] = 4; ev.launch.grid[1] = 1; ev.launch.grid[2] = 1;
+	ev.launch.block[0] = 256; ev.launch.block[1] = 1; ev.launch.block[2] = 1;
+	cp_names__set(names, 1234, 0x5000, "_Z7vec_addPKfS0_Pfi");
+	n = cp_format__text(&ev, names, ev.hdr.time_ns - 1500000000ull, buf, sizeof(buf));
+	cr_assert_gt(n, 0);
+	cr_assert_eq((size_t)n, strlen(buf));
+	cr_assert_not_null(strstr(buf, "vec_add(float const*, float const*, float*, int)"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "grid=(4,1,1)"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "block=(256,1,1)"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "stream=0x6000"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "cuLaunchKernel"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "1234"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "1240"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "1.500000"), "relative time missing: %s", buf);
+	cr_assert_null(strchr(buf, '\n'));
+
+	ev.launch.function = 0x5001;
+	n = cp_format__text(&ev, names, 0, buf, sizeof(buf));
+	cr_assert_gt(n, 0);
+	cr_assert_not_null(strstr(buf, "0x5001"), "an unnamed launch shows its handle: %s", buf);
+	cr_assert_null(strstr(buf, "vec_add"), "%s", buf);
+	cr_assert_eq(cp_format__text(&ev, names, 0, buf, 20), -ENOSPC);
+	cp_names__free(names);
+}
+
+Test(text, other_records)
+{
+	union cp_event ev = blank(CP_EV_ALLOC, CP_API_cuMemAlloc_v2);
+	char buf[1024];
+
+	ev.alloc.ptr = 0xabc000;
+	ev.alloc.bytes = 12288;
+	ev.alloc.kind = CP_MEM_DEVICE;
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	cr_assert_not_null(strstr(buf, "bytes=12288"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "0xabc000"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "device"), "%s", buf);
+
+	ev = blank(CP_EV_COPY, CP_API_cuMemcpyDtoD_v2);
+	ev.copy.bytes = 4096;
+	ev.copy.direction = CP_COPY_DTOD;
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	cr_assert_not_null(strstr(buf, "DtoD"), "%s", buf);
+	cr_assert_not_null(strstr(buf, "bytes=4096"), "%s", buf);
+
+	ev = blank(CP_EV_PROC, CP_API_sched_process_exit);
+	ev.proc.kind = CP_PROC_EXIT;
+	ev.proc.exit_code = 3 << 8;
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	cr_assert_not_null(strstr(buf, "status=3"), "%s", buf);
+
+	ev = blank(CP_EV_NAME, CP_API_cuModuleGetFunction);
+	ev.name.handle = 0x42;
+	strcpy(ev.name.name, "_Z15rt_probe_kernelPfi");
+	ev.name.name_len = strlen(ev.name.name);
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	cr_assert_not_null(strstr(buf, "rt_probe_kernel(float*, int)"), "%s", buf);
+
+	cr_assert_not_null(strstr(cp_format__text_header(), "PID"));
+	cr_assert_not_null(strstr(cp_format__text_header(), "API"));
+}
