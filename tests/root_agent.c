@@ -340,3 +340,72 @@ Test(tracer_agent, negative_callback_return_stops_the_agent, .timeout = 60)
 	cp_agent__free(c.agent);
 	cp_tracer__free(tracer);
 }
+
+/* ---- the runtime probe: where cudaLaunchKernel is defined, and where it is not ---- */
+
+static void runtime_attach(bool classic)
+{
+#ifndef CUPROBE_HAVE_CUDART_LAUNCH
+	cr_assert_fail("cudart_launch was not built (nvcc not found): the runtime probe is untested");
+#else
+	struct cp_tracer_opts topts = { .sz = sizeof(topts), .classic_uprobes = classic };
+	struct cp_lib_set *cudarts = cp_lib_set__new();
+	struct cp_attach_report report;
+	struct cp_tracer *tracer;
+
+	require_root();
+	libbpf_set_print(NULL);
+	cr_assert_geq(cp_discover__for_exec(cudarts, "libcudart.so.13", CUDART_LAUNCH, NULL), 1,
+		      "libcudart.so.13 of cudart_launch not found");
+	tracer = cp_tracer__open(&topts);
+	cr_assert_not_null(tracer, "cp_tracer__open: %s", strerror(errno));
+	cr_assert_eq(cp_tracer__attach_runtime(tracer, cp_lib_set__path(cudarts, 0), &report), 0);
+	cr_assert_eq(report.attached, 1);
+	/*
+	 * The executable only imports cudaLaunchKernel (an undefined symbol):
+	 * nothing to probe there, which is "not found", not an error.
+	 */
+	memset(&report, 0, sizeof(report));
+	cr_assert_eq(cp_tracer__attach_runtime(tracer, CUDART_LAUNCH, &report), -ENOENT,
+		     "a dynamically linked executable that imports cudaLaunchKernel");
+	cr_assert_eq(report.attached, 0);
+	cp_tracer__free(tracer);
+	cp_lib_set__free(cudarts);
+#endif
+}
+
+Test(tracer_runtime, attach_with_uprobe_multi_links, .timeout = 60)
+{
+	runtime_attach(false);
+}
+
+Test(tracer_runtime, attach_with_classic_uprobes, .timeout = 60)
+{
+	runtime_attach(true);
+}
+
+Test(tracer_runtime, classic_and_multi_deliver_the_same_records, .timeout = 60)
+{
+	struct cp_tracer_opts topts = { .sz = sizeof(topts), .classic_uprobes = true };
+	struct cp_attach_report report;
+	struct collected c = { 0 };
+	struct cp_agent_opts o = { .sz = sizeof(o), .on_event = collect, .ctx = &c };
+	struct cp_tracer *tracer;
+
+	require_root();
+	libbpf_set_print(NULL);
+	tracer = cp_tracer__open(&topts);
+	cr_assert_not_null(tracer);
+	cr_assert_eq(cp_tracer__attach_driver(tracer, CUDA_SIM_LIB, &report), 0);
+	c.agent = cp_agent__new(cp_tracer__ring_fd(tracer), &o);
+	cr_assert_not_null(c.agent);
+	cr_assert_eq(cp_agent__start(c.agent), 0);
+	trace_drv_launch(tracer, &c, "12");
+	cr_assert_eq(cp_agent__stop(c.agent), 0);
+	cr_assert_eq(c.launches, 12);
+	cr_assert_eq(c.launches_named_ok, 12);
+	cr_assert_eq(c.allocs, 4);
+	cr_assert_eq(c.exits, 1);
+	cp_agent__free(c.agent);
+	cp_tracer__free(tracer);
+}

@@ -171,7 +171,10 @@ Test(cli, missing_option_value_is_reported_as_such)
 
 Test(cli, command_after_dashdash_keeps_its_own_options)
 {
-	cr_assert_eq(PARSE("--json", "--", "cmd", "-x", "--json", "-p", "5"), CP_PARSE_OK);
+	/* Named, so that opts.command (pointing into it) outlives the assertion's block. */
+	char *argv[] = { "trace", "--json", "--", "cmd", "-x", "--json", "-p", "5", NULL };
+
+	cr_assert_eq(parse(argv), CP_PARSE_OK);
 	cr_assert(opts.json);
 	cr_assert_not_null(opts.command);
 	cr_assert_eq(opts.command_argc, 5);

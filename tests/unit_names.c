@@ -116,6 +116,36 @@ Test(elf_symbols, failures)
 	free(dir);
 }
 
+Test(elf_symbols, function_offsets_of_several_names)
+{
+	const char *names[] = { "_Z15rt_probe_kernelPfi", "no_such_function_here", "cuprobe_test_c_stub" };
+	struct code_location a, b;
+	uint64_t offsets[3] = { 1, 1, 1 };
+
+	locate((const void *)fake_host_stub, &a);
+	locate((const void *)cuprobe_test_c_stub, &b);
+	cr_assert_eq(cp_elf__function_offsets(a.path, names, 3, offsets), 2);
+	cr_assert_eq(offsets[0], a.file_offset, "offset %#llx, mapped at file offset %#llx",
+		     (unsigned long long)offsets[0], (unsigned long long)a.file_offset);
+	cr_assert_eq(offsets[1], 0, "a missing name must give offset 0");
+	cr_assert_eq(offsets[2], b.file_offset);
+	cr_assert_eq(cp_elf__function_offsets("/nonexistent/file", names, 3, offsets), -ENOENT);
+}
+
+Test(elf_symbols, imported_functions_have_no_offset)
+{
+	/* We call printf, but it is defined in libc: in this file it is undefined. */
+	const char *names[] = { "printf", "cuprobe_test_c_stub" };
+	struct code_location loc;
+	uint64_t offsets[2];
+
+	locate((const void *)cuprobe_test_c_stub, &loc);
+	printf("%s", "");
+	cr_assert_eq(cp_elf__function_offsets(loc.path, names, 2, offsets), 1);
+	cr_assert_eq(offsets[0], 0);
+	cr_assert_eq(offsets[1], loc.file_offset);
+}
+
 Test(symbolizer, resolves_through_the_maps_of_a_live_process)
 {
 	struct cp_symbolizer *sym = cp_symbolizer__new();

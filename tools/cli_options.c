@@ -132,16 +132,19 @@ static const struct option long_options[] = {
 enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_trace_options *opts,
 					     char *error, size_t error_len)
 {
+	int c, i, value_at = -1;
 	bool dashdash;
 	uint64_t value;
-	int c, i;
 
 	memset(opts, 0, sizeof(*opts));
 	error[0] = '\0';
 	/* "+": stop at the first non-option, so COMMAND's own options stay its own. */
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+p:o:d:vh", long_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:p:o:d:vh", long_options, NULL)) != -1) {
+		/* A value given as its own argument ("-o --") is not the end of options. */
+		if (optarg && optind > 1 && optarg == argv[optind - 1])
+			value_at = optind - 1;
 		switch (c) {
 		case 'p':
 			if (opts->pid_count == CP_CLI_MAX_PIDS) {
@@ -225,7 +228,7 @@ enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_tr
 		}
 	}
 	/* getopt_long consumes a "--"; what follows it is COMMAND. */
-	dashdash = optind > 1 && !strcmp(argv[optind - 1], "--");
+	dashdash = optind > 1 && optind - 1 != value_at && !strcmp(argv[optind - 1], "--");
 	if (optind < argc) {
 		if (!dashdash) {
 			snprintf(error, error_len, "unexpected argument '%s' (put COMMAND after --)",

@@ -331,11 +331,11 @@ static void note_missing(struct cp_attach_report *report, const char *symbol)
 		strcpy(report->missing_names + sizeof(report->missing_names) - 4, "...");
 }
 
-static int attach_one(struct cp_tracer *tracer, const char *path, const char *symbol,
+/* Classic uprobe: one perf event per symbol, attached by file offset. */
+static int attach_one(struct cp_tracer *tracer, const char *path, uint64_t offset,
 		      const char *program_name, bool retprobe, uint64_t cookie)
 {
-	LIBBPF_OPTS(bpf_uprobe_opts, opts, .func_name = symbol, .retprobe = retprobe,
-		    .bpf_cookie = cookie);
+	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe, .bpf_cookie = cookie);
 	struct bpf_program *program;
 	struct bpf_link *link;
 	int err;
@@ -344,7 +344,7 @@ static int attach_one(struct cp_tracer *tracer, const char *path, const char *sy
 	if (!program)
 		return -EINVAL;
 	/* pid -1: every process; the BPF-side pid set does the filtering and follows forks. */
-	link = bpf_program__attach_uprobe_opts(program, -1, path, 0, &opts);
+	link = bpf_program__attach_uprobe_opts(program, -1, path, offset, &opts);
 	if (!link)
 		return -errno;
 	err = keep_link(tracer, link);
@@ -465,10 +465,12 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 			struct cp_attach_report *report)
 {
 	struct cp_attach_report local;
-	int err, first_error = 0;
+	const char *names[64];
+	uint64_t offsets[64];
+	int err, found, first_error = 0;
 	size_t i;
 
-	if (!tracer || !path)
+	if (!tracer || !path || count > 64)
 		return -EINVAL;
 	if (access(path, R_OK))
 		return -errno;
@@ -479,14 +481,20 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 		first_error = attach_table_multi(tracer, path, table, count, report);
 		goto out_report;
 	}
+	/* Symbols are resolved here (libelf), so a missing or undefined one is plainly absent. */
+	for (i = 0; i < count && i < 64; i++)
+		names[i] = table[i].symbol;
+	found = cp_elf__function_offsets(path, names, count, offsets);
+	if (found < 0)
+		return found;
 	for (i = 0; i < count; i++) {
 		const struct probe_spec *probe = &table[i];
 
-		err = attach_one(tracer, path, probe->symbol, probe->program, false, probe->cookie);
-		if (err == -ENOENT) {
+		if (!offsets[i]) {
 			note_missing(report, probe->symbol);
 			continue;
 		}
+		err = attach_one(tracer, path, offsets[i], probe->program, false, probe->cookie);
 		if (err) {
 			logf_(tracer, CP_LOG_WARN, "%s: cannot attach to %s: %s", path,
 			      probe->symbol, strerror(-err));
@@ -498,7 +506,7 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 		tracer->probe_count++;
 		if (!probe->return_program)
 			continue;
-		err = attach_one(tracer, path, probe->symbol, probe->return_program, true,
+		err = attach_one(tracer, path, offsets[i], probe->return_program, true,
 				 probe->cookie);
 		if (err) {
 			logf_(tracer, CP_LOG_WARN, "%s: cannot attach the return probe of %s: %s",
