@@ -10,7 +10,6 @@
  * kernel uprobe hit written into the BPF ring buffer.
  * Needs root; run with --jobs 1 (the SIGKILL test counts BPF objects).
  */
-#include <cuda.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -28,333 +27,48 @@
 
 #include "cuprobe.h"
 #include "helpers.h"
-#include "vec_add_ptx.h"
+#include "lifecycle_scenarios.h"
 
-#define ELEMENTS 32
-#define MAX_PRODUCERS 8
-
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-
-static CUfunction function;
-static CUdeviceptr buffers[3];
-static CUcontext context;
-
-static void setup_cuda(void)
+static void setup(void)
 {
-	CUmodule module;
-	CUdevice device;
-	int i;
-
-	cr_assert_eq(cuInit(0), CUDA_SUCCESS);
-	cr_assert_eq(cuDeviceGet(&device, 0), CUDA_SUCCESS);
-	cr_assert_eq(cuDevicePrimaryCtxRetain(&context, device), CUDA_SUCCESS);
-	cr_assert_eq(cuCtxSetCurrent(context), CUDA_SUCCESS);
-	cr_assert_eq(cuModuleLoadData(&module, vec_add_ptx), CUDA_SUCCESS);
-	cr_assert_eq(cuModuleGetFunction(&function, module, "vec_add"), CUDA_SUCCESS);
-	for (i = 0; i < 3; i++)
-		cr_assert_eq(cuMemAlloc(&buffers[i], ELEMENTS * sizeof(float)), CUDA_SUCCESS);
-}
-
-static void launch_once(void)
-{
-	int n = ELEMENTS;
-	void *params[] = { &buffers[0], &buffers[1], &buffers[2], &n };
-
-	cuLaunchKernel(function, 1, 1, 1, ELEMENTS, 1, 1, 0, NULL, params, NULL);
-}
-
-/* ---- producers ---------------------------------------------------------------- */
-
-struct producers {
-	pthread_t threads[MAX_PRODUCERS];
-	int count;
-	long per_thread; /* 0: until stopped */
-	atomic_bool stop;
-	atomic_long launched;
-};
-
-static void *produce(void *arg)
-{
-	struct producers *p = arg;
-	long i;
-
-	cuCtxSetCurrent(context);
-	for (i = 0; !atomic_load(&p->stop) && (!p->per_thread || i < p->per_thread); i++) {
-		launch_once();
-		atomic_fetch_add(&p->launched, 1);
-	}
-	return NULL;
-}
-
-static void start_producers(struct producers *p, int count, long per_thread)
-{
-	int i;
-
-	p->count = count;
-	p->per_thread = per_thread;
-	atomic_store(&p->stop, false);
-	atomic_store(&p->launched, 0);
-	for (i = 0; i < count; i++)
-		cr_assert_eq(pthread_create(&p->threads[i], NULL, produce, p), 0);
-}
-
-/* Waits for the producers; those running until stopped are told to stop first. */
-static void join_producers(struct producers *p)
-{
-	int i;
-
-	if (!p->per_thread)
-		atomic_store(&p->stop, true);
-	for (i = 0; i < p->count; i++)
-		pthread_join(p->threads[i], NULL);
-}
-
-/* ---- tracer and counting ------------------------------------------------------ */
-
-static struct cp_tracer *open_self_tracer(size_t ring_bytes)
-{
-	struct cp_tracer_opts opts = { .sz = sizeof(opts), .ring_bytes = ring_bytes };
-	struct cp_tracer *tracer;
+	char why[256] = "";
 
 	require_root();
-	libbpf_set_print(NULL); /* the simulated driver lacks many symbols */
-	tracer = cp_tracer__open(&opts);
-	cr_assert_not_null(tracer, "cp_tracer__open: %s", strerror(errno));
-	cr_assert_eq(cp_tracer__attach_driver(tracer, CUDA_SIM_LIB, NULL), 0);
-	cr_assert_eq(cp_tracer__add_pid(tracer, getpid()), 0);
-	return tracer;
+	cr_assert_eq(lifecycle_setup(why, sizeof(why)), 0, "%s", why);
 }
 
-struct tally {
-	atomic_ulong records;
-	atomic_ulong launches;
-	unsigned long stop_after;  /* the callback asks to stop at this record; 0 = never */
-	unsigned int slow_us;      /* per-record delay: a consumer slower than the producers */
-};
+#define SCENARIO(call) do { \
+		char why_[512] = ""; \
+		cr_assert_eq((call), 0, "%s", why_); \
+	} while (0)
+#define WHY why_, sizeof(why_)
 
-static int tally_event(void *ctx, const union cp_event *event)
-{
-	struct tally *t = ctx;
-	unsigned long n = atomic_fetch_add(&t->records, 1) + 1;
-
-	if (event->hdr.type == CP_EV_LAUNCH)
-		atomic_fetch_add(&t->launches, 1);
-	if (t->slow_us)
-		usleep(t->slow_us);
-	if (t->stop_after && n >= t->stop_after)
-		return -ECANCELED;
-	return 0;
-}
-
-static struct cp_agent *new_agent(struct cp_tracer *tracer, struct tally *t)
-{
-	struct cp_agent_opts opts = { .sz = sizeof(opts), .on_event = tally_event, .ctx = t };
-	struct cp_agent *agent = cp_agent__new(cp_tracer__ring_fd(tracer), &opts);
-
-	cr_assert_not_null(agent, "cp_agent__new: %s", strerror(errno));
-	return agent;
-}
-
-/* Delivers whatever is still in the ring: an agent asked to stop before it starts. */
-static uint64_t drain_rest(struct cp_tracer *tracer, struct tally *t)
-{
-	struct cp_agent *agent = new_agent(tracer, t);
-	struct cp_agent_stats stats;
-
-	t->stop_after = 0;
-	t->slow_us = 0;
-	cp_agent__request_stop(agent);
-	cr_assert_eq(cp_agent__start(agent), 0);
-	cr_assert_eq(cp_agent__stop(agent), 0);
-	cp_agent__stats(agent, &stats);
-	cr_assert_eq(stats.malformed, 0);
-	cp_agent__free(agent);
-	return stats.delivered;
-}
-
-/* The BPF side's count of records produced equals delivered + lost, exactly. */
-static void assert_accounting(struct cp_tracer *tracer, uint64_t delivered)
-{
-	struct cp_counters counters;
-
-	cr_assert_eq(cp_tracer__read_counters(tracer, &counters), 0);
-	cr_assert_eq(counters.records_attempted, delivered + counters.records_lost,
-		     "produced %llu != delivered %llu + lost %llu",
-		     (unsigned long long)counters.records_attempted, (unsigned long long)delivered,
-		     (unsigned long long)counters.records_lost);
-}
-
-TestSuite(lifecycle, .init = setup_cuda, .timeout = 120);
+TestSuite(lifecycle, .init = setup, .timeout = 120);
 
 Test(lifecycle, thousand_start_stop_cycles_with_records_in_flight)
 {
-	struct cp_tracer *tracer = open_self_tracer(1u << 20);
-	struct producers producers = { 0 };
-	struct tally t = { 0 };
-	uint64_t delivered = 0;
-	int cycle;
-
-	start_producers(&producers, 4, 0);
-	for (cycle = 0; cycle < 1000; cycle++) {
-		struct cp_agent *agent = new_agent(tracer, &t);
-		struct cp_agent_stats stats;
-
-		cr_assert_eq(cp_agent__start(agent), 0);
-		if (cycle % 3)
-			usleep(cycle % 200);
-		cr_assert_eq(cp_agent__stop(agent), 0);
-		cr_assert_eq(cp_agent__stop(agent), 0, "a second stop is a no-op");
-		cp_agent__stats(agent, &stats);
-		cr_assert_eq(stats.thread_error, 0);
-		cr_assert_eq(stats.callback_error, 0);
-		delivered += stats.delivered;
-		cp_agent__free(agent);
-	}
-	join_producers(&producers);
-	delivered += drain_rest(tracer, &t);
-	cr_assert_gt(atomic_load(&producers.launched), 1000, "the producers barely ran");
-	cr_assert_eq(atomic_load(&t.records), delivered, "a record was delivered twice or not counted");
-	assert_accounting(tracer, delivered);
-	cp_tracer__free(tracer);
-}
-
-static struct cp_agent *signal_target;
-
-static void stop_on_signal(int signo)
-{
-	cp_agent__request_stop(signal_target); /* async-signal-safe by contract */
+	SCENARIO(scenario_start_stop_cycles(1000, WHY));
 }
 
 Test(lifecycle, stop_requested_from_a_signal_handler)
 {
-	struct sigaction action = { .sa_handler = stop_on_signal };
-	struct cp_tracer *tracer = open_self_tracer(1u << 20);
-	struct producers producers = { 0 };
-	struct cp_agent_stats stats;
-	struct tally t = { 0 };
-	uint64_t delivered;
-
-	signal_target = new_agent(tracer, &t);
-	sigemptyset(&action.sa_mask);
-	cr_assert_eq(sigaction(SIGUSR1, &action, NULL), 0);
-	start_producers(&producers, 2, 0);
-	cr_assert_eq(cp_agent__start(signal_target), 0);
-	while (atomic_load(&t.records) < 2000)
-		usleep(1000);
-	cr_assert_eq(kill(getpid(), SIGUSR1), 0);
-	cr_assert_eq(cp_agent__stop(signal_target), 0);
-	cp_agent__stats(signal_target, &stats);
-	cr_assert_eq(stats.thread_error, 0);
-	delivered = stats.delivered;
-	cp_agent__free(signal_target);
-	signal_target = NULL;
-	join_producers(&producers);
-	delivered += drain_rest(tracer, &t);
-	assert_accounting(tracer, delivered);
-	cp_tracer__free(tracer);
+	SCENARIO(scenario_stop_from_signal_handler(WHY));
 }
 
 Test(lifecycle, stop_requested_by_a_callback)
 {
-	struct cp_tracer *tracer = open_self_tracer(1u << 20);
-	struct producers producers = { 0 };
-	struct cp_agent_stats stats;
-	struct tally t = { .stop_after = 500 };
-	struct cp_agent *agent = new_agent(tracer, &t);
-	uint64_t delivered;
-
-	start_producers(&producers, 2, 0);
-	cr_assert_eq(cp_agent__start(agent), 0);
-	/* The thread ends on its own once the callback says so. */
-	while (atomic_load(&t.records) < 500)
-		usleep(1000);
-	usleep(20000);
-	cp_agent__stats(agent, &stats);
-	cr_assert_eq(stats.delivered, 500, "records were handed out after the callback stopped");
-	cr_assert_eq(stats.callback_error, -ECANCELED);
-	cr_assert_eq(cp_agent__stop(agent), 0);
-	cp_agent__stats(agent, &stats);
-	cr_assert_eq(stats.delivered, 500);
-	delivered = stats.delivered;
-	cp_agent__free(agent);
-	join_producers(&producers);
-	delivered += drain_rest(tracer, &t);
-	assert_accounting(tracer, delivered);
-	cp_tracer__free(tracer);
+	SCENARIO(scenario_stop_from_callback(WHY));
 }
 
 Test(lifecycle, exact_accounting_when_a_tiny_ring_overflows)
 {
-	struct cp_tracer *tracer = open_self_tracer((size_t)sysconf(_SC_PAGESIZE));
-	struct producers producers = { 0 };
-	struct cp_counters counters;
-	struct cp_agent_stats stats;
-	struct tally t = { .slow_us = 20 };
-	struct cp_agent *agent = new_agent(tracer, &t);
-	uint64_t delivered;
-
-	cr_assert_eq(cp_agent__start(agent), 0);
-	start_producers(&producers, 4, 5000);
-	join_producers(&producers);
-	cr_assert_eq(cp_agent__stop(agent), 0);
-	cp_agent__stats(agent, &stats);
-	delivered = stats.delivered;
-	cp_agent__free(agent);
-	delivered += drain_rest(tracer, &t);
-	cr_assert_eq(cp_tracer__read_counters(tracer, &counters), 0);
-	cr_assert_gt(counters.records_lost, 0,
-		     "a one-page ring with a slow consumer lost nothing (attempted %llu, delivered %llu, launched %ld)",
-		     (unsigned long long)counters.records_attempted, (unsigned long long)delivered,
-		     atomic_load(&producers.launched));
-	cr_assert_eq(atomic_load(&producers.launched), 20000);
-	/* Each launch is one record, kept or counted lost; the rest are init/name/alloc records. */
-	cr_assert_geq(atomic_load(&t.launches) + counters.records_lost, 20000);
-	assert_accounting(tracer, delivered);
-	cp_tracer__free(tracer);
+	SCENARIO(scenario_tiny_ring_accounting(WHY));
 }
 
-#ifndef UNDER_TSAN
-/* TSan does not support new threads in a child forked from a threaded process. */
 Test(lifecycle, forked_child_holds_no_agent_and_can_start_its_own)
 {
-	struct cp_tracer *tracer = open_self_tracer(1u << 20);
-	struct tally t = { 0 };
-	struct cp_agent *agent = new_agent(tracer, &t);
-	int status;
-	pid_t child;
-
-	cr_assert_eq(cp_agent__start(agent), 0);
-	child = fork();
-	cr_assert_geq(child, 0);
-	if (child == 0) {
-		struct tally mine = { 0 };
-		struct cp_agent_opts opts = { .sz = sizeof(opts), .on_event = tally_event, .ctx = &mine };
-		struct cp_agent *own;
-
-		/* The parent's agent thread does not exist here: freeing must not join it. */
-		cp_agent__free(agent);
-		own = cp_agent__new(cp_tracer__ring_fd(tracer), &opts);
-		if (!own || cp_agent__start(own))
-			_exit(2);
-		launch_once();
-		if (cp_agent__stop(own))
-			_exit(3);
-		cp_agent__free(own);
-		_exit(0);
-	}
-	cr_assert_eq(waitpid(child, &status, 0), child);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %#x", status);
-	cr_assert_eq(cp_agent__stop(agent), 0);
-	cp_agent__free(agent);
-	cp_tracer__free(tracer);
+	SCENARIO(scenario_fork_child_starts_its_own(WHY));
 }
-#endif
 
 /* ---- a program tracing itself, exiting mid-burst ------------------------------ */
 
