@@ -156,16 +156,32 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
 
 /*
  * The agent is a thread that blocks in epoll_wait on the ring buffer's fd
- * and an eventfd; it holds no shared memory with any traced process.
+ * and an eventfd; it holds no shared memory with any traced process, so no
+ * teardown of a traced program can unmap something under it.
  *
- * Stopping is "request, wake, drain, join, free":
- *  - cp_agent__request_stop() may be called from any thread or a signal
- *    handler (it is async-signal-safe: an atomic store and a write(2));
- *  - the thread then drains every record already committed, calls no
- *    callback after that, and exits;
- *  - cp_agent__stop() requests, then joins; it is idempotent;
- *  - cp_agent__free() stops first, so nothing is freed under a running thread.
- * A callback returning a negative value stops the agent too (filters return 0).
+ * The lifecycle contract (kept true by tests/root_lifecycle.c and, under
+ * ThreadSanitizer, tests/agent_stress.c):
+ *
+ * Who may ask it to stop:
+ *  - any thread, a signal handler, an atexit handler or a library destructor
+ *    through cp_agent__request_stop(), which is async-signal-safe (an atomic
+ *    store and a write(2) to the eventfd);
+ *  - a consumer callback, by returning a negative value (filters return 0);
+ *  - any thread but the agent's own through cp_agent__stop() (from a
+ *    callback it only requests, and returns -EDEADLK).
+ *
+ * What stop guarantees:
+ *  - every record committed to the ring before the stop request is
+ *    delivered exactly once (unless a callback asked to stop: then nothing
+ *    after that callback is delivered);
+ *  - then the thread returns and is joined; only cp_agent__free(), after
+ *    that join, frees what the thread used;
+ *  - stop is idempotent, and free stops first; a stopped agent never touches
+ *    freed memory. Records still in the ring stay there for the next agent.
+ *
+ * After fork(): the child holds no running agent (threads do not survive
+ * fork); cp_agent__free() there only releases the copy's fds and memory
+ * without joining, and the child may start an agent of its own.
  */
 struct cp_agent;
 
