@@ -22,6 +22,11 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile bool filter_by_pid = false;
 const volatile __u64 wakeup_threshold_bytes = CP_DEFAULT_WAKEUP_BYTES;
 const volatile __u64 wakeup_latency_ns = CP_DEFAULT_WAKEUP_NS;
+/* cuprobe stats/top: count in maps; with stream_events off, stream only names and lifecycle. */
+const volatile bool stream_events = true;
+const volatile bool aggregate = false;
+const volatile bool record_stacks = false;
+const volatile bool measure_latency = false;
 /* For the bench: wake the consumer on every record, the policy the default avoids. */
 const volatile bool wake_every_record = false;
 
@@ -64,9 +69,59 @@ struct pending_call {
 	__u64 arg2;      /* pitch pointer / CUkernel / library */
 	__u64 arg3;      /* name pointer / width / stream */
 	__u64 arg4;      /* height */
+	__s64 stack_id;  /* allocating user stack, when record_stacks */
 	__u32 api;
 	__u32 pad;
 };
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct cp_kernel_key);
+	__type(value, struct cp_kernel_stat);
+} kernel_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct cp_api_key);
+	__type(value, struct cp_api_stat);
+} api_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct cp_mem_stat);
+} mem_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct cp_alloc_key);
+	__type(value, struct cp_alloc_info);
+} live_allocs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 4096);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, CP_STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+/* When each thread entered the call being timed (measure_latency). */
+struct call_start {
+	__u64 time_ns;
+	__u32 api;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* pid_tgid */
+	__type(value, struct call_start);
+} call_starts SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -159,6 +214,132 @@ static __always_inline __u64 stack_arg(struct pt_regs *ctx, int slot, bool *faul
 	return value;
 }
 
+/* ---- aggregation ------------------------------------------------------------ */
+
+static __always_inline struct cp_api_stat *api_row(__u32 tgid, __u32 api)
+{
+	struct cp_api_key key = { .pid = tgid, .api = api };
+	struct cp_api_stat *row = bpf_map_lookup_elem(&api_stats, &key);
+	static const struct cp_api_stat empty;
+
+	if (row)
+		return row;
+	if (bpf_map_update_elem(&api_stats, &key, &empty, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&api_stats, &key)) {
+		count(CP_CNT_API_STATS_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&api_stats, &key);
+}
+
+static __always_inline struct cp_mem_stat *mem_row(__u32 tgid)
+{
+	struct cp_mem_stat *row = bpf_map_lookup_elem(&mem_stats, &tgid);
+	static const struct cp_mem_stat empty;
+
+	if (row)
+		return row;
+	if (bpf_map_update_elem(&mem_stats, &tgid, &empty, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&mem_stats, &tgid)) {
+		count(CP_CNT_MEM_STATS_FULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&mem_stats, &tgid);
+}
+
+/* Every traced entry: a call counted, and its start time noted when timing. */
+static __always_inline void entered(__u64 pid_tgid, __u32 api, __u64 now)
+{
+	if (aggregate) {
+		struct cp_api_stat *row = api_row(pid_tgid >> 32, api);
+
+		if (row)
+			__sync_fetch_and_add(&row->calls, 1);
+	}
+	if (measure_latency) {
+		struct call_start start = { .time_ns = now, .api = api };
+
+		if (bpf_map_update_elem(&call_starts, &pid_tgid, &start, BPF_ANY))
+			count(CP_CNT_CALL_START_FULL);
+	}
+}
+
+static __always_inline __u32 log2_bucket(__u64 ns)
+{
+	__u32 bucket = 0;
+
+	if (ns >> 32) { ns >>= 32; bucket += 32; }
+	if (ns >> 16) { ns >>= 16; bucket += 16; }
+	if (ns >> 8) { ns >>= 8; bucket += 8; }
+	if (ns >> 4) { ns >>= 4; bucket += 4; }
+	if (ns >> 2) { ns >>= 2; bucket += 2; }
+	if (ns >> 1) { bucket += 1; }
+	bucket += ns ? 1 : 0; /* [2^(b-1), 2^b) lands in bucket b; 0 ns in bucket 0 */
+	return bucket < CP_HIST_BUCKETS ? bucket : CP_HIST_BUCKETS - 1;
+}
+
+/* A timed call returned: latency into the (pid, api) histogram, errors counted. */
+static __always_inline void returned(__u64 pid_tgid, int result)
+{
+	struct call_start *start;
+	struct cp_api_stat *row;
+	__u64 elapsed;
+	__u32 bucket;
+
+	if (!measure_latency)
+		return;
+	start = bpf_map_lookup_elem(&call_starts, &pid_tgid);
+	if (!start)
+		return;
+	elapsed = bpf_ktime_get_ns() - start->time_ns;
+	row = aggregate ? api_row(pid_tgid >> 32, start->api) : NULL;
+	bpf_map_delete_elem(&call_starts, &pid_tgid);
+	if (!row)
+		return;
+	bucket = log2_bucket(elapsed);
+	__sync_fetch_and_add(&row->timed, 1);
+	__sync_fetch_and_add(&row->total_ns, elapsed);
+	if (result != 0)
+		__sync_fetch_and_add(&row->errors, 1);
+	if (bucket < CP_HIST_BUCKETS)
+		__sync_fetch_and_add(&row->histogram[bucket], 1);
+}
+
+static __always_inline void count_launch(__u32 tgid, __u64 handle, __u64 threads, bool graph)
+{
+	struct cp_kernel_key key = { .pid = tgid, .handle = handle };
+	struct cp_kernel_stat *row = bpf_map_lookup_elem(&kernel_stats, &key);
+	struct cp_kernel_stat fresh = { .launches = 1, .threads = threads, .graph = graph };
+
+	if (row) {
+		__sync_fetch_and_add(&row->launches, 1);
+		__sync_fetch_and_add(&row->threads, threads);
+		return;
+	}
+	if (!bpf_map_update_elem(&kernel_stats, &key, &fresh, BPF_NOEXIST))
+		return;
+	row = bpf_map_lookup_elem(&kernel_stats, &key);
+	if (!row) {
+		count(CP_CNT_KERNEL_STATS_FULL);
+		return;
+	}
+	/* Another CPU created the row first. */
+	__sync_fetch_and_add(&row->launches, 1);
+	__sync_fetch_and_add(&row->threads, threads);
+}
+
+/* Generic return probe, for timing calls whose entry probe has no return twin. */
+SEC("uretprobe")
+int BPF_KRETPROBE(api_return, int result)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (!traced(pid_tgid >> 32))
+		return 0;
+	returned(pid_tgid, result);
+	return 0;
+}
+
 /*
  * cuLaunchKernel(f, gx, gy, gz, bx, by, bz, sharedMem, hStream, params, extra)
  * cuLaunchCooperativeKernel has the same first nine arguments. The first six
@@ -171,12 +352,23 @@ int BPF_KPROBE(launch_kernel, __u64 function, __u64 gx, __u64 gy, __u64 gz, __u6
 	__u32 api = COOKIE_API(bpf_get_attach_cookie(ctx));
 	struct cp_launch_event *event;
 	bool fault = false;
-	__u64 now;
+	__u64 now, by, bz, smem, stream;
 
 	if (!traced(pid_tgid >> 32))
 		return 0;
 	count(api);
 	now = bpf_ktime_get_ns();
+	entered(pid_tgid, api, now);
+	by = sixth_arg(ctx);
+	bz = stack_arg(ctx, 1, &fault);
+	smem = stack_arg(ctx, 2, &fault);
+	stream = stack_arg(ctx, 3, &fault);
+	if (aggregate)
+		count_launch(pid_tgid >> 32, function,
+			     (__u64)(__u32)gx * (__u32)gy * (__u32)gz * (__u32)bx * (__u32)by * (__u32)bz,
+			     false);
+	if (!stream_events)
+		return 0;
 	event = reserve(sizeof(*event));
 	if (!event)
 		return 0;
@@ -186,10 +378,10 @@ int BPF_KPROBE(launch_kernel, __u64 function, __u64 gx, __u64 gy, __u64 gz, __u6
 	event->grid[1] = gy;
 	event->grid[2] = gz;
 	event->block[0] = bx;
-	event->block[1] = sixth_arg(ctx);
-	event->block[2] = stack_arg(ctx, 1, &fault);
-	event->shared_mem_bytes = stack_arg(ctx, 2, &fault);
-	event->stream = stack_arg(ctx, 3, &fault);
+	event->block[1] = by;
+	event->block[2] = bz;
+	event->shared_mem_bytes = smem;
+	event->stream = stream;
 	event->flags = 0;
 	if (api == CP_API_cuLaunchCooperativeKernel || api == CP_API_cuLaunchCooperativeKernel_ptsz)
 		event->flags |= CP_LAUNCH_COOPERATIVE;
@@ -216,6 +408,7 @@ int BPF_KPROBE(launch_kernel_ex, __u64 config, __u64 function)
 	__u32 api = COOKIE_API(bpf_get_attach_cookie(ctx));
 	struct launch_config_prefix cfg = {};
 	struct cp_launch_event *event;
+	bool fault;
 	__u64 now;
 	int i;
 
@@ -223,13 +416,19 @@ int BPF_KPROBE(launch_kernel_ex, __u64 config, __u64 function)
 		return 0;
 	count(api);
 	now = bpf_ktime_get_ns();
+	entered(pid_tgid, api, now);
+	fault = bpf_probe_read_user(&cfg, sizeof(cfg), (void *)config) != 0;
+	if (aggregate)
+		count_launch(pid_tgid >> 32, function,
+			     (__u64)cfg.grid[0] * cfg.grid[1] * cfg.grid[2] * cfg.block[0] *
+			     cfg.block[1] * cfg.block[2], false);
+	if (!stream_events)
+		return 0;
 	event = reserve(sizeof(*event));
 	if (!event)
 		return 0;
 	fill_header(&event->hdr, CP_EV_LAUNCH, api, pid_tgid, now);
-	event->flags = CP_LAUNCH_EX;
-	if (bpf_probe_read_user(&cfg, sizeof(cfg), (void *)config))
-		event->flags |= CP_LAUNCH_CONFIG_FAULT;
+	event->flags = CP_LAUNCH_EX | (fault ? CP_LAUNCH_CONFIG_FAULT : 0);
 	event->function = function;
 	for (i = 0; i < 3; i++) {
 		event->grid[i] = cfg.grid[i];
@@ -254,6 +453,11 @@ int BPF_KPROBE(graph_launch, __u64 graph_exec, __u64 stream)
 		return 0;
 	count(api);
 	now = bpf_ktime_get_ns();
+	entered(pid_tgid, api, now);
+	if (aggregate)
+		count_launch(pid_tgid >> 32, graph_exec, 0, true);
+	if (!stream_events)
+		return 0;
 	event = reserve(sizeof(*event));
 	if (!event)
 		return 0;
@@ -267,10 +471,11 @@ int BPF_KPROBE(graph_launch, __u64 graph_exec, __u64 stream)
 }
 
 static __always_inline void remember_call(__u64 pid_tgid, __u32 api, __u64 out_ptr, __u64 arg2,
-					  __u64 arg3, __u64 arg4)
+					  __u64 arg3, __u64 arg4, __s64 stack_id)
 {
 	struct pending_call call = {
 		.out_ptr = out_ptr, .arg2 = arg2, .arg3 = arg3, .arg4 = arg4, .api = api,
+		.stack_id = stack_id,
 	};
 
 	if (bpf_map_update_elem(&pending, &pid_tgid, &call, BPF_ANY))
@@ -302,11 +507,19 @@ int BPF_KPROBE(alloc_entry, __u64 out_ptr, __u64 arg2, __u64 arg3, __u64 arg4)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 api = COOKIE_API(bpf_get_attach_cookie(ctx));
+	__s64 stack_id = -1;
 
 	if (!traced(pid_tgid >> 32))
 		return 0;
 	count(api);
-	remember_call(pid_tgid, api, out_ptr, arg2, arg3, arg4);
+	entered(pid_tgid, api, bpf_ktime_get_ns());
+	if (record_stacks) {
+		/* At entry the caller's frames are intact: the allocating code path. */
+		stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+		if (stack_id < 0)
+			count(CP_CNT_STACKS_LOST);
+	}
+	remember_call(pid_tgid, api, out_ptr, arg2, arg3, arg4, stack_id);
 	return 0;
 }
 
@@ -326,36 +539,101 @@ static __always_inline __u32 alloc_kind(__u32 api)
 	}
 }
 
+/* A successful allocation joins the live set and the process's totals. */
+static __always_inline void track_alloc(__u32 tgid, __u64 ptr, __u64 bytes, __u32 kind,
+					__u32 api, __s64 stack_id, __u64 now)
+{
+	struct cp_alloc_key key = { .pid = tgid, .ptr = ptr };
+	struct cp_alloc_info info = {
+		.bytes = bytes, .stack_id = stack_id, .time_ns = now, .kind = kind, .api = api,
+	};
+	struct cp_mem_stat *mem = mem_row(tgid);
+	__u64 live;
+
+	if (!mem)
+		return;
+	__sync_fetch_and_add(&mem->allocations, 1);
+	if (bpf_map_update_elem(&live_allocs, &key, &info, BPF_ANY)) {
+		count(CP_CNT_LIVE_ALLOCS_FULL);
+		return; /* not tracked: its free will count as unknown */
+	}
+	if (kind == CP_MEM_HOST) {
+		__sync_fetch_and_add(&mem->host_live_bytes, bytes);
+		return;
+	}
+	__sync_fetch_and_add(&mem->live_allocations, 1);
+	live = __sync_fetch_and_add(&mem->live_bytes, bytes) + bytes;
+	if (live > mem->peak_bytes)
+		mem->peak_bytes = live; /* a racing update may keep the smaller: harmless */
+}
+
+/* A free leaves the live set; a pointer never seen allocated is counted apart. */
+static __always_inline void track_free(__u32 tgid, __u64 ptr)
+{
+	struct cp_alloc_key key = { .pid = tgid, .ptr = ptr };
+	struct cp_mem_stat *mem;
+	struct cp_alloc_info *info;
+
+	if (!ptr)
+		return;
+	mem = mem_row(tgid);
+	if (!mem)
+		return;
+	__sync_fetch_and_add(&mem->frees, 1);
+	info = bpf_map_lookup_elem(&live_allocs, &key);
+	if (!info) {
+		__sync_fetch_and_add(&mem->unknown_frees, 1);
+		return;
+	}
+	if (info->kind == CP_MEM_HOST) {
+		__sync_fetch_and_sub(&mem->host_live_bytes, info->bytes);
+	} else {
+		__sync_fetch_and_sub(&mem->live_bytes, info->bytes);
+		__sync_fetch_and_sub(&mem->live_allocations, 1);
+	}
+	bpf_map_delete_elem(&live_allocs, &key);
+}
+
 SEC("uretprobe")
 int BPF_KRETPROBE(alloc_return, int result)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct cp_alloc_event *event;
 	struct pending_call call;
-	__u64 now, pitch = 0;
+	__u64 now, pitch = 0, ptr = 0, bytes, stream = 0;
+	__u32 kind;
 
-	if (!traced(pid_tgid >> 32) || !take_call(pid_tgid, &call))
+	if (!traced(pid_tgid >> 32))
+		return 0;
+	returned(pid_tgid, result);
+	if (!take_call(pid_tgid, &call))
 		return 0;
 	now = bpf_ktime_get_ns();
+	kind = alloc_kind(call.api);
+	if (call.api == CP_API_cuMemAllocPitch_v2) {
+		if (result == 0)
+			bpf_probe_read_user(&pitch, sizeof(pitch), (void *)call.arg2);
+		bytes = pitch * call.arg4;
+	} else {
+		bytes = call.arg2;
+		if (kind == CP_MEM_DEVICE_ASYNC)
+			stream = call.arg3;
+	}
+	if (result == 0 && bpf_probe_read_user(&ptr, sizeof(ptr), (void *)call.out_ptr))
+		ptr = 0;
+	if (aggregate && result == 0 && ptr)
+		track_alloc(pid_tgid >> 32, ptr, bytes, kind, call.api, call.stack_id, now);
+	if (!stream_events)
+		return 0;
 	event = reserve(sizeof(*event));
 	if (!event)
 		return 0;
 	fill_header(&event->hdr, CP_EV_ALLOC, call.api, pid_tgid, now);
-	event->kind = alloc_kind(call.api);
+	event->kind = kind;
 	event->result = result;
-	event->ptr = 0;
-	event->stream = 0;
-	if (call.api == CP_API_cuMemAllocPitch_v2) {
-		if (result == 0)
-			bpf_probe_read_user(&pitch, sizeof(pitch), (void *)call.arg2);
-		event->bytes = pitch * call.arg4;
-	} else {
-		event->bytes = call.arg2;
-		if (event->kind == CP_MEM_DEVICE_ASYNC)
-			event->stream = call.arg3;
-	}
-	if (result == 0 && bpf_probe_read_user(&event->ptr, sizeof(event->ptr), (void *)call.out_ptr))
-		event->ptr = 0;
+	event->ptr = ptr;
+	event->bytes = bytes;
+	event->stream = stream;
 	submit(event, now, false);
 	return 0;
 }
@@ -373,6 +651,11 @@ int BPF_KPROBE(free_entry, __u64 ptr, __u64 stream)
 		return 0;
 	count(api);
 	now = bpf_ktime_get_ns();
+	entered(pid_tgid, api, now);
+	if (aggregate)
+		track_free(pid_tgid >> 32, ptr);
+	if (!stream_events)
+		return 0;
 	event = reserve(sizeof(*event));
 	if (!event)
 		return 0;
@@ -406,6 +689,9 @@ int BPF_KPROBE(copy_entry, __u64 dst, __u64 src, __u64 bytes, __u64 stream)
 		return 0;
 	count(api);
 	now = bpf_ktime_get_ns();
+	entered(pid_tgid, api, now);
+	if (!stream_events)
+		return 0;
 	event = reserve(sizeof(*event));
 	if (!event)
 		return 0;
@@ -433,6 +719,9 @@ int BPF_KPROBE(sync_entry, __u64 handle)
 		return 0;
 	count(api);
 	now = bpf_ktime_get_ns();
+	entered(pid_tgid, api, now);
+	if (!stream_events)
+		return 0;
 	event = reserve(sizeof(*event));
 	if (!event)
 		return 0;
@@ -453,6 +742,7 @@ int BPF_KPROBE(sync_entry, __u64 handle)
  * cuModuleGetFunction(CUfunction *out, CUmodule, const char *name),
  * cuLibraryGetKernel(CUkernel *out, CUlibrary, const char *name),
  * cuKernelGetFunction(CUfunction *out, CUkernel kernel).
+ * Names are streamed in every mode: they are rare, and stats need them too.
  */
 SEC("uprobe")
 int BPF_KPROBE(name_entry, __u64 out_ptr, __u64 arg2, __u64 name_ptr)
@@ -463,7 +753,8 @@ int BPF_KPROBE(name_entry, __u64 out_ptr, __u64 arg2, __u64 name_ptr)
 	if (!traced(pid_tgid >> 32))
 		return 0;
 	count(api);
-	remember_call(pid_tgid, api, out_ptr, arg2, name_ptr, 0);
+	entered(pid_tgid, api, bpf_ktime_get_ns());
+	remember_call(pid_tgid, api, out_ptr, arg2, name_ptr, 0, -1);
 	return 0;
 }
 
@@ -476,7 +767,10 @@ int BPF_KRETPROBE(name_return, int result)
 	long len = 0;
 	__u64 now;
 
-	if (!traced(pid_tgid >> 32) || !take_call(pid_tgid, &call))
+	if (!traced(pid_tgid >> 32))
+		return 0;
+	returned(pid_tgid, result);
+	if (!take_call(pid_tgid, &call))
 		return 0;
 	now = bpf_ktime_get_ns();
 	event = reserve(sizeof(*event));
@@ -574,6 +868,7 @@ int BPF_KPROBE(rt_launch, __u64 stub, __u64 grid_xy, __u64 grid_z, __u64 block_x
 		return 0;
 	count(CP_API_cudaLaunchKernel);
 	now = bpf_ktime_get_ns();
+	entered(pid_tgid, CP_API_cudaLaunchKernel, now);
 	event = reserve(sizeof(*event));
 	if (!event)
 		return 0;

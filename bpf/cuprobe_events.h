@@ -90,6 +90,12 @@ enum cp_counter {
 	CP_CNT_PENDING_MISSED,      /* return probe without its entry state */
 	CP_CNT_TARGETS_OVERFLOW,    /* forked children that did not fit in the pid set */
 	CP_CNT_FILTERED,            /* probe hits in processes nobody asked about */
+	CP_CNT_KERNEL_STATS_FULL,   /* (pid, kernel) rows that did not fit */
+	CP_CNT_API_STATS_FULL,      /* (pid, api) rows that did not fit */
+	CP_CNT_MEM_STATS_FULL,      /* per-process memory rows that did not fit */
+	CP_CNT_LIVE_ALLOCS_FULL,    /* live allocations not tracked: map full */
+	CP_CNT_STACKS_LOST,         /* allocation stacks not captured */
+	CP_CNT_CALL_START_FULL,     /* calls whose latency could not be timed */
 	CP_CNT_MAX,
 };
 
@@ -222,6 +228,60 @@ struct cp_rt_launch_event {
 
 #define CP_RT_STACK_FAULT (1u << 0) /* sharedMem/stream could not be read */
 #define CP_RT_NO_VMA      (1u << 1) /* the stub address is in no file mapping */
+
+/* ---- aggregation maps (cuprobe stats / top): keys and values -------------- */
+
+#define CP_HIST_BUCKETS 32 /* log2 of nanoseconds: bucket b holds [2^(b-1), 2^b) */
+#define CP_STACK_DEPTH 32
+
+struct cp_kernel_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 handle;     /* CUfunction / CUkernel, or CUgraphExec for graph launches */
+};
+
+struct cp_kernel_stat {
+	__u64 launches;
+	__u64 threads;    /* sum of grid x block over the launches */
+	__u64 graph;      /* 1 when the handle is a CUgraphExec */
+};
+
+struct cp_api_key {
+	__u32 pid;
+	__u32 api;        /* enum cp_api */
+};
+
+struct cp_api_stat {
+	__u64 calls;
+	__u64 timed;      /* calls whose return was seen (with --latency) */
+	__u64 errors;     /* of those, returned a CUresult other than 0 */
+	__u64 total_ns;
+	__u64 histogram[CP_HIST_BUCKETS];
+};
+
+struct cp_mem_stat {
+	__u64 live_bytes;       /* device, managed and async device memory */
+	__u64 peak_bytes;
+	__u64 live_allocations;
+	__u64 host_live_bytes;  /* page-locked host memory */
+	__u64 allocations;      /* successful allocation calls, any kind */
+	__u64 frees;
+	__u64 unknown_frees;    /* frees of pointers allocated before tracing began */
+};
+
+struct cp_alloc_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 ptr;
+};
+
+struct cp_alloc_info {
+	__u64 bytes;
+	__s64 stack_id;   /* in the stacks map; < 0 when not captured */
+	__u64 time_ns;
+	__u32 kind;       /* enum cp_mem_kind */
+	__u32 api;
+};
 
 /* Read-only configuration, set before load. */
 #define CP_DEFAULT_WAKEUP_BYTES  (256u * 1024u)
