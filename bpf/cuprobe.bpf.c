@@ -70,6 +70,7 @@ struct pending_call {
 	__u64 arg3;      /* name pointer / width / stream */
 	__u64 arg4;      /* height */
 	__s64 stack_id;  /* allocating user stack, when record_stacks */
+	__u64 caller;    /* return address of the call, when record_stacks */
 	__u32 api;
 	__u32 pad;
 };
@@ -471,11 +472,11 @@ int BPF_KPROBE(graph_launch, __u64 graph_exec, __u64 stream)
 }
 
 static __always_inline void remember_call(__u64 pid_tgid, __u32 api, __u64 out_ptr, __u64 arg2,
-					  __u64 arg3, __u64 arg4, __s64 stack_id)
+					  __u64 arg3, __u64 arg4, __s64 stack_id, __u64 caller)
 {
 	struct pending_call call = {
 		.out_ptr = out_ptr, .arg2 = arg2, .arg3 = arg3, .arg4 = arg4, .api = api,
-		.stack_id = stack_id,
+		.stack_id = stack_id, .caller = caller,
 	};
 
 	if (bpf_map_update_elem(&pending, &pid_tgid, &call, BPF_ANY))
@@ -508,6 +509,7 @@ int BPF_KPROBE(alloc_entry, __u64 out_ptr, __u64 arg2, __u64 arg3, __u64 arg4)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 api = COOKIE_API(bpf_get_attach_cookie(ctx));
 	__s64 stack_id = -1;
+	__u64 caller = 0;
 
 	if (!traced(pid_tgid >> 32))
 		return 0;
@@ -518,8 +520,9 @@ int BPF_KPROBE(alloc_entry, __u64 out_ptr, __u64 arg2, __u64 arg3, __u64 arg4)
 		stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 		if (stack_id < 0)
 			count(CP_CNT_STACKS_LOST);
+		bpf_probe_read_user(&caller, sizeof(caller), (void *)PT_REGS_SP(ctx));
 	}
-	remember_call(pid_tgid, api, out_ptr, arg2, arg3, arg4, stack_id);
+	remember_call(pid_tgid, api, out_ptr, arg2, arg3, arg4, stack_id, caller);
 	return 0;
 }
 
@@ -541,11 +544,12 @@ static __always_inline __u32 alloc_kind(__u32 api)
 
 /* A successful allocation joins the live set and the process's totals. */
 static __always_inline void track_alloc(__u32 tgid, __u64 ptr, __u64 bytes, __u32 kind,
-					__u32 api, __s64 stack_id, __u64 now)
+					__u32 api, __s64 stack_id, __u64 caller, __u64 now)
 {
 	struct cp_alloc_key key = { .pid = tgid, .ptr = ptr };
 	struct cp_alloc_info info = {
-		.bytes = bytes, .stack_id = stack_id, .time_ns = now, .kind = kind, .api = api,
+		.bytes = bytes, .stack_id = stack_id, .caller = caller, .time_ns = now, .kind = kind,
+		.api = api,
 	};
 	struct cp_mem_stat *mem = mem_row(tgid);
 	__u64 live;
@@ -622,7 +626,7 @@ int BPF_KRETPROBE(alloc_return, int result)
 	if (result == 0 && bpf_probe_read_user(&ptr, sizeof(ptr), (void *)call.out_ptr))
 		ptr = 0;
 	if (aggregate && result == 0 && ptr)
-		track_alloc(pid_tgid >> 32, ptr, bytes, kind, call.api, call.stack_id, now);
+		track_alloc(pid_tgid >> 32, ptr, bytes, kind, call.api, call.stack_id, call.caller, now);
 	if (!stream_events)
 		return 0;
 	event = reserve(sizeof(*event));
@@ -754,7 +758,7 @@ int BPF_KPROBE(name_entry, __u64 out_ptr, __u64 arg2, __u64 name_ptr)
 		return 0;
 	count(api);
 	entered(pid_tgid, api, bpf_ktime_get_ns());
-	remember_call(pid_tgid, api, out_ptr, arg2, name_ptr, 0, -1);
+	remember_call(pid_tgid, api, out_ptr, arg2, name_ptr, 0, -1, 0);
 	return 0;
 }
 

@@ -278,6 +278,12 @@ struct cp_alloc_key {
 struct cp_alloc_info {
 	__u64 bytes;
 	__s64 stack_id;   /* in the stacks map; < 0 when not captured */
+	/*
+	 * The return address of the allocation call. At a function's first
+	 * instruction the frame-pointer walk starts from the caller's frame
+	 * and so skips the caller itself: this is that missing frame.
+	 */
+	__u64 caller;
 	__u64 time_ns;
 	__u32 kind;       /* enum cp_mem_kind */
 	__u32 api;

@@ -41,6 +41,7 @@ struct options {
 	bool use_launch_ex;	/* cuLaunchKernelEx instead of cuLaunchKernel */
 	bool use_library;	/* cuLibrary* + cuKernelGetFunction */
 	bool fork_first;	/* parent and child both run the workload */
+	long leak_bytes;	/* --leak N: one device allocation never freed */
 };
 
 /* Calls this process made, for the summary line. */
@@ -55,6 +56,7 @@ struct counts {
 	unsigned long dtod;
 	unsigned long copy_bytes;	/* all three copy directions */
 	unsigned long syncs;		/* cuStreamSynchronize + cuCtxSynchronize */
+	unsigned long leaked_bytes;	/* --leak: allocated, never freed */
 };
 
 /* What every launching thread shares; read-only once the threads start. */
@@ -92,14 +94,16 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: %s ITERATIONS [THREADS] [--ex] [--library] [--fork]\n"
-		"       [--exit-code N] [--elements N]\n"
+		"       [--exit-code N] [--elements N] [--leak BYTES]\n"
 		"  ITERATIONS    launches per thread (0..%ld)\n"
 		"  THREADS       launching threads, each on its own stream (1..%ld, default 1)\n"
 		"  --ex          launch with cuLaunchKernelEx\n"
 		"  --library     load with cuLibraryLoadData/cuLibraryGetKernel/cuKernelGetFunction\n"
 		"  --fork        fork before cuInit; parent and child both run the workload\n"
 		"  --exit-code N exit status on success (0..255, default 0)\n"
-		"  --elements N  floats per buffer (1..%ld, default %ld)\n",
+		"  --elements N  floats per buffer (1..%ld, default %ld)\n"
+		"  --leak BYTES  allocate BYTES of device memory in leak_device_buffer()\n"
+		"                and never free them (for leak reports)\n",
 		program, MAX_ITERATIONS, MAX_THREADS, MAX_ELEMENTS,
 		DEFAULT_ELEMENTS);
 }
@@ -174,6 +178,10 @@ static void parse_options(int argc, char **argv, struct options *options)
 			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 0, 255, &value))
 				bad_arguments("--exit-code needs 0..255", argv[i]);
 			options->exit_code = (int)value;
+		} else if (strcmp(arg, "--leak") == 0) {
+			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 1, MAX_ELEMENTS * 4,
+					&options->leak_bytes))
+				bad_arguments("bad --leak", argv[i]);
 		} else if (strcmp(arg, "--elements") == 0) {
 			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 1,
 					MAX_ELEMENTS, &options->elements))
@@ -274,6 +282,19 @@ static void *xcalloc(size_t count, size_t size)
 }
 
 /* The whole workload for one process; exits 1 on any failure. */
+
+/*
+ * The deliberate leak of --leak: its own function, kept out of line with a
+ * frame, so a leak report's stack names it.
+ */
+static __attribute__((noinline)) void leak_device_buffer(size_t bytes)
+{
+	CUdeviceptr leaked;
+
+	cu_check(cuMemAlloc(&leaked, bytes), "cuMemAlloc");
+	__asm__ volatile("" ::: "memory"); /* not a tail call: keep this frame */
+}
+
 static void run_workload(const struct options *options)
 {
 	const size_t bytes = (size_t)options->elements * sizeof(float);
@@ -381,6 +402,12 @@ static void run_workload(const struct options *options)
 	cu_check(cuMemFree(w.b), "cuMemFree");
 	cu_check(cuMemFree(w.c), "cuMemFree");
 	counts.frees += 3;
+	if (options->leak_bytes) {
+		leak_device_buffer((size_t)options->leak_bytes);
+		counts.allocs++;
+		counts.alloc_bytes += options->leak_bytes;
+		counts.leaked_bytes += options->leak_bytes;
+	}
 
 	if (library)
 		cu_check(cuLibraryUnload(library), "cuLibraryUnload");
@@ -393,11 +420,11 @@ static void run_workload(const struct options *options)
 
 	printf("%s: pid=%ld kernel=%s launches=%lu threads=%ld allocs=%lu "
 	       "alloc_bytes=%lu host_allocs=%lu frees=%lu htod=%lu dtoh=%lu "
-	       "dtod=%lu copy_bytes=%lu syncs=%lu result=ok\n",
+	       "dtod=%lu copy_bytes=%lu syncs=%lu leaked_bytes=%lu result=ok\n",
 	       program, (long)getpid(), KERNEL_NAME, counts.launches,
 	       options->threads, counts.allocs, counts.alloc_bytes,
 	       counts.host_allocs, counts.frees, counts.htod, counts.dtoh,
-	       counts.dtod, counts.copy_bytes, counts.syncs);
+	       counts.dtod, counts.copy_bytes, counts.syncs, counts.leaked_bytes);
 	fflush(stdout);
 }
 

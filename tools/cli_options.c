@@ -45,6 +45,49 @@ const char cp_trace_usage[] =
 "Exit status: COMMAND's status (128+N if killed by signal N); otherwise 0;\n"
 "1 when tracing cannot start; 2 for bad usage; 127 when COMMAND is not found.\n";
 
+const char cp_stats_usage[] =
+"usage: cuprobe stats [-p PID]... [--interval SECS] [--latency] [--stacks] [--json]\n"
+"                     [-o FILE] [--lib PATH]... [-d SECS] [-- COMMAND [ARGS...]]\n"
+"\n"
+"Count in BPF maps instead of streaming every call: per process, kernels by\n"
+"launches (and threads launched), API calls, device memory live and peak.\n"
+"Nothing per call crosses to userspace. A report is printed every interval\n"
+"and for each process when it exits; a process that exits with live device\n"
+"allocations gets a leak report.\n"
+"\n"
+"Targets: as for cuprobe trace (-p PID, -- COMMAND, or system-wide).\n"
+"\n"
+"Options:\n"
+"      --interval SECS  also report every SECS seconds (default: only at exit)\n"
+"      --latency        time every call with a return probe: log2 latency\n"
+"                       histograms, percentiles and the calls that failed\n"
+"      --stacks         record the allocating user stack of each allocation and\n"
+"                       print it, symbolized, in leak reports (the program needs\n"
+"                       frame pointers for deep stacks)\n"
+"      --json           one JSON object per report (schema in README.md)\n"
+"  -o, --output FILE    write reports to FILE (created as the invoking user)\n"
+"      --lib PATH       also attach to this libcuda.so.1 (repeatable)\n"
+"  -d, --duration SECS  stop after SECS seconds\n"
+"      --run-as-root    run COMMAND as root even under sudo\n"
+"  -v, --verbose        more diagnostics on stderr\n"
+"  -h, --help           show this help\n"
+"\n"
+"Map overflows are counted and shown. Exit status as for cuprobe trace.\n";
+
+const char cp_top_usage[] =
+"usage: cuprobe top [--interval SECS] [--lib PATH]... [-d SECS]\n"
+"\n"
+"A live view of every CUDA process on the host, refreshed every interval\n"
+"(default 1 s), sorted by kernel launch rate, with device memory and the\n"
+"most launched kernel. Counting happens in BPF maps; q quits.\n"
+"\n"
+"Options:\n"
+"      --interval SECS  refresh period (default 1)\n"
+"      --lib PATH       also attach to this libcuda.so.1 (repeatable)\n"
+"  -d, --duration SECS  quit after SECS seconds\n"
+"  -v, --verbose        more diagnostics on stderr\n"
+"  -h, --help           show this help\n";
+
 int cp_parse_pid(const char *text, pid_t *pid)
 {
 	char *end;
@@ -112,7 +155,8 @@ int cp_parse_seconds(const char *text, uint64_t *ms)
 	return 0;
 }
 
-enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT };
+enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
+       OPT_INTERVAL, OPT_LATENCY, OPT_STACKS };
 
 static const struct option long_options[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -124,13 +168,46 @@ static const struct option long_options[] = {
 	{ "duration", required_argument, NULL, 'd' },
 	{ "ring-size", required_argument, NULL, OPT_RING_SIZE },
 	{ "run-as-root", no_argument, NULL, OPT_RUN_AS_ROOT },
+	{ "interval", required_argument, NULL, OPT_INTERVAL },
+	{ "latency", no_argument, NULL, OPT_LATENCY },
+	{ "stacks", no_argument, NULL, OPT_STACKS },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
 
+/* Which options each command takes: a bit per option, by its getopt value. */
+static bool command_takes(enum cp_command command, int option)
+{
+	switch (option) {
+	case 'v': case 'h': case 'd': case OPT_LIB:
+		return true;
+	case 'p': case 'o': case OPT_JSON: case OPT_RUN_AS_ROOT: case OPT_RING_SIZE:
+		return command != CP_CMD_TOP;
+	case OPT_RUNTIME: case OPT_CUDART:
+		return command == CP_CMD_TRACE;
+	case OPT_INTERVAL:
+		return command != CP_CMD_TRACE;
+	case OPT_LATENCY: case OPT_STACKS:
+		return command == CP_CMD_STATS;
+	default:
+		return true; /* ':' and '?' are handled as errors below */
+	}
+}
+
+static const char *command_name(enum cp_command command)
+{
+	return command == CP_CMD_STATS ? "stats" : command == CP_CMD_TOP ? "top" : "trace";
+}
+
 enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_trace_options *opts,
 					     char *error, size_t error_len)
+{
+	return cp_options__parse(CP_CMD_TRACE, argc, argv, opts, error, error_len);
+}
+
+enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char **argv,
+				       struct cp_trace_options *opts, char *error, size_t error_len)
 {
 	int c, i, value_at = -1;
 	bool dashdash;
@@ -145,6 +222,11 @@ enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_tr
 		/* A value given as its own argument ("-o --") is not the end of options. */
 		if (optarg && optind > 1 && optarg == argv[optind - 1])
 			value_at = optind - 1;
+		if (!command_takes(command, c)) {
+			snprintf(error, error_len, "option '%s' does not apply to cuprobe %s",
+				 argv[optind - 1], command_name(command));
+			return CP_PARSE_ERROR;
+		}
 		switch (c) {
 		case 'p':
 			if (opts->pid_count == CP_CLI_MAX_PIDS) {
@@ -211,6 +293,19 @@ enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_tr
 		case OPT_RUN_AS_ROOT:
 			opts->run_as_root = true;
 			break;
+		case OPT_INTERVAL:
+			if (cp_parse_seconds(optarg, &opts->interval_ms) || opts->interval_ms < 10) {
+				snprintf(error, error_len,
+					 "invalid interval '%s': expected seconds >= 0.01", optarg);
+				return CP_PARSE_ERROR;
+			}
+			break;
+		case OPT_LATENCY:
+			opts->latency = true;
+			break;
+		case OPT_STACKS:
+			opts->stacks = true;
+			break;
 		case 'v':
 			opts->verbose++;
 			break;
@@ -239,6 +334,10 @@ enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_tr
 		opts->command_argc = argc - optind;
 	} else if (dashdash) {
 		snprintf(error, error_len, "no COMMAND after --");
+		return CP_PARSE_ERROR;
+	}
+	if (opts->command && command == CP_CMD_TOP) {
+		snprintf(error, error_len, "cuprobe top watches the whole host: no COMMAND");
 		return CP_PARSE_ERROR;
 	}
 	if (opts->command && opts->pid_count) {

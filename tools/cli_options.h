@@ -27,7 +27,13 @@ struct cp_trace_options {
 	size_t ring_bytes;   /* --ring-size */
 	char **command;      /* after "--"; NULL when none */
 	int command_argc;
+	/* cuprobe stats / top */
+	uint64_t interval_ms;/* --interval SECS: report (or refresh) period; 0 = only at exit */
+	bool latency;        /* --latency: return probes, latency histograms, error counts */
+	bool stacks;         /* --stacks: allocating stacks in leak reports */
 };
+
+enum cp_command { CP_CMD_TRACE, CP_CMD_STATS, CP_CMD_TOP };
 
 enum cp_parse_result {
 	CP_PARSE_OK = 0,
@@ -41,6 +47,9 @@ enum cp_parse_result {
  */
 enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_trace_options *opts,
 					     char *error, size_t error_len);
+/* The same for any command: options another command owns are refused. */
+enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char **argv,
+				       struct cp_trace_options *opts, char *error, size_t error_len);
 
 /* Parses a positive pid: 0 or -EINVAL. */
 int cp_parse_pid(const char *text, pid_t *pid);
@@ -50,5 +59,7 @@ int cp_parse_size(const char *text, uint64_t *bytes);
 int cp_parse_seconds(const char *text, uint64_t *ms);
 
 extern const char cp_trace_usage[];
+extern const char cp_stats_usage[];
+extern const char cp_top_usage[];
 
 #endif

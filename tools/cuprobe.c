@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "stats.h"
 #include "trace.h"
 
 #ifndef CUPROBE_VERSION
@@ -18,6 +19,8 @@ static const char usage[] =
 "\n"
 "Commands:\n"
 "  trace     stream launches, allocations, copies, syncs and process events\n"
+"  stats     count in BPF maps: kernels, API calls and latency, memory, leaks\n"
+"  top       live view of every CUDA process on the host\n"
 "\n"
 "  cuprobe COMMAND --help   options of one command\n"
 "  cuprobe --version        version\n";
@@ -38,6 +41,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "trace"))
 		return cp_cmd_trace(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "stats"))
+		return cp_cmd_stats(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "top"))
+		return cp_cmd_top(argc - 1, argv + 1);
 	fprintf(stderr, "cuprobe: unknown command '%s' (see cuprobe --help)\n", argv[1]);
 	return 2;
 }

@@ -112,6 +112,11 @@ struct cp_tracer_opts {
 	bool wake_every_record;     /* wake on every record instead (costs ~1.4 us a record) */
 	bool classic_uprobes;       /* one perf-event uprobe per symbol even where the kernel
 				     * has uprobe_multi links (6.6+) */
+	/* Aggregation (cuprobe stats/top): counts in BPF maps instead of a record per call. */
+	bool aggregate;             /* per-kernel, per-API and memory maps */
+	bool no_call_records;       /* stream only names and lifecycle records */
+	bool measure_latency;       /* return probes on every API: latency histograms, errors */
+	bool record_stacks;         /* allocating user stacks (frame pointers needed) */
 	cp_log_fn log;
 	void *log_ctx;
 };
@@ -149,8 +154,63 @@ struct cp_counters {
 	uint64_t pending_missed;
 	uint64_t targets_overflow;
 	uint64_t filtered;
+	uint64_t kernel_stats_full;
+	uint64_t api_stats_full;
+	uint64_t mem_stats_full;
+	uint64_t live_allocs_full;
+	uint64_t stacks_lost;
+	uint64_t call_start_full;
 };
 int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters *out);
+
+/* ---- aggregation: reading the BPF maps ------------------------------------ */
+
+struct cp_kernel_row { __u32 pid; __u64 handle; struct cp_kernel_stat stat; };
+struct cp_api_row { __u32 pid; __u32 api; struct cp_api_stat stat; };
+struct cp_mem_row { __u32 pid; struct cp_mem_stat stat; };
+struct cp_live_alloc { __u32 pid; __u64 ptr; struct cp_alloc_info info; };
+
+/* One consistent-enough read of the aggregation maps (rows of one pid, or all when 0). */
+struct cp_stats_snapshot {
+	struct cp_kernel_row *kernels;
+	size_t kernel_count;
+	struct cp_api_row *apis;
+	size_t api_count;
+	struct cp_mem_row *mems;
+	size_t mem_count;
+};
+
+int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
+			struct cp_stats_snapshot *out);
+void cp_stats_snapshot__release(struct cp_stats_snapshot *snapshot);
+/* Live allocations of pid (all pids when 0), malloc'd into *rows. */
+int cp_tracer__live_allocs(const struct cp_tracer *tracer, uint32_t pid,
+			   struct cp_live_alloc **rows, size_t *count);
+/* The user stack stack_id, innermost first: returns the depth, or -ENOENT. */
+int cp_tracer__stack(const struct cp_tracer *tracer, __s64 stack_id, __u64 *ips, size_t max);
+/* Removes every aggregation row of pid (after its final report was read). */
+int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid);
+
+/*
+ * The p-th fraction (0..1] of a log2 histogram: the upper bound, in ns, of
+ * the bucket that reaches it (bucket b holds [2^(b-1), 2^b)). 0 when empty.
+ */
+__u64 cp_histogram__percentile(const __u64 histogram[CP_HIST_BUCKETS], double p);
+__u64 cp_histogram__total(const __u64 histogram[CP_HIST_BUCKETS]);
+
+/* ---- process maps, for symbolizing user stacks --------------------------- */
+
+/* The file mappings of processes, kept after they exit (refresh while they live). */
+struct cp_proc_maps;
+
+struct cp_proc_maps *cp_proc_maps__new(void);
+void cp_proc_maps__free(struct cp_proc_maps *maps);
+/* Reads /proc/PID/maps and keeps its file-backed executable mappings: 0 or -errno. */
+int cp_proc_maps__refresh(struct cp_proc_maps *maps, pid_t pid);
+void cp_proc_maps__forget(struct cp_proc_maps *maps, pid_t pid);
+/* "function+0x1c (path)", "0xADDR (path)" or "0xADDR": always writes out. */
+void cp_proc_maps__symbolize(const struct cp_proc_maps *maps, pid_t pid, uint64_t ip,
+			     char *out, size_t out_len);
 
 /* ---- the GPU agent ------------------------------------------------------- */
 
@@ -261,6 +321,9 @@ int cp_symbolizer__resolve(struct cp_symbolizer *symbolizer, pid_t pid, uint32_t
  */
 int cp_elf__function_offsets(const char *path, const char *const *names, size_t count,
 			     uint64_t *offsets);
+/* The function symbol containing file_offset, and how far into it the offset is. */
+int cp_elf__symbolize(const char *path, uint64_t file_offset, char *out, size_t out_len,
+		      uint64_t *offset_in_symbol);
 /* The function symbol at file_offset in the ELF file at path. */
 int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, size_t out_len);
 

@@ -162,7 +162,8 @@ static int offset_to_vaddr(Elf *elf, uint64_t file_offset, uint64_t *vaddr)
 }
 
 /* Looks through one symbol table (SHT_SYMTAB or SHT_DYNSYM) for vaddr. */
-static int find_in_table(Elf *elf, GElf_Word type, uint64_t vaddr, char *out, size_t out_len)
+static int find_in_table(Elf *elf, GElf_Word type, uint64_t vaddr, char *out, size_t out_len,
+			 uint64_t *symbol_start)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr shdr;
@@ -193,15 +194,18 @@ static int find_in_table(Elf *elf, GElf_Word type, uint64_t vaddr, char *out, si
 			if (strlen(name) >= out_len)
 				return -ENAMETOOLONG;
 			strcpy(out, name);
+			if (symbol_start)
+				*symbol_start = sym.st_value;
 			return 0;
 		}
 	}
 	return -ENOENT;
 }
 
-int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, size_t out_len)
+int cp_elf__symbolize(const char *path, uint64_t file_offset, char *out, size_t out_len,
+		      uint64_t *offset_in_symbol)
 {
-	uint64_t vaddr;
+	uint64_t vaddr, start = 0;
 	int fd, err;
 	Elf *elf;
 
@@ -220,14 +224,21 @@ int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, 
 	err = offset_to_vaddr(elf, file_offset, &vaddr);
 	if (err)
 		goto out_end;
-	err = find_in_table(elf, SHT_SYMTAB, vaddr, out, out_len);
+	err = find_in_table(elf, SHT_SYMTAB, vaddr, out, out_len, &start);
 	if (err == -ENOENT)
-		err = find_in_table(elf, SHT_DYNSYM, vaddr, out, out_len);
+		err = find_in_table(elf, SHT_DYNSYM, vaddr, out, out_len, &start);
+	if (!err && offset_in_symbol)
+		*offset_in_symbol = vaddr - start;
 out_end:
 	elf_end(elf);
 out_close:
 	close(fd);
 	return err;
+}
+
+int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, size_t out_len)
+{
+	return cp_elf__symbolize(path, file_offset, out, out_len, NULL);
 }
 
 /* File offset of a defined function symbol: its address within its section. */

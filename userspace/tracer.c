@@ -19,23 +19,10 @@
 
 #include "cuprobe.h"
 #include "cuprobe.skel.h"
+#include "tracer_internal.h"
 
 #define DEFAULT_RING_BYTES (8u * 1024 * 1024)
 #define DESTROY_THREADS 32
-
-struct cp_tracer {
-	struct cuprobe_bpf *skel;
-	struct bpf_link **links;   /* tracepoints, and uprobes on kernels without uprobe_multi */
-	size_t link_count;
-	size_t link_capacity;
-	int *multi_fds;            /* uprobe_multi links: one per (program, library, entry/return) */
-	size_t multi_count;
-	size_t multi_capacity;
-	unsigned int probe_count;  /* symbols probed, entry and return counted apart */
-	bool use_multi;
-	cp_log_fn log;
-	void *log_ctx;
-};
 
 /* Cookie layout shared with bpf/cuprobe.bpf.c. */
 #define COPY_COOKIE(api, dir, async) ((uint64_t)(api) | ((uint64_t)(dir) << 16) | \
@@ -207,6 +194,11 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
 	if (opts->wakeup_latency_ns)
 		tracer->skel->rodata->wakeup_latency_ns = opts->wakeup_latency_ns;
 	tracer->skel->rodata->wake_every_record = opts->wake_every_record;
+	tracer->skel->rodata->aggregate = opts->aggregate;
+	tracer->skel->rodata->stream_events = !opts->no_call_records;
+	tracer->skel->rodata->measure_latency = opts->measure_latency;
+	tracer->skel->rodata->record_stacks = opts->record_stacks;
+	tracer->measure_latency = opts->measure_latency;
 	err = bpf_map__set_max_entries(tracer->skel->maps.events, ring_bytes);
 	if (err)
 		goto err_destroy_skel;
@@ -353,6 +345,14 @@ static int attach_one(struct cp_tracer *tracer, const char *path, uint64_t offse
 	return err;
 }
 
+/* The return probe a symbol gets: its own, or the generic timer when measuring latency. */
+static const char *return_program_of(const struct cp_tracer *tracer, const struct probe_spec *probe)
+{
+	if (probe->return_program)
+		return probe->return_program;
+	return tracer->measure_latency ? "api_return" : NULL;
+}
+
 static int keep_multi_fd(struct cp_tracer *tracer, int fd)
 {
 	if (tracer->multi_count == tracer->multi_capacity) {
@@ -420,14 +420,14 @@ static int attach_table_multi(struct cp_tracer *tracer, const char *path,
 	for (i = 0; i < 2 * count; i++) {
 		bool retprobe = i >= count;
 		const struct probe_spec *lead = &table[i % count];
-		const char *program = retprobe ? lead->return_program : lead->program;
+		const char *program = retprobe ? return_program_of(tracer, lead) : lead->program;
 		bool seen = false;
 
 		if (!program)
 			continue;
 		for (j = 0; j < i; j++) {
 			const struct probe_spec *earlier = &table[j % count];
-			const char *earlier_program = j >= count ? earlier->return_program :
+			const char *earlier_program = j >= count ? return_program_of(tracer, earlier) :
 							earlier->program;
 
 			if ((j >= count) == retprobe && earlier_program && !strcmp(earlier_program, program))
@@ -436,7 +436,7 @@ static int attach_table_multi(struct cp_tracer *tracer, const char *path,
 		if (seen)
 			continue;
 		for (n = 0, j = 0; j < count; j++) {
-			const char *uses = retprobe ? table[j].return_program : table[j].program;
+			const char *uses = retprobe ? return_program_of(tracer, &table[j]) : table[j].program;
 
 			if (!offsets[j] || !uses || strcmp(uses, program))
 				continue;
@@ -504,9 +504,9 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 		}
 		report->attached++;
 		tracer->probe_count++;
-		if (!probe->return_program)
+		if (!return_program_of(tracer, probe))
 			continue;
-		err = attach_one(tracer, path, offsets[i], probe->return_program, true,
+		err = attach_one(tracer, path, offsets[i], return_program_of(tracer, probe), true,
 				 probe->cookie);
 		if (err) {
 			logf_(tracer, CP_LOG_WARN, "%s: cannot attach the return probe of %s: %s",
@@ -600,5 +600,11 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
 	out->pending_missed = sums[CP_CNT_PENDING_MISSED];
 	out->targets_overflow = sums[CP_CNT_TARGETS_OVERFLOW];
 	out->filtered = sums[CP_CNT_FILTERED];
+	out->kernel_stats_full = sums[CP_CNT_KERNEL_STATS_FULL];
+	out->api_stats_full = sums[CP_CNT_API_STATS_FULL];
+	out->mem_stats_full = sums[CP_CNT_MEM_STATS_FULL];
+	out->live_allocs_full = sums[CP_CNT_LIVE_ALLOCS_FULL];
+	out->stacks_lost = sums[CP_CNT_STACKS_LOST];
+	out->call_start_full = sums[CP_CNT_CALL_START_FULL];
 	return 0;
 }

@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * What every cuprobe command that traces does before and after its own work:
+ * check privileges, resolve COMMAND, discover libcuda, open and attach the
+ * tracer, add the targets, start COMMAND once everything is attached, and
+ * wait for the end (COMMAND's exit, every -p target gone, --duration, or a
+ * signal), with an optional periodic tick for interval output.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "session.h"
+
+#define LIBCUDA "libcuda.so.1"
+#define MAX_SEEDED_PIDS 4096
+
+int cp_verbosity;
+
+void cp_say(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("cuprobe: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void cp_log_to_stderr(void *ctx, enum cp_log_level level, const char *message)
+{
+	if ((int)level <= cp_verbosity)
+		cp_say("%s", message);
+}
+
+static int libbpf_to_stderr(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	/* libbpf's own chatter (missing symbols included) only at -vv. */
+	if (cp_verbosity < 2 || (level == LIBBPF_DEBUG && cp_verbosity < 3))
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static bool process_exists(pid_t pid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/%d", pid);
+	return !access(path, F_OK);
+}
+
+static int check_privileges(void)
+{
+	if (geteuid() != 0) {
+		cp_say("must run as root (loading BPF needs CAP_BPF, CAP_PERFMON and CAP_SYS_ADMIN); try sudo");
+		return -EPERM;
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		cp_say("the kernel has no BTF (/sys/kernel/btf/vmlinux missing): CONFIG_DEBUG_INFO_BTF=y is required");
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* Libraries to attach the driver probes to; -ESRCH etc. already reported. */
+static int discover_driver(const struct cp_trace_options *opts, const char *command_path,
+			   struct cp_lib_set *libs)
+{
+	size_t i;
+	int n;
+
+	for (i = 0; i < opts->lib_count; i++) {
+		n = cp_lib_set__add(libs, opts->libs[i]);
+		if (n < 0) {
+			cp_say("--lib %s: %s", opts->libs[i],
+			    n == -EINVAL ? "not a regular file" : strerror(-n));
+			return CP_EXIT_USAGE;
+		}
+	}
+	for (i = 0; i < opts->pid_count; i++) {
+		pid_t pid = opts->pids[i];
+
+		n = cp_discover__process(libs, pid, LIBCUDA);
+		if (n == -ESRCH || !process_exists(pid)) {
+			cp_say("PID %d: no such process", pid);
+			return CP_EXIT_SETUP;
+		}
+		if (n < 0) {
+			cp_say("PID %d: cannot read its memory maps: %s", pid, strerror(-n));
+			return CP_EXIT_SETUP;
+		}
+		if (n == 0 && !opts->lib_count) {
+			struct cp_lib_set *own = cp_lib_set__new();
+			bool uses = own && cp_discover__process(own, pid, LIBCUDA) > 0;
+
+			cp_lib_set__free(own);
+			if (!uses) {
+				cp_say("PID %d does not use CUDA: no %s mapped (use --lib PATH if it loads one later)",
+				    pid, LIBCUDA);
+				return CP_EXIT_SETUP;
+			}
+		}
+	}
+	if (command_path)
+		cp_discover__for_exec(libs, LIBCUDA, command_path, getenv("LD_LIBRARY_PATH"));
+	if (!opts->pid_count && !command_path) {
+		cp_discover__all_processes(libs, LIBCUDA);
+		cp_discover__for_exec(libs, LIBCUDA, NULL, NULL);
+	}
+	if (!cp_lib_set__count(libs) && !opts->runtime) {
+		cp_say("no %s found (looked in %s, the ld.so cache and the standard library directories); use --lib PATH",
+		    LIBCUDA, opts->pid_count ? "the target's maps" :
+		    command_path ? "LD_LIBRARY_PATH, the command's RUNPATH" : "every process's maps");
+		return CP_EXIT_SETUP;
+	}
+	return 0;
+}
+
+static void discover_runtime(const struct cp_trace_options *opts, const char *command_path,
+			     struct cp_lib_set *cudarts)
+{
+	static const char *const sonames[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0" };
+	size_t i, j;
+
+	for (i = 0; i < opts->cudart_count; i++)
+		cp_lib_set__add(cudarts, opts->cudarts[i]);
+	for (i = 0; i < opts->pid_count; i++) {
+		char exe[64];
+
+		cp_discover__process(cudarts, opts->pids[i], "libcudart.so");
+		/* Static cudart lives in the executable itself. */
+		snprintf(exe, sizeof(exe), "/proc/%d/exe", opts->pids[i]);
+		cp_lib_set__add(cudarts, exe);
+	}
+	if (command_path) {
+		cp_lib_set__add(cudarts, command_path);
+		for (j = 0; j < sizeof(sonames) / sizeof(sonames[0]); j++)
+			cp_discover__for_exec(cudarts, sonames[j], command_path,
+					      getenv("LD_LIBRARY_PATH"));
+	}
+	if (!opts->pid_count && !command_path)
+		cp_discover__all_processes(cudarts, "libcudart.so");
+}
+
+static int attach_all(struct cp_tracer *tracer, const struct cp_lib_set *libs,
+		      const struct cp_lib_set *cudarts)
+{
+	struct cp_attach_report report;
+	unsigned int attached_libs = 0, attached_runtimes = 0;
+	size_t i;
+	int err;
+
+	if (!cp_lib_set__count(libs))
+		cp_say("no %s found: tracing cudaLaunchKernel only", LIBCUDA);
+	for (i = 0; i < cp_lib_set__count(libs); i++) {
+		const char *path = cp_lib_set__path(libs, i);
+
+		err = cp_tracer__attach_driver(tracer, path, &report);
+		if (err) {
+			cp_say("%s: no probe attached: %s", path,
+			    err == -ENOENT ? "none of the CUDA driver symbols found" : strerror(-err));
+			continue;
+		}
+		attached_libs++;
+		if (cp_verbosity)
+			cp_say("%s: %u probes attached", path, report.attached);
+		if (report.missing)
+			cp_say("%s: %u probe symbols absent, skipped%s%s", path, report.missing,
+			    cp_verbosity ? ": " : " (-v lists them)",
+			    cp_verbosity ? report.missing_names : "");
+	}
+	if (!attached_libs && cp_lib_set__count(libs)) {
+		cp_say("no %s could be probed", LIBCUDA);
+		return CP_EXIT_SETUP;
+	}
+	for (i = 0; cudarts && i < cp_lib_set__count(cudarts); i++) {
+		const char *path = cp_lib_set__path(cudarts, i);
+
+		err = cp_tracer__attach_runtime(tracer, path, &report);
+		if (!err) {
+			attached_runtimes++;
+			if (cp_verbosity)
+				cp_say("%s: cudaLaunchKernel probed", path);
+		} else if (err != -ENOENT) {
+			cp_say("%s: cannot probe cudaLaunchKernel: %s", path, strerror(-err));
+		}
+	}
+	if (!attached_libs && !attached_runtimes) {
+		cp_say("no %s and no cudaLaunchKernel found to probe; use --lib PATH or --cudart PATH",
+		    LIBCUDA);
+		return CP_EXIT_SETUP;
+	}
+	return 0;
+}
+
+static int seed_known_processes(struct cp_tracer *tracer)
+{
+	pid_t *pids = calloc(MAX_SEEDED_PIDS, sizeof(*pids));
+	int n, i;
+
+	if (!pids)
+		return -ENOMEM;
+	n = cp_discover__processes_using(LIBCUDA, pids, MAX_SEEDED_PIDS);
+	for (i = 0; i < n; i++)
+		cp_tracer__add_pid(tracer, pids[i]);
+	free(pids);
+	return n < 0 ? n : 0;
+}
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts,
+		     struct cp_tracer_opts *tracer_opts)
+{
+	sigset_t handled;
+	size_t i;
+	int err, code;
+
+	memset(s, 0, sizeof(*s));
+	s->opts = opts;
+	s->signal_fd = s->timer_fd = s->tick_fd = -1;
+	s->child.pid = -1;
+	s->child_pid = -1;
+	cp_verbosity = opts->verbose;
+	libbpf_set_print(libbpf_to_stderr);
+
+	if (cp_identity__from_env(&s->identity, opts->run_as_root)) {
+		cp_say("SUDO_UID/SUDO_GID are not valid ids");
+		return CP_EXIT_USAGE;
+	}
+	if (opts->command) {
+		err = cp_resolve_command(opts->command[0], &s->identity, s->command_path,
+					 sizeof(s->command_path));
+		if (err) {
+			cp_say("%s: %s", opts->command[0],
+			       err == -ENOENT ? "command not found" : "permission denied");
+			return CP_EXIT_NOT_FOUND;
+		}
+	}
+	if (check_privileges())
+		return CP_EXIT_SETUP;
+
+	s->libs = cp_lib_set__new();
+	s->cudarts = cp_lib_set__new();
+	if (!s->libs || !s->cudarts) {
+		cp_say("out of memory");
+		return CP_EXIT_SETUP;
+	}
+	code = discover_driver(opts, opts->command ? s->command_path : NULL, s->libs);
+	if (code)
+		return code;
+	if (opts->runtime)
+		discover_runtime(opts, opts->command ? s->command_path : NULL, s->cudarts);
+
+	/* Signals are read from a signalfd by the main thread; the command gets the old mask. */
+	sigemptyset(&handled);
+	sigaddset(&handled, SIGINT);
+	sigaddset(&handled, SIGTERM);
+	sigaddset(&handled, SIGHUP);
+	sigaddset(&handled, SIGCHLD);
+	sigaddset(&handled, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &handled, &s->original_mask);
+	s->mask_changed = true;
+	sigdelset(&handled, SIGPIPE); /* a closed pipe shows up as EPIPE on write */
+	s->signal_fd = signalfd(-1, &handled, SFD_CLOEXEC);
+	s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	s->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	if (s->signal_fd < 0 || s->timer_fd < 0 || s->tick_fd < 0) {
+		cp_say("cannot set up signal handling: %s", strerror(errno));
+		return CP_EXIT_SETUP;
+	}
+
+	tracer_opts->system_wide = !opts->pid_count && !opts->command;
+	tracer_opts->ring_bytes = opts->ring_bytes;
+	tracer_opts->log = cp_log_to_stderr;
+	s->system_wide = tracer_opts->system_wide;
+	s->tracer = cp_tracer__open(tracer_opts);
+	if (!s->tracer) {
+		cp_say("cannot load the BPF programs: %s", strerror(errno));
+		return CP_EXIT_SETUP;
+	}
+	code = attach_all(s->tracer, s->libs, opts->runtime ? s->cudarts : NULL);
+	if (code)
+		return code;
+
+	for (i = 0; i < opts->pid_count; i++) {
+		err = cp_tracer__add_pid(s->tracer, opts->pids[i]);
+		if (err) {
+			cp_say("PID %d: cannot add it to the traced set: %s", opts->pids[i], strerror(-err));
+			return CP_EXIT_SETUP;
+		}
+		s->pid_fds[i] = pidfd_open_(opts->pids[i]);
+		if (s->pid_fds[i] < 0) {
+			cp_say("PID %d: %s", opts->pids[i], strerror(errno));
+			return CP_EXIT_SETUP;
+		}
+		s->pid_fd_count = i + 1;
+	}
+	if (s->system_wide && seed_known_processes(s->tracer))
+		cp_say("warning: could not list the running CUDA processes; their exits are not reported");
+	return 0;
+}
+
+int cp_session__start_command(struct cp_session *s)
+{
+	int err;
+
+	if (!s->opts->command)
+		return 0;
+	err = cp_child__prepare(&s->child, s->command_path, s->opts->command, &s->identity,
+				&s->original_mask);
+	if (!err) {
+		s->child_pid = s->child.pid;
+		err = cp_tracer__add_pid(s->tracer, s->child.pid);
+		if (err) {
+			cp_child__abort(&s->child);
+			s->child_pid = -1;
+			cp_say("cannot trace the command: %s", strerror(-err));
+			return CP_EXIT_SETUP;
+		}
+		err = cp_child__release(&s->child);
+	}
+	if (err) {
+		if (s->child_pid > 0)
+			waitpid(s->child_pid, &s->child_status, 0);
+		s->child_pid = -1;
+		cp_say("%s: %s", s->opts->command[0], strerror(-err));
+		return CP_EXIT_NOT_FOUND;
+	}
+	if (cp_verbosity)
+		cp_say("started %s as pid %d", s->command_path, s->child_pid);
+	return 0;
+}
+
+static void arm(int fd, uint64_t ms, bool repeat)
+{
+	struct itimerspec when = {
+		.it_value = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 },
+	};
+
+	if (repeat)
+		when.it_interval = when.it_value;
+	timerfd_settime(fd, 0, &when, NULL);
+}
+
+void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
+{
+	struct pollfd fds[4 + CP_CLI_MAX_PIDS];
+	size_t live = s->pid_fd_count, i;
+	bool forwarded = false;
+	enum { SIGNALS, DURATION, TICK, EXTRA, PIDS };
+
+	if (s->opts->duration_ms)
+		arm(s->timer_fd, s->opts->duration_ms, false);
+	if (hooks && hooks->tick && hooks->tick_ms)
+		arm(s->tick_fd, hooks->tick_ms, true);
+	for (;;) {
+		fds[SIGNALS] = (struct pollfd){ .fd = s->signal_fd, .events = POLLIN };
+		fds[DURATION] = (struct pollfd){ .fd = s->timer_fd, .events = POLLIN };
+		fds[TICK] = (struct pollfd){ .fd = s->tick_fd, .events = POLLIN };
+		fds[EXTRA] = (struct pollfd){ .fd = hooks && hooks->on_extra ? hooks->extra_fd : -1,
+					      .events = POLLIN };
+		for (i = 0; i < s->pid_fd_count; i++)
+			fds[PIDS + i] = (struct pollfd){ .fd = s->pid_fds[i], .events = POLLIN };
+		if (poll(fds, PIDS + s->pid_fd_count, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		if (fds[DURATION].revents)
+			return; /* --duration */
+		if (fds[TICK].revents) {
+			uint64_t expirations;
+
+			if (read(s->tick_fd, &expirations, sizeof(expirations)) > 0)
+				hooks->tick(hooks->ctx);
+		}
+		if (fds[EXTRA].revents && hooks->on_extra(hooks->ctx))
+			return;
+		for (i = 0; i < s->pid_fd_count; i++) {
+			if (s->pid_fds[i] >= 0 && fds[PIDS + i].revents) {
+				close(s->pid_fds[i]);
+				s->pid_fds[i] = -1;
+				live--;
+			}
+		}
+		if (s->pid_fd_count && !live)
+			return; /* every -p target is gone */
+		if (fds[SIGNALS].revents) {
+			struct signalfd_siginfo info;
+
+			if (read(s->signal_fd, &info, sizeof(info)) != sizeof(info))
+				continue;
+			if (info.ssi_signo == SIGCHLD) {
+				if (s->child_pid > 0 &&
+				    waitpid(s->child_pid, &s->child_status, WNOHANG) == s->child_pid) {
+					s->child_done = true;
+					return;
+				}
+				continue;
+			}
+			/* SIGINT/SIGTERM/SIGHUP: a command gets it passed on once; then we stop. */
+			if (s->child_pid > 0 && !forwarded) {
+				kill(s->child_pid, info.ssi_signo);
+				forwarded = true;
+				continue;
+			}
+			return;
+		}
+	}
+}
+
+/* Exit status of a wait status, as a shell reports it. */
+static int shell_status(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return CP_EXIT_SETUP;
+}
+
+int cp_session__exit_code(const struct cp_session *s)
+{
+	if (!s->opts->command)
+		return 0;
+	if (!s->child_done) {
+		/* Stopped early (duration or a second signal): the command keeps running. */
+		cp_say("stopped before the command (pid %d) ended; it keeps running untraced",
+		       s->child_pid);
+		return 0;
+	}
+	return shell_status(s->child_status);
+}
+
+void cp_session__close(struct cp_session *s)
+{
+	size_t i;
+
+	cp_tracer__free(s->tracer);
+	s->tracer = NULL;
+	for (i = 0; i < s->pid_fd_count; i++)
+		if (s->pid_fds[i] >= 0)
+			close(s->pid_fds[i]);
+	if (s->signal_fd >= 0)
+		close(s->signal_fd);
+	if (s->timer_fd >= 0)
+		close(s->timer_fd);
+	if (s->tick_fd >= 0)
+		close(s->tick_fd);
+	if (s->mask_changed)
+		pthread_sigmask(SIG_SETMASK, &s->original_mask, NULL);
+	cp_lib_set__free(s->cudarts);
+	cp_lib_set__free(s->libs);
+}

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `cuprobe top`: every CUDA process on the host, refreshed every interval,
+ * sorted by kernel launch rate, from the BPF aggregation maps (nothing per
+ * call is streamed). The agent still runs, for kernel names and exits.
+ */
+#include <curses.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_options.h"
+#include "cuprobe.h"
+#include "session.h"
+#include "stats.h"
+
+#define MAX_ROWS 1024
+
+struct top_row {
+	uint32_t pid;
+	char comm[17];
+	unsigned long long launches;
+	double rate;           /* launches per second over the last interval */
+	unsigned long long live_bytes;
+	unsigned long long peak_bytes;
+	unsigned long long top_launches;
+	unsigned long long top_handle;
+	bool top_graph;
+};
+
+struct top_ctx {
+	struct cp_session *session;
+	struct cp_names *names;
+	pthread_mutex_t lock;   /* names, between the agent and the drawing thread */
+	struct top_row previous[MAX_ROWS];
+	size_t previous_count;
+	unsigned long long previous_ns;
+	unsigned long long interval_ms;
+	unsigned long exited;
+	bool quit;
+};
+
+static unsigned long long monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int on_event(void *arg, const union cp_event *event)
+{
+	struct top_ctx *ctx = arg;
+
+	pthread_mutex_lock(&ctx->lock);
+	cp_names__observe(ctx->names, event);
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
+		/* Gone from the view, and its rows from the maps: they stay bounded. */
+		cp_tracer__forget_pid(ctx->session->tracer, event->hdr.pid);
+		ctx->exited++;
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	return 0;
+}
+
+static void read_comm(uint32_t pid, char *out, size_t len)
+{
+	char path[64];
+	FILE *file;
+
+	snprintf(out, len, "?");
+	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
+	file = fopen(path, "re");
+	if (!file)
+		return;
+	if (fgets(out, (int)len, file))
+		out[strcspn(out, "\n")] = '\0';
+	fclose(file);
+}
+
+static struct top_row *row_for(struct top_row *rows, size_t *count, uint32_t pid)
+{
+	size_t i;
+
+	for (i = 0; i < *count; i++)
+		if (rows[i].pid == pid)
+			return &rows[i];
+	if (*count == MAX_ROWS)
+		return NULL;
+	memset(&rows[*count], 0, sizeof(rows[*count]));
+	rows[*count].pid = pid;
+	return &rows[(*count)++];
+}
+
+static int by_rate_desc(const void *a, const void *b)
+{
+	const struct top_row *x = a, *y = b;
+
+	if (x->rate != y->rate)
+		return x->rate < y->rate ? 1 : -1;
+	return x->launches < y->launches ? 1 : x->launches > y->launches ? -1 : 0;
+}
+
+static void bytes_text(unsigned long long bytes, char *buf, size_t len)
+{
+	if (bytes >= (1ull << 30))
+		snprintf(buf, len, "%.1fG", bytes / (double)(1ull << 30));
+	else if (bytes >= (1ull << 20))
+		snprintf(buf, len, "%.1fM", bytes / (double)(1ull << 20));
+	else if (bytes >= (1ull << 10))
+		snprintf(buf, len, "%.1fK", bytes / 1024.0);
+	else
+		snprintf(buf, len, "%llu", bytes);
+}
+
+static void refresh_view(void *arg)
+{
+	struct top_ctx *ctx = arg;
+	struct top_row rows[MAX_ROWS];
+	struct cp_stats_snapshot snap;
+	struct cp_counters counters;
+	size_t count = 0, i, j;
+	unsigned long long now = monotonic_ns();
+	double seconds = ctx->previous_ns ? (now - ctx->previous_ns) / 1e9 : 0;
+	int line = 0, height, width;
+
+	if (cp_tracer__snapshot(ctx->session->tracer, 0, &snap))
+		return;
+	for (i = 0; i < snap.kernel_count; i++) {
+		const struct cp_kernel_row *k = &snap.kernels[i];
+		struct top_row *row = row_for(rows, &count, k->pid);
+
+		if (!row)
+			continue;
+		row->launches += k->stat.launches;
+		if (k->stat.launches > row->top_launches) {
+			row->top_launches = k->stat.launches;
+			row->top_handle = k->handle;
+			row->top_graph = k->stat.graph;
+		}
+	}
+	for (i = 0; i < snap.mem_count; i++) {
+		struct top_row *row = row_for(rows, &count, snap.mems[i].pid);
+
+		if (row) {
+			row->live_bytes = snap.mems[i].stat.live_bytes;
+			row->peak_bytes = snap.mems[i].stat.peak_bytes;
+		}
+	}
+	for (i = 0; i < count; i++) {
+		read_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
+		for (j = 0; j < ctx->previous_count; j++)
+			if (ctx->previous[j].pid == rows[i].pid)
+				break;
+		if (seconds > 0) {
+			unsigned long long before = j < ctx->previous_count ? ctx->previous[j].launches : 0;
+
+			rows[i].rate = rows[i].launches >= before ?
+				(rows[i].launches - before) / seconds : 0;
+		}
+	}
+	cp_stats_snapshot__release(&snap);
+	qsort(rows, count, sizeof(rows[0]), by_rate_desc);
+	memcpy(ctx->previous, rows, count * sizeof(rows[0]));
+	ctx->previous_count = count;
+	ctx->previous_ns = now;
+
+	getmaxyx(stdscr, height, width);
+	erase();
+	attron(A_BOLD);
+	mvprintw(line++, 0, "cuprobe top - %zu CUDA processes - every %.1f s - q quits", count,
+		 ctx->interval_ms / 1000.0);
+	attroff(A_BOLD);
+	if (!cp_tracer__read_counters(ctx->session->tracer, &counters) &&
+	    (counters.kernel_stats_full || counters.mem_stats_full || counters.live_allocs_full))
+		mvprintw(line++, 0, "warning: maps full: %llu kernel, %llu memory, %llu allocation updates dropped",
+			 (unsigned long long)counters.kernel_stats_full,
+			 (unsigned long long)counters.mem_stats_full,
+			 (unsigned long long)counters.live_allocs_full);
+	line++;
+	attron(A_REVERSE);
+	mvprintw(line++, 0, "%7s %-16s %11s %12s %9s %9s  %-*s", "PID", "COMMAND", "LAUNCH/S",
+		 "LAUNCHES", "DEV LIVE", "DEV PEAK", width > 80 ? width - 80 : 0, "TOP KERNEL");
+	attroff(A_REVERSE);
+	pthread_mutex_lock(&ctx->lock);
+	for (i = 0; i < count && line < height; i++) {
+		const struct cp_name_entry *name =
+			cp_names__lookup(ctx->names, rows[i].pid, rows[i].top_handle);
+		char live[16], peak[16], kernel[512];
+
+		bytes_text(rows[i].live_bytes, live, sizeof(live));
+		bytes_text(rows[i].peak_bytes, peak, sizeof(peak));
+		if (!rows[i].top_launches)
+			snprintf(kernel, sizeof(kernel), "-");
+		else if (rows[i].top_graph)
+			snprintf(kernel, sizeof(kernel), "<graph 0x%llx>", rows[i].top_handle);
+		else if (name)
+			snprintf(kernel, sizeof(kernel), "%s", name->display);
+		else
+			snprintf(kernel, sizeof(kernel), "<unnamed 0x%llx>", rows[i].top_handle);
+		mvprintw(line++, 0, "%7u %-16.16s %11.0f %12llu %9s %9s  %.*s", rows[i].pid,
+			 rows[i].comm, rows[i].rate, rows[i].launches, live, peak,
+			 width > 80 ? width - 80 : 0, kernel);
+	}
+	pthread_mutex_unlock(&ctx->lock);
+	if (!count && line < height)
+		mvprintw(line++, 0, "(no CUDA activity seen yet)");
+	refresh();
+}
+
+static bool on_key(void *arg)
+{
+	struct top_ctx *ctx = arg;
+	int key;
+
+	while ((key = getch()) != ERR) {
+		if (key == 'q' || key == 'Q') {
+			ctx->quit = true;
+			return true;
+		}
+		if (key == KEY_RESIZE || key == ' ')
+			refresh_view(ctx);
+	}
+	return false;
+}
+
+int cp_cmd_top(int argc, char **argv)
+{
+	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts) };
+	struct cp_agent_opts agent_opts = { .sz = sizeof(agent_opts) };
+	struct cp_wait_hooks hooks = { 0 };
+	struct cp_symbolizer *symbolizer = NULL;
+	struct cp_trace_options opts;
+	struct cp_agent *agent = NULL;
+	struct cp_session session;
+	struct top_ctx *ctx;
+	SCREEN *screen = NULL;
+	char error[256];
+	int exit_code;
+
+	switch (cp_options__parse(CP_CMD_TOP, argc, argv, &opts, error, sizeof(error))) {
+	case CP_PARSE_HELP:
+		fputs(cp_top_usage, stdout);
+		return 0;
+	case CP_PARSE_ERROR:
+		cp_say("%s (see cuprobe top --help)", error);
+		return CP_EXIT_USAGE;
+	default:
+		break;
+	}
+	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+		cp_say("top needs a terminal (use cuprobe stats --interval for a log)");
+		return CP_EXIT_USAGE;
+	}
+	ctx = calloc(1, sizeof(*ctx));
+	if (!ctx) {
+		cp_say("out of memory");
+		return CP_EXIT_SETUP;
+	}
+	pthread_mutex_init(&ctx->lock, NULL);
+	ctx->interval_ms = opts.interval_ms ? opts.interval_ms : 1000;
+	tracer_opts.aggregate = true;
+	tracer_opts.no_call_records = true;
+	exit_code = cp_session__open(&session, &opts, &tracer_opts);
+	if (exit_code)
+		goto cleanup;
+	exit_code = CP_EXIT_SETUP;
+	ctx->session = &session;
+	symbolizer = cp_symbolizer__new();
+	ctx->names = cp_names__new(symbolizer);
+	if (!symbolizer || !ctx->names) {
+		cp_say("out of memory");
+		goto cleanup;
+	}
+	agent_opts.on_event = on_event;
+	agent_opts.ctx = ctx;
+	agent = cp_agent__new(cp_tracer__ring_fd(session.tracer), &agent_opts);
+	if (!agent || cp_agent__start(agent)) {
+		cp_say("cannot start the GPU agent: %s", strerror(errno));
+		goto cleanup;
+	}
+	screen = newterm(NULL, stdout, stdin);
+	if (!screen) {
+		cp_say("cannot drive this terminal (TERM=%s)", getenv("TERM") ? getenv("TERM") : "");
+		goto cleanup;
+	}
+	cbreak();
+	noecho();
+	nodelay(stdscr, TRUE);
+	keypad(stdscr, TRUE);
+	curs_set(0);
+	refresh_view(ctx);
+	hooks.tick_ms = ctx->interval_ms;
+	hooks.tick = refresh_view;
+	hooks.extra_fd = STDIN_FILENO;
+	hooks.on_extra = on_key;
+	hooks.ctx = ctx;
+	cp_session__wait(&session, &hooks);
+	exit_code = 0;
+
+cleanup:
+	if (screen) {
+		endwin();
+		delscreen(screen);
+	}
+	cp_agent__free(agent);
+	cp_session__close(&session);
+	cp_names__free(ctx->names);
+	cp_symbolizer__free(symbolizer);
+	pthread_mutex_destroy(&ctx->lock);
+	free(ctx);
+	return exit_code;
+}

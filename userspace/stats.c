@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Reading the aggregation maps: per (pid, kernel) launches, per (pid, API)
+ * calls and latency histograms, per-process device memory and the live
+ * allocations with their stacks. Rows of exited processes are removed by
+ * cp_tracer__forget_pid once their final report has been read.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "cuprobe.h"
+#include "tracer_internal.h"
+
+/* Walks a hash map, copying (key, value) pairs into a growing array of rows. */
+static int collect_rows(int map_fd, size_t key_size, size_t value_size, size_t row_size,
+			size_t key_at, size_t value_at, uint32_t pid, void **rows_out, size_t *count_out)
+{
+	char key[64], next[64], value[512];
+	size_t count = 0, capacity = 0;
+	char *rows = NULL;
+	void *cursor = NULL;
+	int err = 0;
+
+	if (key_size > sizeof(key) || value_size > sizeof(value))
+		return -E2BIG;
+	while (!bpf_map_get_next_key(map_fd, cursor, next)) {
+		memcpy(key, next, key_size);
+		cursor = key;
+		/* Every key here starts with its pid. */
+		if (pid && *(uint32_t *)key != pid)
+			continue;
+		if (bpf_map_lookup_elem(map_fd, key, value))
+			continue; /* deleted between the two calls */
+		if (count == capacity) {
+			size_t grown = capacity ? capacity * 2 : 64;
+			char *bigger = realloc(rows, grown * row_size);
+
+			if (!bigger) {
+				err = -ENOMEM;
+				break;
+			}
+			rows = bigger;
+			capacity = grown;
+		}
+		memset(rows + count * row_size, 0, row_size);
+		memcpy(rows + count * row_size + key_at, key, key_size);
+		memcpy(rows + count * row_size + value_at, value, value_size);
+		count++;
+	}
+	if (err) {
+		free(rows);
+		return err;
+	}
+	*rows_out = rows;
+	*count_out = count;
+	return 0;
+}
+
+/* Row layouts: the map key's fields first, as the key lays them out, then the value. */
+struct kernel_row_image { struct cp_kernel_key key; struct cp_kernel_stat stat; };
+struct api_row_image { struct cp_api_key key; struct cp_api_stat stat; };
+struct mem_row_image { uint32_t pid; uint32_t pad; struct cp_mem_stat stat; };
+struct alloc_row_image { struct cp_alloc_key key; struct cp_alloc_info info; };
+
+int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
+			struct cp_stats_snapshot *out)
+{
+	struct kernel_row_image *kernels = NULL;
+	struct api_row_image *apis = NULL;
+	struct mem_row_image *mems = NULL;
+	size_t kernel_count = 0, api_count = 0, mem_count = 0, i;
+	int err;
+
+	if (!tracer || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	err = collect_rows(bpf_map__fd(tracer->skel->maps.kernel_stats), sizeof(struct cp_kernel_key),
+			   sizeof(struct cp_kernel_stat), sizeof(*kernels), 0,
+			   offsetof(struct kernel_row_image, stat), pid, (void **)&kernels, &kernel_count);
+	if (!err)
+		err = collect_rows(bpf_map__fd(tracer->skel->maps.api_stats), sizeof(struct cp_api_key),
+				   sizeof(struct cp_api_stat), sizeof(*apis), 0,
+				   offsetof(struct api_row_image, stat), pid, (void **)&apis, &api_count);
+	if (!err)
+		err = collect_rows(bpf_map__fd(tracer->skel->maps.mem_stats), sizeof(uint32_t),
+				   sizeof(struct cp_mem_stat), sizeof(*mems), 0,
+				   offsetof(struct mem_row_image, stat), pid, (void **)&mems, &mem_count);
+	if (err)
+		goto err_free;
+	out->kernels = calloc(kernel_count ? kernel_count : 1, sizeof(*out->kernels));
+	out->apis = calloc(api_count ? api_count : 1, sizeof(*out->apis));
+	out->mems = calloc(mem_count ? mem_count : 1, sizeof(*out->mems));
+	if (!out->kernels || !out->apis || !out->mems) {
+		err = -ENOMEM;
+		cp_stats_snapshot__release(out);
+		goto err_free;
+	}
+	for (i = 0; i < kernel_count; i++)
+		out->kernels[i] = (struct cp_kernel_row){ kernels[i].key.pid, kernels[i].key.handle,
+							  kernels[i].stat };
+	for (i = 0; i < api_count; i++)
+		out->apis[i] = (struct cp_api_row){ apis[i].key.pid, apis[i].key.api, apis[i].stat };
+	for (i = 0; i < mem_count; i++)
+		out->mems[i] = (struct cp_mem_row){ mems[i].pid, mems[i].stat };
+	out->kernel_count = kernel_count;
+	out->api_count = api_count;
+	out->mem_count = mem_count;
+err_free:
+	free(kernels);
+	free(apis);
+	free(mems);
+	return err;
+}
+
+void cp_stats_snapshot__release(struct cp_stats_snapshot *snapshot)
+{
+	if (!snapshot)
+		return;
+	free(snapshot->kernels);
+	free(snapshot->apis);
+	free(snapshot->mems);
+	memset(snapshot, 0, sizeof(*snapshot));
+}
+
+int cp_tracer__live_allocs(const struct cp_tracer *tracer, uint32_t pid,
+			   struct cp_live_alloc **rows, size_t *count)
+{
+	struct alloc_row_image *images = NULL;
+	size_t n = 0, i;
+	int err;
+
+	if (!tracer || !rows || !count)
+		return -EINVAL;
+	err = collect_rows(bpf_map__fd(tracer->skel->maps.live_allocs), sizeof(struct cp_alloc_key),
+			   sizeof(struct cp_alloc_info), sizeof(*images), 0,
+			   offsetof(struct alloc_row_image, info), pid, (void **)&images, &n);
+	if (err)
+		return err;
+	*rows = calloc(n ? n : 1, sizeof(**rows));
+	if (!*rows) {
+		free(images);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++)
+		(*rows)[i] = (struct cp_live_alloc){ images[i].key.pid, images[i].key.ptr, images[i].info };
+	*count = n;
+	free(images);
+	return 0;
+}
+
+int cp_tracer__stack(const struct cp_tracer *tracer, __s64 stack_id, __u64 *ips, size_t max)
+{
+	__u64 frames[CP_STACK_DEPTH] = { 0 };
+	uint32_t key = (uint32_t)stack_id;
+	size_t depth;
+
+	if (!tracer || !ips || stack_id < 0)
+		return -EINVAL;
+	if (bpf_map_lookup_elem(bpf_map__fd(tracer->skel->maps.stacks), &key, frames))
+		return -ENOENT;
+	for (depth = 0; depth < CP_STACK_DEPTH && depth < max && frames[depth]; depth++)
+		ips[depth] = frames[depth];
+	return (int)depth;
+}
+
+/* Deletes every key of map whose leading pid is pid: keys gathered first, then deleted. */
+static void delete_pid_rows(int map_fd, size_t key_size, uint32_t pid)
+{
+	char key[64], next[64];
+	char *doomed = NULL;
+	size_t count = 0, capacity = 0, i;
+	void *cursor = NULL;
+
+	while (!bpf_map_get_next_key(map_fd, cursor, next)) {
+		memcpy(key, next, key_size);
+		cursor = key;
+		if (*(uint32_t *)key != pid)
+			continue;
+		if (count == capacity) {
+			size_t grown = capacity ? capacity * 2 : 64;
+			char *bigger = realloc(doomed, grown * key_size);
+
+			if (!bigger)
+				break;
+			doomed = bigger;
+			capacity = grown;
+		}
+		memcpy(doomed + count * key_size, key, key_size);
+		count++;
+	}
+	for (i = 0; i < count; i++)
+		bpf_map_delete_elem(map_fd, doomed + i * key_size);
+	free(doomed);
+}
+
+int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid)
+{
+	struct cp_live_alloc *allocs = NULL;
+	size_t count = 0, i;
+
+	if (!tracer || !pid)
+		return -EINVAL;
+	/* The stacks of its live allocations go too: a dead process's stacks serve nobody. */
+	if (!cp_tracer__live_allocs(tracer, pid, &allocs, &count)) {
+		for (i = 0; i < count; i++) {
+			uint32_t id = (uint32_t)allocs[i].info.stack_id;
+
+			if (allocs[i].info.stack_id >= 0)
+				bpf_map_delete_elem(bpf_map__fd(tracer->skel->maps.stacks), &id);
+		}
+		free(allocs);
+	}
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.kernel_stats), sizeof(struct cp_kernel_key), pid);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.api_stats), sizeof(struct cp_api_key), pid);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.mem_stats), sizeof(uint32_t), pid);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.live_allocs), sizeof(struct cp_alloc_key), pid);
+	return 0;
+}
+
+__u64 cp_histogram__total(const __u64 histogram[CP_HIST_BUCKETS])
+{
+	__u64 total = 0;
+	int b;
+
+	for (b = 0; b < CP_HIST_BUCKETS; b++)
+		total += histogram[b];
+	return total;
+}
+
+__u64 cp_histogram__percentile(const __u64 histogram[CP_HIST_BUCKETS], double p)
+{
+	__u64 total = cp_histogram__total(histogram), seen = 0, want;
+	int b;
+
+	if (!total || p <= 0)
+		return 0;
+	if (p > 1)
+		p = 1;
+	want = (__u64)(p * (double)total + 0.999999);
+	if (!want)
+		want = 1;
+	for (b = 0; b < CP_HIST_BUCKETS; b++) {
+		seen += histogram[b];
+		if (seen >= want)
+			return b ? 1ull << b : 1;
+	}
+	return 1ull << (CP_HIST_BUCKETS - 1);
+}
