@@ -8,8 +8,10 @@
  *     and time request-stop -> drained and joined. Repeated; p50/p99/max.
  *  2. SIGINT -> exit of the real `cuprobe trace -p PID` (ring of the same
  *     size), for a process that keeps launching. Repeated; p50/p99/max.
- *  3. Cost per traced call: untraced, batched wakeups (the default), and a
- *     wakeup on every record, interleaved round by round.
+ *  3. Cost per traced call: untraced; streaming with batched wakeups (the
+ *     default) or a wakeup on every record; counting in BPF maps with nothing
+ *     streamed (cuprobe stats), with and without latency return probes.
+ *     Interleaved round by round.
  *
  * The launches go to the simulated driver (build/lib/cuda-sim), loaded by
  * this program's RUNPATH, so the probes fire in this very process.
@@ -210,48 +212,95 @@ static void bench_cli_sigint(int rounds, size_t ring_bytes, const char *cuprobe)
 	free(samples);
 }
 
-/* 3. ns per traced call: untraced, batched wakeups, wakeup per record; interleaved. */
-static void bench_wakeup_policy(int rounds, long calls)
+/* CPU time of the whole process (launching thread, agent, and the kernel work of both). */
+static uint64_t process_cpu_ns(void)
 {
-	double sums[3] = { 0 };
-	uint64_t wakeups[3] = { 0 };
-	int r, variant;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* 3. ns per traced call for each way of tracing, interleaved round by round. */
+struct variant {
+	const char *label;
+	bool traced;
+	bool wake_every_record;
+	bool aggregate;
+	bool no_call_records;
+	bool measure_latency;
+};
+
+static const struct variant variants[] = {
+	{ "untraced", false },
+	{ "streaming every call, batched wakeups (cuprobe trace)", true },
+	{ "streaming every call, wakeup on every record", true, .wake_every_record = true },
+	{ "counting in BPF maps, nothing streamed (cuprobe stats)", true, .aggregate = true,
+	  .no_call_records = true },
+	{ "counting in maps + latency return probes (stats --latency)", true, .aggregate = true,
+	  .no_call_records = true, .measure_latency = true },
+};
+#define VARIANTS (sizeof(variants) / sizeof(variants[0]))
+
+static void bench_tracing_modes(int rounds, long calls)
+{
+	double sums[VARIANTS] = { 0 }, cpu[VARIANTS] = { 0 };
+	uint64_t wakeups[VARIANTS] = { 0 };
+	size_t v;
+	int r;
 
 	for (r = 0; r < rounds; r++) {
-		for (variant = 0; variant < 3; variant++) {
+		for (v = 0; v < VARIANTS; v++) {
+			struct cp_tracer_opts opts = {
+				.sz = sizeof(opts), .ring_bytes = 64u << 20,
+				.wake_every_record = variants[v].wake_every_record,
+				.aggregate = variants[v].aggregate,
+				.no_call_records = variants[v].no_call_records,
+				.measure_latency = variants[v].measure_latency,
+			};
 			struct cp_agent_opts agent_opts = { .sz = sizeof(agent_opts), .on_event = count_event };
 			struct cp_tracer *tracer = NULL;
 			struct cp_agent *agent = NULL;
 			struct cp_agent_stats stats;
-			uint64_t start;
+			uint64_t start, cpu_start;
+			int err;
 
-			if (variant) {
-				tracer = open_tracer(64u << 20, variant == 2);
+			if (variants[v].traced) {
+				tracer = cp_tracer__open(&opts);
+				if (!tracer)
+					die("cp_tracer__open", errno);
+				err = cp_tracer__attach_driver(tracer, self_cuda, NULL);
+				if (!err)
+					err = cp_tracer__add_pid(tracer, getpid());
+				if (err)
+					die("attach", err);
 				agent = cp_agent__new(cp_tracer__ring_fd(tracer), &agent_opts);
 				if (!agent || cp_agent__start(agent))
 					die("agent", errno);
 			}
 			start = now_ns();
+			cpu_start = process_cpu_ns();
 			launch_n(calls);
-			sums[variant] += (double)(now_ns() - start) / calls;
+			sums[v] += (double)(now_ns() - start) / calls;
 			if (agent) {
-				cp_agent__stop(agent);
+				cp_agent__stop(agent); /* the drain is part of the consumer's cost */
 				cp_agent__stats(agent, &stats);
-				wakeups[variant] += stats.wakeups;
+				wakeups[v] += stats.wakeups;
 			}
+			cpu[v] += (double)(process_cpu_ns() - cpu_start) / calls;
 			cp_agent__free(agent);
 			cp_tracer__free(tracer);
 		}
 	}
-	printf("| per call, untraced | %.0f ns | 1.00x | | |\n", sums[0] / rounds);
-	printf("| per call, traced, batched wakeups (default) | %.0f ns | %.2fx | +%.0f ns | %.1f agent wakeups/1k records |\n",
-	       sums[1] / rounds, sums[1] / sums[0], (sums[1] - sums[0]) / rounds,
-	       1000.0 * wakeups[1] / ((double)calls * rounds));
-	printf("| per call, traced, wakeup on every record | %.0f ns | %.2fx | +%.0f ns | %.1f agent wakeups/1k records |\n",
-	       sums[2] / rounds, sums[2] / sums[0], (sums[2] - sums[0]) / rounds,
-	       1000.0 * wakeups[2] / ((double)calls * rounds));
-	printf("| wakeup policy: cost of waking on every record | +%.0f ns per record | %.2fx of batched | | |\n",
+	for (v = 0; v < VARIANTS; v++)
+		printf("| per call: %s | %.0f ns | %.2fx untraced | +%.0f ns | process CPU %.0f ns/call, %.1f agent wakeups/1k calls |\n",
+		       variants[v].label, sums[v] / rounds, sums[v] / sums[0],
+		       (sums[v] - sums[0]) / rounds, cpu[v] / rounds,
+		       1000.0 * wakeups[v] / ((double)calls * rounds));
+	printf("| waking on every record vs batched | +%.0f ns per record | %.2fx of batched | | |\n",
 	       (sums[2] - sums[1]) / rounds, sums[2] / sums[1]);
+	printf("| counting in maps vs streaming (batched) | %+.0f ns per launch | %.2fx of streaming | process CPU %+.0f ns/call | |\n",
+	       (sums[3] - sums[1]) / rounds, sums[3] / sums[1], (cpu[3] - cpu[1]) / rounds);
 }
 
 int main(int argc, char **argv)
@@ -259,6 +308,7 @@ int main(int argc, char **argv)
 	const char *cuprobe = CUPROBE_BIN;
 	size_t ring_bytes = 64u << 20;
 	long calls = 200000;
+	bool lifecycle = true, modes = true;
 	int rounds = 5, i;
 
 	for (i = 1; i < argc; i++) {
@@ -270,8 +320,13 @@ int main(int argc, char **argv)
 			ring_bytes = strtoull(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--cuprobe") && i + 1 < argc)
 			cuprobe = argv[++i];
+		else if (!strcmp(argv[i], "--only-modes"))
+			lifecycle = false;
+		else if (!strcmp(argv[i], "--only-lifecycle"))
+			modes = false;
 		else {
-			fprintf(stderr, "usage: agent_bench [--rounds N] [--calls N] [--ring-size BYTES] [--cuprobe PATH]\n");
+			fprintf(stderr, "usage: agent_bench [--rounds N] [--calls N] [--ring-size BYTES] [--cuprobe PATH]\n"
+					"                   [--only-modes | --only-lifecycle]\n");
 			return 2;
 		}
 	}
@@ -286,8 +341,11 @@ int main(int argc, char **argv)
 	libbpf_set_print(NULL);
 	setup_cuda();
 	printf("| measure | value | p50 / ratio | p99 / delta | max / note |\n|---|---|---|---|---|\n");
-	bench_full_ring_stop(rounds, ring_bytes);
-	bench_cli_sigint(rounds * 4, ring_bytes, cuprobe);
-	bench_wakeup_policy(rounds, calls);
+	if (lifecycle) {
+		bench_full_ring_stop(rounds, ring_bytes);
+		bench_cli_sigint(rounds * 4, ring_bytes, cuprobe);
+	}
+	if (modes)
+		bench_tracing_modes(rounds, calls);
 	return 0;
 }
