@@ -864,7 +864,9 @@ int BPF_KPROBE(rt_launch, __u64 stub, __u64 grid_xy, __u64 grid_z, __u64 block_x
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	struct stub_location where = { .file_offset = stub };
+	struct stub_location caller_where = {};
 	struct cp_rt_launch_event *event;
+	__u64 caller = 0;
 	bool fault = false;
 	__u64 now;
 
@@ -898,6 +900,24 @@ int BPF_KPROBE(rt_launch, __u64 stub, __u64 grid_xy, __u64 grid_z, __u64 block_x
 		event->inode = 0;
 		event->dev = 0;
 		event->flags |= CP_RT_NO_VMA;
+	}
+	/* The return address: at the first instruction it is at the top of the stack. */
+	if (bpf_probe_read_user(&caller, sizeof(caller), (void *)PT_REGS_SP(ctx)))
+		caller = 0;
+	caller_where.file_offset = caller;
+	if (caller)
+		bpf_find_vma(bpf_get_current_task_btf(), caller, locate_stub, &caller_where, 0);
+	event->caller = caller;
+	event->pad2 = 0;
+	if (caller_where.found) {
+		event->caller_file_offset = caller_where.file_offset;
+		event->caller_inode = caller_where.inode;
+		event->caller_dev = caller_where.dev;
+	} else {
+		event->caller_file_offset = 0;
+		event->caller_inode = 0;
+		event->caller_dev = 0;
+		event->flags |= CP_RT_CALLER_NO_VMA;
 	}
 	submit(event, now, false);
 	return 0;

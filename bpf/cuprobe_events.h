@@ -220,6 +220,17 @@ struct cp_rt_launch_event {
 	__u64 inode;
 	__u32 dev;
 	__u32 flags;       /* CP_RT_* */
+	/*
+	 * Since CUDA 12.x/13, nvcc's stubs pass cudaLaunchKernel a cudaKernel_t
+	 * handle (from __cudaGetKernel) rather than the stub's address once a
+	 * driver is present, so the return address is located too: it lies in
+	 * the __device_stub_ function, whose symbol embeds the kernel's name.
+	 */
+	__u64 caller;
+	__u64 caller_file_offset;
+	__u64 caller_inode;
+	__u32 caller_dev;
+	__u32 pad2;
 	__u32 grid[3];
 	__u32 block[3];
 	__u32 shared_mem_bytes;
@@ -228,6 +239,7 @@ struct cp_rt_launch_event {
 
 #define CP_RT_STACK_FAULT (1u << 0) /* sharedMem/stream could not be read */
 #define CP_RT_NO_VMA      (1u << 1) /* the stub address is in no file mapping */
+#define CP_RT_CALLER_NO_VMA (1u << 2) /* the return address is in no file mapping */
 
 /* ---- aggregation maps (cuprobe stats / top): keys and values -------------- */
 

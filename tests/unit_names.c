@@ -543,3 +543,32 @@ Test(demangle, too_small_buffer_truncates)
 	cr_assert_str_eq(exact, "vec");
 	cr_assert_eq(cp_demangle("vec_add", exact, 0), -EINVAL);
 }
+
+/* nvcc's device-stub symbols, as nm shows them in real objects built here. */
+Test(device_stub, kernel_name_from_the_stub_symbol)
+{
+	char out[256];
+
+	cr_assert_eq(cp_kernel_name_from_device_stub(
+			     "_Z41__device_stub__Z14vec_add_kernelPKfS0_PfiPKfS0_Pfi", out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "_Z14vec_add_kernelPKfS0_Pfi");
+	/* A template kernel in a namespace: the stub has internal linkage (_ZL). */
+	cr_assert_eq(cp_kernel_name_from_device_stub(
+			     "_ZL49__device_stub__ZN2at6native11fill_kernelIfEEvPT_iPfi", out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "_ZN2at6native11fill_kernelIfEEvPT_i");
+}
+
+Test(device_stub, other_symbols_name_nothing)
+{
+	char out[256];
+
+	cr_assert_eq(cp_kernel_name_from_device_stub(
+			     "_ZN2at6nativeL34__wrapper__device_stub_fill_kernelIfEEvRPT_Ri", out, sizeof(out)),
+		     -ENOENT);
+	cr_assert_eq(cp_kernel_name_from_device_stub("main", out, sizeof(out)), -ENOENT);
+	cr_assert_eq(cp_kernel_name_from_device_stub("_Z99__device_stub__Z1kv", out, sizeof(out)), -ENOENT,
+		     "a length past the end of the symbol");
+	cr_assert_eq(cp_kernel_name_from_device_stub(
+			     "_Z41__device_stub__Z14vec_add_kernelPKfS0_PfiPKfS0_Pfi", out, 8), -ENOENT,
+		     "a name that does not fit");
+}

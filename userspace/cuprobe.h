@@ -364,6 +364,13 @@ void cp_names__forget_pid(struct cp_names *names, uint32_t pid);
 size_t cp_names__count(const struct cp_names *names);
 void cp_names__stats(const struct cp_names *names, struct cp_names_stats *out);
 
+/*
+ * The kernel's mangled name embedded in an nvcc device-stub symbol
+ * (_Z41__device_stub__Z14vec_add_kernelPKfS0_PfiPKfS0_Pfi -> _Z14vec_add_kernelPKfS0_Pfi);
+ * -ENOENT for any other symbol.
+ */
+int cp_kernel_name_from_device_stub(const char *symbol, char *out, size_t out_len);
+
 /* Demangles an Itanium C++ ABI name into out; a plain C name is copied as is. */
 int cp_demangle(const char *mangled, char *out, size_t out_len);
 

@@ -259,6 +259,37 @@ static void observe_name(struct cp_names *names, const struct cp_name_event *eve
 		names->stats.names_learned++;
 }
 
+/*
+ * The kernel's mangled name inside a device-stub symbol: nvcc names the stub
+ * of kernel _Z14vec_add_kernelPKfS0_Pfi "__device_stub__Z14vec_add_kernelPKfS0_Pfi",
+ * itself mangled with a length prefix (_Z41__device_stub__Z14...PKfS0_Pfi,
+ * or inside _ZN2at6native..._E for a namespace). Only that exact shape is
+ * accepted: any other caller of cudaLaunchKernel names nothing.
+ */
+int cp_kernel_name_from_device_stub(const char *symbol, char *out, size_t out_len)
+{
+	static const char marker[] = "__device_stub_";
+	const char *at = symbol ? strstr(symbol, marker) : NULL;
+	const char *digits;
+	size_t length = 0, scale = 1, kernel_len;
+
+	if (!at || !out || !out_len)
+		return -ENOENT;
+	/* The identifier's length is the decimal number right before it. */
+	for (digits = at; digits > symbol && digits[-1] >= '0' && digits[-1] <= '9'; digits--) {
+		length += (size_t)(digits[-1] - '0') * scale;
+		scale *= 10;
+	}
+	if (digits == at || length <= sizeof(marker) - 1 || strlen(at) < length)
+		return -ENOENT;
+	kernel_len = length - (sizeof(marker) - 1);
+	if (strncmp(at + sizeof(marker) - 1, "_Z", 2) || kernel_len >= out_len)
+		return -ENOENT;
+	memcpy(out, at + sizeof(marker) - 1, kernel_len);
+	out[kernel_len] = '\0';
+	return 0;
+}
+
 static void observe_rt_launch(struct cp_names *names, const struct cp_rt_launch_event *event)
 {
 	struct pending_stub *slot = &names->pending[event->hdr.tid % PENDING_SLOTS];
@@ -266,11 +297,22 @@ static void observe_rt_launch(struct cp_names *names, const struct cp_rt_launch_
 
 	if (!cp_names__lookup_stub(names, event->hdr.pid, event->stub) &&
 	    !find(names, event->hdr.pid, KEY_STUB_UNRESOLVED, event->stub)) {
+		char caller_symbol[CP_NAME_MAX * 2];
+		bool named = false;
+
+		/* The stub's own symbol (the host function is named after the kernel)... */
 		if (names->symbolizer && !(event->flags & CP_RT_NO_VMA) &&
 		    !cp_symbolizer__resolve(names->symbolizer, event->hdr.pid, event->dev,
-					    event->inode, event->file_offset, symbol,
-					    sizeof(symbol)) &&
-		    !set_name(names, event->hdr.pid, KEY_STUB, event->stub, symbol)) {
+					    event->inode, event->file_offset, symbol, sizeof(symbol)))
+			named = true;
+		/* ...or, when func is a cudaKernel_t handle, the device stub that called. */
+		if (!named && names->symbolizer && !(event->flags & CP_RT_CALLER_NO_VMA) &&
+		    !cp_symbolizer__resolve(names->symbolizer, event->hdr.pid, event->caller_dev,
+					    event->caller_inode, event->caller_file_offset,
+					    caller_symbol, sizeof(caller_symbol)) &&
+		    !cp_kernel_name_from_device_stub(caller_symbol, symbol, sizeof(symbol)))
+			named = true;
+		if (named && !set_name(names, event->hdr.pid, KEY_STUB, event->stub, symbol)) {
 			names->stats.stubs_resolved++;
 		} else {
 			names->stats.stubs_unresolved++;
