@@ -130,7 +130,11 @@ Test(library_name, matches_soname_and_versions_only)
 	cr_assert(cp_path__is_library("/x/libcuda.so", "libcuda.so"));
 	cr_assert_not(cp_path__is_library("/x/libcudart.so.13", "libcuda.so"));
 	cr_assert_not(cp_path__is_library("/x/mylibcuda.so.1", "libcuda.so.1"));
-	cr_assert_not(cp_path__is_library("/x/libcuda.so.10", "libcuda.so.1"));
+	/* Maps show the file the libcuda.so.1 symlink resolved to (seen on the H200). */
+	cr_assert(cp_path__is_library("/usr/local/nvidia/lib64/libcuda.so.580.159.04", "libcuda.so.1"));
+	cr_assert(cp_path__is_library("/x/libcudart.so.13.0.96", "libcudart.so.13"));
+	cr_assert_not(cp_path__is_library("/x/libcudadebugger.so.1", "libcuda.so.1"));
+	cr_assert_not(cp_path__is_library("/x/libcuda.sox", "libcuda.so.1"));
 	cr_assert_not(cp_path__is_library("/libcuda.so.1/other.so", "libcuda.so.1"));
 	cr_assert_not(cp_path__is_library("/x/libcuda.so.1", ""));
 	cr_assert_not(cp_path__is_library(NULL, "libcuda.so.1"));

@@ -77,7 +77,11 @@ struct cp_maps_entry {
 /* Parses a maps line in place (trailing newline removed): 0 or -EINVAL. */
 int cp_maps__parse_line(char *line, struct cp_maps_entry *entry);
 
-/* True when the file name of path (after the last '/') is library_soname or starts with it + '.'. */
+/*
+ * True when the file name of path is the library soname names, whatever its
+ * version suffix: libcuda.so.1 matches libcuda.so, libcuda.so.1 and
+ * libcuda.so.580.159.04 (maps show the file a symlink resolved to).
+ */
 bool cp_path__is_library(const char *path, const char *library_soname);
 
 /*

@@ -136,7 +136,20 @@ bool cp_path__is_library(const char *path, const char *soname)
 		return false;
 	base = strrchr(path, '/');
 	base = base ? base + 1 : path;
+	/*
+	 * Match on the stem before the version numbers: maps show the file a
+	 * symlink resolved to, so libcuda.so.1 appears as libcuda.so.580.159.04.
+	 */
 	n = strlen(soname);
+	while (n > 0 && (isdigit((unsigned char)soname[n - 1]) || soname[n - 1] == '.')) {
+		size_t dot = n;
+
+		while (dot > 0 && isdigit((unsigned char)soname[dot - 1]))
+			dot--;
+		if (dot == 0 || soname[dot - 1] != '.' || dot == n)
+			break;
+		n = dot - 1; /* drop ".<digits>" */
+	}
 	if (strncmp(base, soname, n))
 		return false;
 	rest = base + n;

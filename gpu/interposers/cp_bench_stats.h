@@ -29,14 +29,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CP_HIST_SUB_BITS 5
-#define CP_HIST_SUB      (1u << CP_HIST_SUB_BITS)
-#define CP_HIST_LINEAR   64u
-#define CP_HIST_TOP_BIT  46
-#define CP_HIST_BUCKETS  (CP_HIST_LINEAR + (CP_HIST_TOP_BIT - 6 + 1) * CP_HIST_SUB)
+#define CP_BENCH_HIST_SUB_BITS 5
+#define CP_BENCH_HIST_SUB      (1u << CP_BENCH_HIST_SUB_BITS)
+#define CP_BENCH_HIST_LINEAR   64u
+#define CP_BENCH_HIST_TOP_BIT  46
+#define CP_BENCH_HIST_BUCKETS  (CP_BENCH_HIST_LINEAR + (CP_BENCH_HIST_TOP_BIT - 6 + 1) * CP_BENCH_HIST_SUB)
 
-struct cp_hist {
-	uint64_t count[CP_HIST_BUCKETS];
+struct cp_bench_hist {
+	uint64_t count[CP_BENCH_HIST_BUCKETS];
 	uint64_t total;
 	uint64_t max;
 };
@@ -49,46 +49,46 @@ static inline uint64_t cp_bench_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static inline unsigned int cp_hist_index(uint64_t value)
+static inline unsigned int cp_bench_hist_index(uint64_t value)
 {
 	unsigned int msb, index;
 
-	if (value < CP_HIST_LINEAR)
+	if (value < CP_BENCH_HIST_LINEAR)
 		return (unsigned int)value;
 	msb = 63u - (unsigned int)__builtin_clzll(value);
-	if (msb > CP_HIST_TOP_BIT)
-		return CP_HIST_BUCKETS - 1;
-	index = CP_HIST_LINEAR + (msb - 6) * CP_HIST_SUB +
-		(unsigned int)((value >> (msb - CP_HIST_SUB_BITS)) & (CP_HIST_SUB - 1));
+	if (msb > CP_BENCH_HIST_TOP_BIT)
+		return CP_BENCH_HIST_BUCKETS - 1;
+	index = CP_BENCH_HIST_LINEAR + (msb - 6) * CP_BENCH_HIST_SUB +
+		(unsigned int)((value >> (msb - CP_BENCH_HIST_SUB_BITS)) & (CP_BENCH_HIST_SUB - 1));
 	return index;
 }
 
 /* The middle of a bucket's range. */
-static inline uint64_t cp_hist_value(unsigned int index)
+static inline uint64_t cp_bench_hist_value(unsigned int index)
 {
 	unsigned int msb, sub, shift;
 
-	if (index < CP_HIST_LINEAR)
+	if (index < CP_BENCH_HIST_LINEAR)
 		return index;
-	msb = (index - CP_HIST_LINEAR) / CP_HIST_SUB + 6;
-	sub = (index - CP_HIST_LINEAR) % CP_HIST_SUB;
-	shift = msb - CP_HIST_SUB_BITS;
-	return ((uint64_t)(CP_HIST_SUB + sub) << shift) + ((1ull << shift) >> 1);
+	msb = (index - CP_BENCH_HIST_LINEAR) / CP_BENCH_HIST_SUB + 6;
+	sub = (index - CP_BENCH_HIST_LINEAR) % CP_BENCH_HIST_SUB;
+	shift = msb - CP_BENCH_HIST_SUB_BITS;
+	return ((uint64_t)(CP_BENCH_HIST_SUB + sub) << shift) + ((1ull << shift) >> 1);
 }
 
-static inline void cp_hist_add(struct cp_hist *hist, uint64_t value)
+static inline void cp_bench_hist_add(struct cp_bench_hist *hist, uint64_t value)
 {
-	hist->count[cp_hist_index(value)]++;
+	hist->count[cp_bench_hist_index(value)]++;
 	hist->total++;
 	if (value > hist->max)
 		hist->max = value;
 }
 
-static inline void cp_hist_merge(struct cp_hist *into, const struct cp_hist *from)
+static inline void cp_bench_hist_merge(struct cp_bench_hist *into, const struct cp_bench_hist *from)
 {
 	unsigned int i;
 
-	for (i = 0; i < CP_HIST_BUCKETS; i++)
+	for (i = 0; i < CP_BENCH_HIST_BUCKETS; i++)
 		into->count[i] += from->count[i];
 	into->total += from->total;
 	if (from->max > into->max)
@@ -96,7 +96,7 @@ static inline void cp_hist_merge(struct cp_hist *into, const struct cp_hist *fro
 }
 
 /* The value below which a fraction p of the samples lie; the exact max for p = 1. */
-static inline uint64_t cp_hist_percentile(const struct cp_hist *hist, double p)
+static inline uint64_t cp_bench_hist_percentile(const struct cp_bench_hist *hist, double p)
 {
 	uint64_t rank, seen = 0;
 	unsigned int i;
@@ -108,10 +108,10 @@ static inline uint64_t cp_hist_percentile(const struct cp_hist *hist, double p)
 	rank = (uint64_t)(p * (double)hist->total);
 	if (rank >= hist->total)
 		rank = hist->total - 1;
-	for (i = 0; i < CP_HIST_BUCKETS; i++) {
+	for (i = 0; i < CP_BENCH_HIST_BUCKETS; i++) {
 		seen += hist->count[i];
 		if (seen > rank) {
-			uint64_t value = cp_hist_value(i);
+			uint64_t value = cp_bench_hist_value(i);
 
 			return value < hist->max ? value : hist->max;
 		}
@@ -123,7 +123,7 @@ struct cp_bench_report {
 	const char *design;
 	uint64_t produced, delivered, lost;
 	uint64_t cpu_ns, alive_ns;
-	const struct cp_hist *hist;
+	const struct cp_bench_hist *hist;
 };
 
 /*
@@ -132,7 +132,7 @@ struct cp_bench_report {
  */
 static inline int cp_bench_report__write(const char *path, const struct cp_bench_report *report)
 {
-	static char line[CP_HIST_BUCKETS * 24 + 512];
+	static char line[CP_BENCH_HIST_BUCKETS * 24 + 512];
 	size_t used;
 	unsigned int i;
 	ssize_t written;
@@ -150,7 +150,7 @@ static inline int cp_bench_report__write(const char *path, const struct cp_bench
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return -1;
 	used = (size_t)n;
-	for (i = 0; i < CP_HIST_BUCKETS; i++) {
+	for (i = 0; i < CP_BENCH_HIST_BUCKETS; i++) {
 		if (!report->hist->count[i])
 			continue;
 		n = snprintf(line + used, sizeof(line) - used, "%s%u:%llu", line[used - 1] == '=' ? "" : ",",

@@ -14,7 +14,6 @@
  */
 #include <cuda.h>
 #include <cupti.h>
-#include <generated_cuda_meta.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,7 +46,7 @@ static uint32_t self_pid;
 static const char *stats_path;
 static uint64_t started_ns;
 
-static struct cp_hist hist;
+static struct cp_bench_hist hist;
 static _Atomic uint64_t delivered;
 static uint64_t consumer_cpu_ns;
 
@@ -68,7 +67,7 @@ static void deliver(const struct cp_shm_slot *slot)
 
 	memcpy(&record, &slot->record, size);
 	now = cp_bench_now_ns();
-	cp_hist_add(&hist, now > record.hdr.time_ns ? now - record.hdr.time_ns : 0);
+	cp_bench_hist_add(&hist, now > record.hdr.time_ns ? now - record.hdr.time_ns : 0);
 	atomic_store_explicit(&delivered, atomic_load_explicit(&delivered, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
 }

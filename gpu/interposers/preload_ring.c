@@ -39,9 +39,8 @@
  * asked for cuGetProcAddress{,_v2} or a wrapped symbol it returns the
  * wrapper, and the cuGetProcAddress wrappers hand out the wrappers for the
  * legacy-stream forms (per-thread-stream _ptsz forms are passed through
- * untraced). dlsym(RTLD_NEXT, ...) from other objects is answered by
- * walking the link map after the caller, since forwarding RTLD_NEXT from
- * here would search after this library instead.
+ * untraced). dlsym(RTLD_NEXT, ...) is passed on by a tail jump, so that
+ * glibc still sees the caller's address (see dlsym below).
  *
  * Environment: CP_BENCH_STATS=FILE appends the stats line (cp_bench_stats.h)
  * at exit. A forked child stops recording (its ring would be the parent's).
@@ -51,7 +50,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -152,14 +150,18 @@ static char seg_name[64];
 static pthread_t consumer;
 static bool consumer_started;
 static _Atomic bool tracing;        /* off in forked children */
-static _Atomic bool stopping;
-static int wake_fd = -1;            /* eventfd design */
+#if !defined(CP_PRELOAD_POLL1MS)
+static _Atomic bool stopping;       /* busy, eventfd: the destructor's stop request */
+#endif
+#if defined(CP_PRELOAD_EVENTFD)
+static int wake_fd = -1;
+#endif
 static uint32_t self_pid;
 static const char *stats_path;
 static uint64_t started_ns;
 
 /* Written by the consumer only; read by the destructor. */
-static struct cp_hist hist;
+static struct cp_bench_hist hist;
 static _Atomic uint64_t delivered;
 static uint64_t consumer_cpu_ns;
 static uint64_t type_count[CP_EV_TYPE_MAX];
@@ -191,7 +193,7 @@ static void deliver(const struct cp_shm_slot *slot)
 
 	memcpy(&record, &slot->record, size);
 	now = cp_bench_now_ns();
-	cp_hist_add(&hist, now > record.hdr.time_ns ? now - record.hdr.time_ns : 0);
+	cp_bench_hist_add(&hist, now > record.hdr.time_ns ? now - record.hdr.time_ns : 0);
 	if (record.hdr.type < CP_EV_TYPE_MAX)
 		type_count[record.hdr.type]++;
 	atomic_store_explicit(&delivered, atomic_load_explicit(&delivered, memory_order_relaxed) + 1,
@@ -531,38 +533,12 @@ static CUresult CUDAAPI wrap_get_proc_v1(const char *symbol, void **pfn, int cud
 	return rc;
 }
 
-/* The first object after the caller's in the link map that defines name (RTLD_NEXT). */
-static void *lookup_next(const void *caller, const char *name)
+static void *hooked_dlsym(dlsym_fn real, void *handle, const char *name)
 {
-	struct link_map *map = NULL, *owner;
-	Dl_info info;
-
-	if (!dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) || !map)
-		return NULL;
-	for (map = map->l_next; map; map = map->l_next) {
-		void *found = real_dlsym()(map, name);
-
-		if (!found)
-			continue;
-		owner = NULL;
-		if (dladdr1(found, &info, (void **)&owner, RTLD_DL_LINKMAP) && owner == map)
-			return found;
-	}
-	return NULL;
-}
-
-EXPORT void *dlsym(void *handle, const char *name)
-{
-	dlsym_fn real = real_dlsym();
-	void *found;
+	void *found = real(handle, name);
 	int i;
 
-	if (!real)
-		return NULL;
-	if (handle == RTLD_NEXT)
-		return lookup_next(__builtin_return_address(0), name);
-	found = real(handle, name);
-	if (!found || handle == RTLD_DEFAULT || !name || strncmp(name, "cu", 2))
+	if (!found || handle == RTLD_DEFAULT || strncmp(name, "cu", 2))
 		return found;
 	for (i = 0; i < W_COUNT; i++) {
 		void *expected = NULL;
@@ -576,6 +552,29 @@ EXPORT void *dlsym(void *handle, const char *name)
 		return wrapper_fn[i];
 	}
 	return found;
+}
+
+/*
+ * glibc answers dlsym(RTLD_NEXT, ...) relative to the object dlsym returns
+ * to, so that case is a tail jump to the real dlsym: it returns straight to
+ * the caller and sees the caller's address. Everything else goes through
+ * hooked_dlsym.
+ */
+#if !defined(__OPTIMIZE__) && !(defined(__has_attribute) && __has_attribute(musttail))
+#error "dlsym's RTLD_NEXT path needs a sibling call: build with optimization"
+#endif
+EXPORT __attribute__((optimize("optimize-sibling-calls"))) void *dlsym(void *handle, const char *name)
+{
+	dlsym_fn real = real_dlsym();
+
+	if (!real)
+		return NULL;
+	if (handle != RTLD_NEXT)
+		return hooked_dlsym(real, handle, name);
+#if defined(__has_attribute) && __has_attribute(musttail)
+	__attribute__((musttail))
+#endif
+	return real(handle, name);
 }
 
 /* ---- start and exit --------------------------------------------------------- */

@@ -9,6 +9,8 @@
  *                    (tools/bench/empty_uprobe.bpf.c): the floor
  *   cuprobe          cuprobe's probes + BPF ring buffer + the blocking agent,
  *                    the agent running here, outside the traced process
+ *   cuprobe-wake250us the same with the wakeup latency bound at 250 us
+ *                    (cp_tracer_opts.wakeup_latency_ns) instead of 2 ms
  *   preload-poll1ms  LD_PRELOAD interposer, shm ring, flag polled every 1 ms
  *   preload-busy     the same, consumer busy-polling
  *   preload-eventfd  the same, consumer woken through an eventfd
@@ -30,7 +32,7 @@
  * trace -- COMMAND`.
  *
  * Writes the markdown table to stdout and to DIR/compare-TAG-table.md, raw
- * data to DIR/compare-TAG-data/ and a gnuplot script DIR/compare-TAG.gp
+ * data and a gnuplot script (compare.gp) to DIR/compare-TAG-data/
  * (drawing DIR/compare-TAG.png). tools/bench/compare.sh runs it all.
  */
 #include <dirent.h>
@@ -67,6 +69,7 @@ struct contender {
 	const char *name;
 	enum kind kind;
 	const char *so_name;   /* preload/cupti: file in the lib dir */
+	uint64_t wakeup_ns;    /* cuprobe: the tracer's wakeup latency bound; 0 = its default */
 	char so_path[PATH_MAX];
 	char skip[200];        /* why it did not run; "" when it did */
 	bool enabled;
@@ -74,9 +77,10 @@ struct contender {
 	double per_call[MAX_ROUNDS];
 	double base_of_round[MAX_ROUNDS];
 	int rounds;
-	struct cp_hist *hist;
+	struct cp_bench_hist *hist;
 	uint64_t produced, delivered, lost, undelivered, cpu_ns;
 	int failed_runs;
+	int measured_crashes;  /* measured runs that died by a signal after their loop */
 	/* idle */
 	bool idle_done;
 	double idle_cpu_ms_per_s;
@@ -90,6 +94,7 @@ static struct contender contenders[] = {
 	{ .name = "baseline", .kind = K_BASE },
 	{ .name = "empty-uprobe", .kind = K_EMPTY },
 	{ .name = "cuprobe", .kind = K_CUPROBE },
+	{ .name = "cuprobe-wake250us", .kind = K_CUPROBE, .wakeup_ns = 250000 },
 	{ .name = "preload-poll1ms", .kind = K_PRELOAD, .so_name = "libcp_preload_poll1ms.so" },
 	{ .name = "preload-busy", .kind = K_PRELOAD, .so_name = "libcp_preload_busy.so" },
 	{ .name = "preload-eventfd", .kind = K_PRELOAD, .so_name = "libcp_preload_eventfd.so" },
@@ -128,6 +133,14 @@ static void die(const char *what, int err)
 	fprintf(stderr, "cp_compare: %s: %s\n", what, strerror(err < 0 ? -err : err));
 	exit(1);
 }
+
+/* snprintf that refuses to cut: a path or message too long for its buffer ends the run. */
+#define format_into(buf, len, ...)                                                         \
+	do {                                                                               \
+		int format_n_ = snprintf((buf), (len), __VA_ARGS__);                        \
+		if (format_n_ < 0 || (size_t)format_n_ >= (size_t)(len))                    \
+			die("text too long for its buffer", ENAMETOOLONG);                  \
+	} while (0)
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -174,7 +187,7 @@ static uint64_t threads_cpu_ns(pid_t pid, pid_t skip_tid)
 
 		if (entry->d_name[0] == '.' || atoi(entry->d_name) == skip_tid)
 			continue;
-		snprintf(stat_path, sizeof(stat_path), "/proc/%d/task/%s/schedstat", (int)pid,
+		format_into(stat_path, sizeof(stat_path), "/proc/%d/task/%s/schedstat", (int)pid,
 			 entry->d_name);
 		file = fopen(stat_path, "r");
 		if (!file)
@@ -191,6 +204,7 @@ static bool file_exists(const char *path, int mode)
 {
 	return access(path, mode) == 0;
 }
+
 
 /* ---- children: started held, released, waited for with a timeout ----------- */
 
@@ -307,8 +321,11 @@ static void workload_argv(char **argv, long calls)
 	snprintf(arg_buf[0], sizeof(arg_buf[0]), "%ld", calls);
 	argv[n++] = opt.workload_exe;
 	if (!strcmp(opt.workload, "load")) {
+		/* 100 ms asleep before the timed loop: consumer threads get placed on a CPU first. */
 		argv[n++] = "--calls";
 		argv[n++] = arg_buf[0];
+		argv[n++] = "--idle-ms";
+		argv[n++] = "100";
 	} else if (!strcmp(opt.workload, "drv_launch")) {
 		argv[n++] = arg_buf[0];
 		argv[n++] = "1";
@@ -356,7 +373,7 @@ static double per_call_of(const struct child *child, long calls)
 struct stats_line {
 	bool found;
 	uint64_t produced, delivered, lost, cpu_ns, alive_ns;
-	struct cp_hist hist;
+	struct cp_bench_hist hist;
 };
 
 static uint64_t field_u64(const char *line, const char *name)
@@ -369,7 +386,7 @@ static uint64_t field_u64(const char *line, const char *name)
 /* Reads the stats line of pid from path (cp_bench_stats.h), then removes the file. */
 static void read_stats(const char *path, pid_t pid, struct stats_line *out)
 {
-	static char line[CP_HIST_BUCKETS * 24 + 512];
+	static char line[CP_BENCH_HIST_BUCKETS * 24 + 512];
 	char pid_field[32];
 	FILE *file = fopen(path, "r");
 
@@ -401,7 +418,7 @@ static void read_stats(const char *path, pid_t pid, struct stats_line *out)
 				if (*end != ':')
 					break;
 				count = strtoull(end + 1, &end, 10);
-				if (index < CP_HIST_BUCKETS) {
+				if (index < CP_BENCH_HIST_BUCKETS) {
 					out->hist.count[index] += count;
 					out->hist.total += count;
 				}
@@ -427,7 +444,7 @@ static void cleanup_shm(pid_t pid)
 
 struct cuprobe_sink {
 	pid_t pid;
-	struct cp_hist *hist;
+	struct cp_bench_hist *hist;
 	_Atomic uint64_t delivered;
 };
 
@@ -438,7 +455,7 @@ static int cuprobe_on_event(void *ctx, const union cp_event *event)
 
 	if (event->hdr.pid != (uint32_t)sink->pid)
 		return 0;
-	cp_hist_add(sink->hist, now > event->hdr.time_ns ? now - event->hdr.time_ns : 0);
+	cp_bench_hist_add(sink->hist, now > event->hdr.time_ns ? now - event->hdr.time_ns : 0);
 	atomic_fetch_add_explicit(&sink->delivered, 1, memory_order_relaxed);
 	return 0;
 }
@@ -449,9 +466,10 @@ struct cuprobe_run {
 	struct cuprobe_sink sink;
 };
 
-static int cuprobe_start(struct cuprobe_run *run, pid_t pid, struct cp_hist *hist)
+static int cuprobe_start(struct cuprobe_run *run, pid_t pid, struct cp_bench_hist *hist,
+			 uint64_t wakeup_ns)
 {
-	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts) };
+	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts), .wakeup_latency_ns = wakeup_ns };
 	struct cp_agent_opts agent_opts = { .sz = sizeof(agent_opts), .on_event = cuprobe_on_event };
 	int err;
 
@@ -482,16 +500,14 @@ static int cuprobe_start(struct cuprobe_run *run, pid_t pid, struct cp_hist *his
 /* Waits until every record the BPF side wrote for the child is delivered (or 3 s). */
 static void cuprobe_drain(struct cuprobe_run *run, struct cp_counters *counters)
 {
-	uint64_t deadline = cp_bench_now_ns() + 3000000000ull, last = UINT64_MAX;
+	uint64_t deadline = cp_bench_now_ns() + 3000000000ull;
 
+	/* The agent wakes at the latest after its idle timeout (1 s): wait longer than that. */
 	for (;;) {
 		cp_tracer__read_counters(run->tracer, counters);
 		if (atomic_load(&run->sink.delivered) + counters->records_lost >=
 		    counters->records_attempted || cp_bench_now_ns() > deadline)
 			break;
-		if (last == atomic_load(&run->sink.delivered) && cp_bench_now_ns() + 2500000000ull < deadline)
-			; /* keep waiting: the agent wakes at least every idle timeout */
-		last = atomic_load(&run->sink.delivered);
 		sleep_ms(2);
 	}
 }
@@ -538,7 +554,7 @@ struct bpftrace_run {
 	pid_t pid;
 	int out_fd;
 	pthread_t reader;
-	struct cp_hist *hist;
+	struct cp_bench_hist *hist;
 	_Atomic uint64_t lines;
 	_Atomic uint64_t lost;
 	_Atomic bool ready;
@@ -571,7 +587,7 @@ static void *bpftrace_reader(void *arg)
 				uint64_t then = strtoull(line, NULL, 10);
 
 				if (run->hist)
-					cp_hist_add(run->hist, now > then ? now - then : 0);
+					cp_bench_hist_add(run->hist, now > then ? now - then : 0);
 				atomic_fetch_add(&run->lines, 1);
 			}
 			line = newline + 1;
@@ -586,7 +602,7 @@ static void *bpftrace_reader(void *arg)
 }
 
 /* Starts bpftrace on the workload's cuLaunchKernel, filtered by pid (or comm when pid is 0). */
-static int bpftrace_start(struct bpftrace_run *run, pid_t pid, const char *comm, struct cp_hist *hist)
+static int bpftrace_start(struct bpftrace_run *run, pid_t pid, const char *comm, struct cp_bench_hist *hist)
 {
 	static char program[2048];
 	char filter[64];
@@ -601,7 +617,7 @@ static int bpftrace_start(struct bpftrace_run *run, pid_t pid, const char *comm,
 	else
 		snprintf(filter, sizeof(filter), "comm == \"%s\"", comm);
 	/* The same fields as cuprobe's launch record; sargN are the stack arguments. */
-	snprintf(program, sizeof(program),
+	format_into(program, sizeof(program),
 		 "BEGIN { printf(\"ready\\n\"); }\n"
 		 "uprobe:%s:cuLaunchKernel /%s/ {\n"
 		 "  printf(\"%%llu %%d %%d %%llx %%u %%u %%u %%u %%u %%u %%u %%llx\\n\", nsecs, pid, tid,\n"
@@ -714,7 +730,7 @@ static void run_measured(struct contender *c, int round, double base)
 		empty = empty_start(&err);
 		break;
 	case K_CUPROBE:
-		err = cuprobe_start(&cuprobe, child.pid, c->hist);
+		err = cuprobe_start(&cuprobe, child.pid, c->hist, c->wakeup_ns);
 		if (!err)
 			cpu_before = threads_cpu_ns(getpid(), (pid_t)syscall(SYS_gettid));
 		break;
@@ -778,13 +794,17 @@ static void run_measured(struct contender *c, int round, double base)
 			if (stats.produced > stats.lost + stats.delivered)
 				c->undelivered += stats.produced - stats.lost - stats.delivered;
 			c->cpu_ns += stats.cpu_ns;
-			cp_hist_merge(c->hist, &stats.hist);
+			cp_bench_hist_merge(c->hist, &stats.hist);
 		}
 		break;
 	default:
 		break;
 	}
-	if (!child_ok(&child)) {
+	/* A run that finished its loop counts, even when it died at exit (counted apart). */
+	if (!child.hung && WIFSIGNALED(child.status))
+		c->measured_crashes++;
+	if (child.hung || (!child_ok(&child) && !WIFSIGNALED(child.status)) ||
+	    (!strstr(child.out, "ns_per_call=") && !strstr(child.out, "result=ok"))) {
 		c->failed_runs++;
 		return;
 	}
@@ -804,7 +824,7 @@ static void run_idle(struct contender *c)
 	struct bpftrace_run bpftrace;
 	struct stats_line stats;
 	struct child child;
-	struct cp_hist scratch;
+	struct cp_bench_hist scratch;
 	uint64_t before = 0, after = 0;
 	pid_t self_tid = (pid_t)syscall(SYS_gettid);
 
@@ -822,7 +842,7 @@ static void run_idle(struct contender *c)
 		env[1] = stats_env;
 	}
 	child_spawn(&child, argv, env, false);
-	if (c->kind == K_CUPROBE && cuprobe_start(&cuprobe, child.pid, &scratch)) {
+	if (c->kind == K_CUPROBE && cuprobe_start(&cuprobe, child.pid, &scratch, c->wakeup_ns)) {
 		kill(child.pid, SIGKILL);
 		waitpid(child.pid, NULL, 0);
 		return;
@@ -883,6 +903,10 @@ static void run_exit_races(struct contender *c)
 
 	if (!c->enabled || c->kind == K_EMPTY)
 		return;
+	if (c->kind == K_CUPROBE && c->wakeup_ns) {
+		format_into(c->exit_note, sizeof(c->exit_note), "as cuprobe (only the wakeup bound differs)");
+		return;
+	}
 	snprintf(stats_path, sizeof(stats_path), "%s/.cp_compare_stats.%d", opt.out_dir, (int)getpid());
 	if (c->kind == K_PRELOAD || c->kind == K_CUPTI) {
 		snprintf(stats_env, sizeof(stats_env), "CP_BENCH_STATS=%s", stats_path);
@@ -896,7 +920,7 @@ static void run_exit_races(struct contender *c)
 		return;
 	}
 	if (c->kind == K_CUPROBE && !file_exists(opt.cuprobe, X_OK)) {
-		snprintf(c->exit_note, sizeof(c->exit_note), "no cuprobe binary at %s", opt.cuprobe);
+		format_into(c->exit_note, sizeof(c->exit_note), "no cuprobe binary");
 		return;
 	}
 	for (i = 0; i < opt.exit_runs; i++) {
@@ -966,9 +990,11 @@ static void run_exit_races(struct contender *c)
 
 static const char *fmt_ns(double ns, char *buf, size_t len)
 {
-	if (ns < 0)
-		snprintf(buf, len, "-%s", fmt_ns(-ns, buf + 1, len - 1) ? buf + 1 : "");
-	else if (ns < 1e3)
+	if (ns < 0) {
+		char positive[32];
+
+		snprintf(buf, len, "-%s", fmt_ns(-ns, positive, sizeof(positive)));
+	} else if (ns < 1e3)
 		snprintf(buf, len, "%.0f ns", ns);
 	else if (ns < 1e6)
 		snprintf(buf, len, "%.1f µs", ns / 1e3);
@@ -1034,8 +1060,8 @@ static void print_table(FILE *out)
 		else
 			fprintf(out, "%s | ", c->kind == K_EMPTY ? "1.00x" : "");
 		if (c->hist->total)
-			fprintf(out, "%s | %s | %s | ", fmt_ns((double)cp_hist_percentile(c->hist, 0.5), d, sizeof(d)),
-				fmt_ns((double)cp_hist_percentile(c->hist, 0.99), e, sizeof(e)),
+			fprintf(out, "%s | %s | %s | ", fmt_ns((double)cp_bench_hist_percentile(c->hist, 0.5), d, sizeof(d)),
+				fmt_ns((double)cp_bench_hist_percentile(c->hist, 0.99), e, sizeof(e)),
 				fmt_ns((double)c->hist->max, f, sizeof(f)));
 		else
 			fprintf(out, "%s | | | ", c->kind == K_BASE || c->kind == K_EMPTY ? "no consumer" : "none delivered");
@@ -1090,9 +1116,18 @@ static void print_notes(FILE *out)
 			cuprobe->skip[0] ? cuprobe->skip : empty->skip);
 	if (cuprobe->hist->total)
 		fprintf(out, "- cuprobe's delivery latency p99 %s (goal <= 1 ms): %s; its agent idles at %.3f ms CPU per s (goal ~0)\n",
-			fmt_ns((double)cp_hist_percentile(cuprobe->hist, 0.99), a, sizeof(a)),
-			cp_hist_percentile(cuprobe->hist, 0.99) <= 1000000 ? "met" : "NOT met",
+			fmt_ns((double)cp_bench_hist_percentile(cuprobe->hist, 0.99), a, sizeof(a)),
+			cp_bench_hist_percentile(cuprobe->hist, 0.99) <= 1000000 ? "met" : "NOT met",
 			cuprobe->idle_cpu_ms_per_s);
+	if (find("cuprobe-wake250us")->hist->total) {
+		struct contender *fast = find("cuprobe-wake250us");
+		double fast_added;
+
+		paired(fast, &r, &fast_added);
+		fprintf(out, "- with the wakeup bound at 250 µs instead of 2 ms: p99 %s, added per call %s\n",
+			fmt_ns((double)cp_bench_hist_percentile(fast->hist, 0.99), a, sizeof(a)),
+			fmt_ns(fast_added, b, sizeof(b)));
+	}
 	if (bpftrace->rounds && cuprobe->rounds)
 		fprintf(out, "- bpftrace adds %s per event, %.2fx cuprobe's (goal: no cheaper than cuprobe): %s\n",
 			fmt_ns(bpftrace_added, a, sizeof(a)), cuprobe_added > 0 ? bpftrace_added / cuprobe_added : 0,
@@ -1101,8 +1136,8 @@ static void print_notes(FILE *out)
 		fprintf(out, "- bpftrace: %s\n", bpftrace->skip[0] ? bpftrace->skip : "not measured");
 	if (poll->hist->total)
 		fprintf(out, "- the polled-flag design (preload-poll1ms): latency p50 %s, p99 %s; idle consumer %.3f ms CPU per s\n",
-			fmt_ns((double)cp_hist_percentile(poll->hist, 0.5), a, sizeof(a)),
-			fmt_ns((double)cp_hist_percentile(poll->hist, 0.99), b, sizeof(b)), poll->idle_cpu_ms_per_s);
+			fmt_ns((double)cp_bench_hist_percentile(poll->hist, 0.5), a, sizeof(a)),
+			fmt_ns((double)cp_bench_hist_percentile(poll->hist, 0.99), b, sizeof(b)), poll->idle_cpu_ms_per_s);
 	fprintf(out, "- exit races (%d runs each, target exits right after %ld calls):", opt.exit_runs,
 		opt.exit_calls);
 	for (i = 0; i < N_CONTENDERS; i++) {
@@ -1128,6 +1163,10 @@ static void print_notes(FILE *out)
 	for (i = 0; i < N_CONTENDERS; i++) {
 		struct contender *c = &contenders[i];
 
+		if (c->measured_crashes)
+			fprintf(out, "- %s: %d of %d measured runs died by a signal while exiting, after their loop "
+				"(their per-call time is kept)\n", c->name, c->measured_crashes,
+				c->rounds + c->failed_runs);
 		if (c->failed_runs)
 			fprintf(out, "- %s: %d measured runs failed (non-zero exit or signal) and were left out\n",
 				c->name, c->failed_runs);
@@ -1191,32 +1230,33 @@ static void write_data(void)
 		if (!file)
 			die(path, errno);
 		fprintf(file, "# latency_us\tfraction_at_or_below\n");
-		for (b = 0; b < CP_HIST_BUCKETS; b++) {
+		for (b = 0; b < CP_BENCH_HIST_BUCKETS; b++) {
 			if (!c->hist->count[b])
 				continue;
 			seen += c->hist->count[b];
-			fprintf(file, "%.3f\t%.6f\n", (double)cp_hist_value(b) / 1e3,
+			fprintf(file, "%.3f\t%.6f\n", (double)cp_bench_hist_value(b) / 1e3,
 				(double)seen / (double)c->hist->total);
 		}
 		fclose(file);
 	}
 
-	snprintf(path, sizeof(path), "%s/compare-%s.gp", opt.out_dir, opt.tag);
+	snprintf(path, sizeof(path), "%s/compare.gp", dir);
 	gp = fopen(path, "w");
 	if (!gp)
 		die(path, errno);
-	fprintf(gp, "# generated by cp_compare; run: gnuplot %s\n", path);
+	fprintf(gp, "# generated by cp_compare; run from %s: gnuplot compare-%s-data/compare.gp\n",
+		opt.out_dir, opt.tag);
 	fprintf(gp, "set terminal pngcairo size 1500,620 font ',10'\n");
-	fprintf(gp, "set output '%s/compare-%s.png'\n", opt.out_dir, opt.tag);
+	fprintf(gp, "set output 'compare-%s.png'\n", opt.tag);
 	fprintf(gp, "set datafile separator '\\t'\n");
 	fprintf(gp, "set multiplot layout 1,2 title 'cuprobe vs alternatives: workload %s, %ld calls x %d rounds%s'\n",
-		opt.workload, opt.calls, opt.rounds, opt.sim ? ' ' ? " (simulated driver)" : "" : "");
+		opt.workload, opt.calls, opt.rounds, opt.sim ? " (simulated driver)" : "");
 	fprintf(gp, "set title 'added time per traced call (median, min-max over rounds)'\n");
 	fprintf(gp, "set ylabel 'ns per call over baseline'\nset style fill solid 0.6 border -1\n");
 	fprintf(gp, "set boxwidth 0.6\nset grid ytics\nset xtics rotate by -30\nset yrange [0:*]\n");
-	fprintf(gp, "plot '%s/added.tsv' using 0:2:xtic(1) with boxes lc rgb '#4a7ab5' notitle, "
+	fprintf(gp, "plot 'compare-%s-data/added.tsv' using 0:2:xtic(1) with boxes lc rgb '#4a7ab5' notitle, "
 		"'' using 0:2:3:4 with yerrorbars lc rgb 'black' pt 0 notitle, "
-		"'' using 0:2:(sprintf('%%.0f', $2)) with labels offset 0,1 notitle\n", dir);
+		"'' using 0:2:(sprintf('%%.0f', $2)) with labels offset 0,1 notitle\n", opt.tag);
 	fprintf(gp, "unset xtics\nset xtics\nset title 'delivery latency, call -> consumer (CDF)'\n");
 	fprintf(gp, "set logscale x\nset xlabel 'latency (µs)'\nset ylabel 'fraction of records'\n");
 	fprintf(gp, "set yrange [0:1.02]\nset key bottom right\nunset style\n");
@@ -1224,8 +1264,8 @@ static void write_data(void)
 	for (i = 0; i < N_CONTENDERS; i++) {
 		if (!contenders[i].hist->total)
 			continue;
-		fprintf(gp, "%s'%s/latency-%s.tsv' using 1:2 with steps lw 2 title '%s'", plotted ? ", " : "",
-			dir, contenders[i].name, contenders[i].name);
+		fprintf(gp, "%s'compare-%s-data/latency-%s.tsv' using 1:2 with steps lw 2 title '%s'",
+			plotted ? ", " : "", opt.tag, contenders[i].name, contenders[i].name);
 		plotted++;
 	}
 	if (!plotted)
@@ -1270,7 +1310,7 @@ static void setup(int argc, char **argv)
 
 	opt.workload = "load";
 	opt.rounds = 5;
-	opt.calls = 100000;
+	opt.calls = 200000;
 	opt.exit_runs = 50;
 	opt.exit_calls = 20000;
 	opt.idle_ms = 1000;
@@ -1282,8 +1322,8 @@ static void setup(int argc, char **argv)
 	slash = strrchr(self, '/');
 	*slash = '\0';
 	snprintf(opt.bin_dir, sizeof(opt.bin_dir), "%s", self);
-	snprintf(opt.lib_dir, sizeof(opt.lib_dir), "%s/../lib", self);
-	snprintf(opt.cuprobe, sizeof(opt.cuprobe), "%s/cuprobe", self);
+	format_into(opt.lib_dir, sizeof(opt.lib_dir), "%s/../lib", self);
+	format_into(opt.cuprobe, sizeof(opt.cuprobe), "%s/cuprobe", self);
 	find_in_path("bpftrace", opt.bpftrace, sizeof(opt.bpftrace));
 	for (i = 1; i < argc; i++) {
 		const char *arg = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -1344,13 +1384,13 @@ static void setup(int argc, char **argv)
 		fprintf(stderr, "cp_compare: rounds 1..%d, calls >= 1, exit-calls >= 1\n", MAX_ROUNDS);
 		exit(2);
 	}
-	snprintf(opt.load, sizeof(opt.load), "%s/cp_bench_load", opt.bin_dir);
+	format_into(opt.load, sizeof(opt.load), "%s/cp_bench_load", opt.bin_dir);
 	if (!strcmp(opt.workload, "load"))
 		snprintf(opt.workload_exe, sizeof(opt.workload_exe), "%s", opt.load);
 	else if (!strcmp(opt.workload, "drv_launch") || !strcmp(opt.workload, "vec_add"))
-		snprintf(opt.workload_exe, sizeof(opt.workload_exe), "%s/%s", opt.bin_dir, opt.workload);
+		format_into(opt.workload_exe, sizeof(opt.workload_exe), "%s/%s", opt.bin_dir, opt.workload);
 	else if (!strcmp(opt.workload, "gemm"))
-		snprintf(opt.workload_exe, sizeof(opt.workload_exe), "%s/gemm_loop", opt.bin_dir);
+		format_into(opt.workload_exe, sizeof(opt.workload_exe), "%s/gemm_loop", opt.bin_dir);
 	else {
 		usage(stderr);
 		exit(2);
@@ -1399,7 +1439,7 @@ static void setup(int argc, char **argv)
 			}
 		}
 		if (c->so_name) {
-			snprintf(c->so_path, sizeof(c->so_path), "%s/%s", opt.lib_dir, c->so_name);
+			format_into(c->so_path, sizeof(c->so_path), "%s/%s", opt.lib_dir, c->so_name);
 			if (!file_exists(c->so_path, R_OK)) {
 				char why[200];
 
@@ -1411,8 +1451,6 @@ static void setup(int argc, char **argv)
 			note_skip(c, "no bpftrace on this machine");
 		if (c->kind == K_CUPTI && opt.sim)
 			note_skip(c, "needs the real driver: the simulated one has no CUPTI");
-		if (c->kind == K_PRELOAD && !strcmp(opt.workload, "load") == 0 && !strcmp(opt.workload, "vec_add"))
-			; /* runtime-API workloads are reached through the dlsym/cuGetProcAddress wrappers */
 	}
 }
 
