@@ -806,3 +806,47 @@ Test(trace_system_wide, sees_a_process_it_did_not_start, .timeout = 120)
 	cr_assert_eq(launches, 7, "system-wide trace saw %zu of drv_launch's 7 launches", launches);
 	run_free(&r);
 }
+
+/*
+ * Late attach: drv_launch looked its kernel up before cuprobe attached, so
+ * no naming probe saw it; the handle is named from the driver's record (the
+ * simulated driver keeps the name pointer where driver 580 keeps it).
+ */
+Test(late_attach, handles_from_before_the_attach_are_named_from_the_driver_record, .timeout = 120)
+{
+	char *target_argv[] = { DRV_LAUNCH, "100000000", NULL };
+	char pid_text[32];
+	struct run r;
+	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "-d", "1", "-p", pid_text, NULL };
+	size_t i, launches = 0, from_driver = 0;
+	pid_t target;
+	int status;
+
+	run_init(&r);
+	target = start_background(target_argv);
+	usleep(300000); /* past cuModuleGetFunction: launching */
+	snprintf(pid_text, sizeof(pid_text), "%d", target);
+	argv[4] = r.events;
+	run_cuprobe(&r, argv);
+	kill(target, SIGKILL);
+	waitpid(target, &status, 0);
+	cr_assert_eq(r.status, 0, "stderr:\n%s", r.err_text);
+	r.json = load_json_lines(r.events);
+	for (i = 0; i < json_array_size(r.json); i++) {
+		json_t *e = json_array_get(r.json, i);
+
+		if (strcmp(jstr(e, "type"), "launch"))
+			continue;
+		launches++;
+		cr_assert_str_eq(jstr(e, "kernel"), "vec_add");
+		if (json_object_get(e, "name_source") &&
+		    !strcmp(jstr(e, "name_source"), "driver"))
+			from_driver++;
+	}
+	cr_assert_gt(launches, 100, "too few launches seen in a second: %zu", launches);
+	cr_assert_eq(from_driver, launches, "every launch's name came from the driver record");
+	cr_assert_not_null(strstr(r.err_text, "0 of "), "unknown names reported:\n%s", r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "kernels named from the driver's records"), "%s",
+			   r.err_text);
+	run_free(&r);
+}

@@ -572,3 +572,108 @@ Test(device_stub, other_symbols_name_nothing)
 			     "_Z41__device_stub__Z14vec_add_kernelPKfS0_PfiPKfS0_Pfi", out, 8), -ENOENT,
 		     "a name that does not fit");
 }
+
+/*
+ * The driver's CUkernel record keeps a pointer to the kernel's name in its
+ * second word (driver 580). These fake records live in this test process,
+ * which reads them back through process_vm_readv as cuprobe reads a target.
+ */
+struct fake_kernel_record {
+	uint64_t first_word;
+	const char *name;
+	uint64_t more[4];
+};
+
+Test(driver_records, name_a_handle_from_before_the_attach)
+{
+	static struct fake_kernel_record record = { 1, "_Z6kernelPf", { 0 } };
+	struct cp_names *names = cp_names__new(NULL);
+	const struct cp_name_entry *entry;
+	struct cp_names_stats stats;
+	union cp_event launch = launch_event(getpid(), getpid(), (uintptr_t)&record, 0);
+
+	cr_assert_not_null(names);
+	cp_names__observe(names, &launch);
+	cr_assert_null(cp_names__lookup(names, getpid(), (uintptr_t)&record), "read while off");
+	cp_names__read_driver_records(names, true);
+	cp_names__observe(names, &launch);
+	entry = cp_names__lookup(names, getpid(), (uintptr_t)&record);
+	cr_assert_not_null(entry);
+	cr_assert_str_eq(entry->mangled, "_Z6kernelPf");
+	cr_assert_eq(entry->source, CP_NAME_FROM_DRIVER);
+	cp_names__stats(names, &stats);
+	cr_assert_eq(stats.driver_named, 1);
+	cr_assert_eq(stats.launches_unnamed, 1, "only the launch made before enabling is unnamed");
+	cp_names__free(names);
+}
+
+Test(driver_records, only_symbol_shaped_strings_are_taken)
+{
+	static struct fake_kernel_record spaced = { 1, "not a symbol", { 0 } };
+	static struct fake_kernel_record empty = { 1, "", { 0 } };
+	static struct fake_kernel_record null_name = { 1, NULL, { 0 } };
+	struct cp_names *names = cp_names__new(NULL);
+	struct cp_names_stats stats;
+	union cp_event e;
+
+	cp_names__read_driver_records(names, true);
+	e = launch_event(getpid(), getpid(), (uintptr_t)&spaced, 0);
+	cp_names__observe(names, &e);
+	e = launch_event(getpid(), getpid(), (uintptr_t)&empty, 0);
+	cp_names__observe(names, &e);
+	e = launch_event(getpid(), getpid(), (uintptr_t)&null_name, 0);
+	cp_names__observe(names, &e);
+	e = launch_event(getpid(), getpid(), 0x10, 0); /* not mapped */
+	cp_names__observe(names, &e);
+	cp_names__stats(names, &stats);
+	cr_assert_eq(stats.driver_named, 0);
+	cr_assert_eq(stats.launches_unnamed, 4);
+	cp_names__free(names);
+}
+
+Test(driver_records, a_disagreement_with_a_probe_turns_them_off)
+{
+	static struct fake_kernel_record agrees = { 1, "_Z1av", { 0 } };
+	static struct fake_kernel_record disagrees = { 1, "_Z1bv", { 0 } };
+	static struct fake_kernel_record later = { 1, "_Z1cv", { 0 } };
+	struct cp_names *names = cp_names__new(NULL);
+	struct cp_names_stats stats;
+	union cp_event e;
+
+	cp_names__read_driver_records(names, true);
+	e = name_event(getpid(), CP_API_cuLibraryGetKernel, (uintptr_t)&agrees, "_Z1av");
+	cp_names__observe(names, &e);
+	cp_names__stats(names, &stats);
+	cr_assert_eq(stats.driver_checked, 1);
+	cr_assert_eq(stats.driver_mismatches, 0);
+	/* The probe says _Z1xv, the record _Z1bv: the layout is not the measured one. */
+	e = name_event(getpid(), CP_API_cuLibraryGetKernel, (uintptr_t)&disagrees, "_Z1xv");
+	cp_names__observe(names, &e);
+	cr_assert_str_eq(cp_names__lookup(names, getpid(), (uintptr_t)&disagrees)->mangled, "_Z1xv",
+			 "the probe's name wins");
+	e = launch_event(getpid(), getpid(), (uintptr_t)&later, 0);
+	cp_names__observe(names, &e);
+	cr_assert_null(cp_names__lookup(names, getpid(), (uintptr_t)&later),
+		       "records read after a disagreement");
+	cp_names__stats(names, &stats);
+	cr_assert_eq(stats.driver_mismatches, 1);
+	cr_assert_eq(stats.driver_named, 0);
+	cp_names__free(names);
+}
+
+Test(driver_records, an_alias_of_an_old_kernel_is_named_through_its_record)
+{
+	static struct fake_kernel_record kernel = { 1, "_Z4gemmv", { 0 } };
+	struct cp_names *names = cp_names__new(NULL);
+	const struct cp_name_entry *entry;
+	union cp_event e;
+
+	cp_names__read_driver_records(names, true);
+	e = alias_event(getpid(), 0xf00d, (uintptr_t)&kernel);
+	cp_names__observe(names, &e);
+	entry = cp_names__lookup(names, getpid(), 0xf00d);
+	cr_assert_not_null(entry, "the CUfunction from cuKernelGetFunction is unnamed");
+	cr_assert_str_eq(entry->mangled, "_Z4gemmv");
+	cr_assert_eq(entry->source, CP_NAME_FROM_DRIVER);
+	cp_names__free(names);
+}

@@ -225,11 +225,8 @@ static int pidfd_open_(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts,
-		     struct cp_tracer_opts *tracer_opts)
+int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts)
 {
-	sigset_t handled;
-	size_t i;
 	int err, code;
 
 	memset(s, 0, sizeof(*s));
@@ -267,6 +264,15 @@ int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts,
 		return code;
 	if (opts->runtime)
 		discover_runtime(opts, opts->command ? s->command_path : NULL, s->cudarts);
+	return 0;
+}
+
+int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
+{
+	const struct cp_trace_options *opts = s->opts;
+	sigset_t handled;
+	size_t i;
+	int err, code;
 
 	/* Signals are read from a signalfd by the main thread; the command gets the old mask. */
 	sigemptyset(&handled);

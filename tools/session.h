@@ -43,12 +43,16 @@ struct cp_session {
 };
 
 /*
- * Everything up to a loaded, attached tracer with the -p targets added. The
- * caller fills what its command needs in tracer_opts (aggregation, ...).
+ * Checks everything that can be checked before touching the kernel:
+ * invoking user, COMMAND, privileges, BTF, the libraries to probe.
  * Returns 0, or the exit code after saying why.
  */
-int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts,
-		     struct cp_tracer_opts *tracer_opts);
+int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts);
+/*
+ * Loads and attaches the tracer and adds the -p targets. The caller fills
+ * what its command needs in tracer_opts (aggregation, ...). 0 or an exit code.
+ */
+int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts);
 /* Starts COMMAND, if any, held until it is in the traced set: 0 or an exit code. */
 int cp_session__start_command(struct cp_session *s);
 

@@ -577,7 +577,7 @@ int cp_cmd_stats(int argc, char **argv)
 	tracer_opts.no_call_records = true;
 	tracer_opts.measure_latency = opts.latency;
 	tracer_opts.record_stacks = opts.stacks;
-	exit_code = cp_session__open(&session, &opts, &tracer_opts);
+	exit_code = cp_session__open(&session, &opts);
 	if (exit_code)
 		goto cleanup;
 	exit_code = CP_EXIT_SETUP;
@@ -592,6 +592,7 @@ int cp_cmd_stats(int argc, char **argv)
 		cp_say("out of memory");
 		goto cleanup;
 	}
+	cp_names__read_driver_records(ctx.names, true);
 	if (opts.output) {
 		out_fd = cp_output_file__open(opts.output, &session.identity);
 		if (out_fd < 0) {
@@ -607,6 +608,10 @@ int cp_cmd_stats(int argc, char **argv)
 			goto cleanup;
 		}
 	}
+	exit_code = cp_session__attach(&session, &tracer_opts);
+	if (exit_code)
+		goto cleanup;
+	exit_code = CP_EXIT_SETUP;
 	for (size_t i = 0; i < opts.pid_count; i++) {
 		cp_proc_maps__refresh(ctx.maps, opts.pids[i]);
 		comm_of(&ctx, opts.pids[i]);

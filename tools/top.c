@@ -266,7 +266,9 @@ int cp_cmd_top(int argc, char **argv)
 	ctx->interval_ms = opts.interval_ms ? opts.interval_ms : 1000;
 	tracer_opts.aggregate = true;
 	tracer_opts.no_call_records = true;
-	exit_code = cp_session__open(&session, &opts, &tracer_opts);
+	exit_code = cp_session__open(&session, &opts);
+	if (!exit_code)
+		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
 		goto cleanup;
 	exit_code = CP_EXIT_SETUP;
@@ -277,6 +279,7 @@ int cp_cmd_top(int argc, char **argv)
 		cp_say("out of memory");
 		goto cleanup;
 	}
+	cp_names__read_driver_records(ctx->names, true);
 	agent_opts.on_event = on_event;
 	agent_opts.ctx = ctx;
 	agent = cp_agent__new(cp_tracer__ring_fd(session.tracer), &agent_opts);

@@ -94,6 +94,12 @@ static void print_summary(const struct cp_tracer *tracer, const struct cp_agent 
 	if (have_counters && counters.targets_overflow)
 		cp_say("warning: %llu processes did not fit in the traced set",
 		    (unsigned long long)counters.targets_overflow);
+	if (name_stats.driver_named || name_stats.driver_checked)
+		cp_say("%llu kernels named from the driver's records (%llu probe-learned names checked against them, %llu disagreed%s)",
+		       (unsigned long long)name_stats.driver_named,
+		       (unsigned long long)name_stats.driver_checked,
+		       (unsigned long long)name_stats.driver_mismatches,
+		       name_stats.driver_mismatches ? ": records no longer read" : "");
 	if (name_stats.stubs_unresolved)
 		cp_say("warning: %llu host stubs could not be named", (unsigned long long)name_stats.stubs_unresolved);
 	if (stats.thread_error)
@@ -122,7 +128,7 @@ int cp_cmd_trace(int argc, char **argv)
 	default:
 		break;
 	}
-	exit_code = cp_session__open(&session, &opts, &tracer_opts);
+	exit_code = cp_session__open(&session, &opts);
 	if (exit_code)
 		goto cleanup;
 	exit_code = CP_EXIT_SETUP;
@@ -132,6 +138,7 @@ int cp_cmd_trace(int argc, char **argv)
 		cp_say("out of memory");
 		goto cleanup;
 	}
+	cp_names__read_driver_records(output.names, true);
 	if (opts.command)
 		cp_symbolizer__add_file(symbolizer, session.command_path);
 	if (opts.output) {
@@ -150,6 +157,10 @@ int cp_cmd_trace(int argc, char **argv)
 		}
 	}
 	output.json = opts.json;
+	exit_code = cp_session__attach(&session, &tracer_opts);
+	if (exit_code)
+		goto cleanup;
+	exit_code = CP_EXIT_SETUP;
 
 	output.start_ns = monotonic_ns();
 	agent_opts.on_event = on_event;

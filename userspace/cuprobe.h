@@ -334,13 +334,26 @@ int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, 
 struct cp_names;
 
 /* A learned name: the symbol as the driver saw it, and its demangled form. */
+/* Where a name came from. */
+enum cp_name_source {
+	CP_NAME_FROM_PROBE = 0,  /* cuModuleGetFunction / cuLibraryGetKernel / cuKernelGetFunction */
+	CP_NAME_FROM_STUB = 1,   /* cudaLaunchKernel's host stub or calling device stub (ELF symbol) */
+	CP_NAME_FROM_DRIVER = 2, /* the driver's own CUkernel record, read from the process */
+};
+
 struct cp_name_entry {
 	const char *mangled;
 	const char *display;
+	enum cp_name_source source;
 };
+
+const char *cp_name_source__name(enum cp_name_source source);
 
 struct cp_names_stats {
 	uint64_t names_learned;    /* from the naming probes */
+	uint64_t driver_named;     /* handles named from the driver's CUkernel record */
+	uint64_t driver_checked;   /* probe-learned names compared with that record */
+	uint64_t driver_mismatches;/* ... that disagreed: the record is then no longer used */
 	uint64_t stubs_resolved;   /* host stubs named through the ELF symbol table */
 	uint64_t stubs_unresolved; /* host stubs whose file or symbol was not found */
 	uint64_t launches;         /* kernel launches observed (graphs excluded) */
@@ -349,6 +362,15 @@ struct cp_names_stats {
 
 struct cp_names *cp_names__new(struct cp_symbolizer *symbolizer);
 void cp_names__free(struct cp_names *names);
+/*
+ * For handles created before cuprobe attached: read the kernel's name from
+ * the driver's CUkernel record in the traced process (its name pointer at
+ * offset 8, measured on driver 580: tests/gpu/results-late-attach-h200.md).
+ * Undocumented, so it is checked: every name a probe learns is compared with
+ * the record, and one disagreement turns this source off for the session.
+ * Only strings shaped like symbols are taken. Off by default.
+ */
+void cp_names__read_driver_records(struct cp_names *names, bool enable);
 /*
  * Learn from one record: names from CP_EV_NAME, stub names from
  * CP_EV_RT_LAUNCH (paired with the next launch of the same thread when that

@@ -136,6 +136,8 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 		put(&out, ",\"function\":\"0x%llx\"", (unsigned long long)e->function);
 		put_json_string(&out, "kernel", name ? name->display : NULL);
 		put_json_string(&out, "mangled", name ? name->mangled : NULL);
+		if (name && name->source != CP_NAME_FROM_PROBE)
+			put(&out, ",\"name_source\":\"%s\"", cp_name_source__name(name->source));
 		put_json_dims(&out, "grid", e->grid);
 		put_json_dims(&out, "block", e->block);
 		put(&out, ",\"shared_mem_bytes\":%u,\"stream\":\"0x%llx\"", e->shared_mem_bytes,

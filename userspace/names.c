@@ -6,14 +6,19 @@
  * stub paired with the next launch on the same thread. A launch whose handle
  * has no name is counted, never guessed.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "cuprobe.h"
 
-/* KEY_STUB_UNRESOLVED remembers a failed look-up, so it is not repeated per launch. */
-enum key_kind { KEY_HANDLE = 0, KEY_STUB = 1, KEY_STUB_UNRESOLVED = 2 };
+/* KEY_*_UNRESOLVED remember a failed look-up, so it is not repeated per launch. */
+enum key_kind { KEY_HANDLE = 0, KEY_STUB = 1, KEY_STUB_UNRESOLVED = 2, KEY_DRIVER_UNRESOLVED = 3 };
+
+/* Where the driver's CUkernel record keeps its name pointer (driver 580). */
+#define DRIVER_KERNEL_NAME_OFFSET 8
 
 struct name_node {
 	struct name_node *next;
@@ -39,6 +44,7 @@ struct cp_names {
 	struct cp_symbolizer *symbolizer;
 	struct pending_stub pending[PENDING_SLOTS];
 	struct cp_names_stats stats;
+	bool driver_records;       /* read names from CUkernel records (and still trust them) */
 };
 
 static size_t hash_key(uint32_t pid, uint32_t kind, uint64_t handle)
@@ -127,8 +133,8 @@ static void grow(struct cp_names *names)
 	names->bucket_count = count;
 }
 
-static int set_name(struct cp_names *names, uint32_t pid, uint32_t kind, uint64_t handle,
-		    const char *mangled)
+static int set_name_from(struct cp_names *names, uint32_t pid, uint32_t kind, uint64_t handle,
+			 const char *mangled, enum cp_name_source source)
 {
 	struct name_node *node = find(names, pid, kind, handle);
 	char display[1024];
@@ -153,6 +159,7 @@ static int set_name(struct cp_names *names, uint32_t pid, uint32_t kind, uint64_
 		free((char *)node->entry.mangled);
 		node->entry.mangled = copy;
 		node->entry.display = shown;
+		node->entry.source = source;
 		return 0;
 	}
 	node = calloc(1, sizeof(*node));
@@ -167,6 +174,7 @@ static int set_name(struct cp_names *names, uint32_t pid, uint32_t kind, uint64_
 	node->handle = handle;
 	node->entry.mangled = copy;
 	node->entry.display = shown;
+	node->entry.source = source;
 	if (names->count >= names->bucket_count * 2)
 		grow(names);
 	slot = hash_key(pid, kind, handle) % names->bucket_count;
@@ -174,6 +182,104 @@ static int set_name(struct cp_names *names, uint32_t pid, uint32_t kind, uint64_
 	names->buckets[slot] = node;
 	names->count++;
 	return 0;
+}
+
+static int set_name(struct cp_names *names, uint32_t pid, uint32_t kind, uint64_t handle,
+		    const char *mangled)
+{
+	return set_name_from(names, pid, kind, handle, mangled, CP_NAME_FROM_PROBE);
+}
+
+const char *cp_name_source__name(enum cp_name_source source)
+{
+	switch (source) {
+	case CP_NAME_FROM_PROBE: return "probe";
+	case CP_NAME_FROM_STUB: return "stub";
+	case CP_NAME_FROM_DRIVER: return "driver";
+	default: return "unknown";
+	}
+}
+
+void cp_names__read_driver_records(struct cp_names *names, bool enable)
+{
+	if (names)
+		names->driver_records = enable;
+}
+
+/* A symbol's shape: an identifier of C/C++ linker names, nothing else. */
+static bool looks_like_symbol(const char *text, size_t len)
+{
+	size_t i;
+
+	if (!len || !(isalpha((unsigned char)text[0]) || text[0] == '_'))
+		return false;
+	for (i = 0; i < len; i++)
+		if (!(isalnum((unsigned char)text[i]) || text[i] == '_' || text[i] == '$' || text[i] == '.'))
+			return false;
+	return true;
+}
+
+/* The name in the driver's record for kernel handle, read from process pid. */
+static int read_driver_name(pid_t pid, uint64_t handle, char *out, size_t out_len)
+{
+	uint64_t name_ptr = 0;
+	struct iovec local = { &name_ptr, sizeof(name_ptr) };
+	struct iovec remote = { (void *)(uintptr_t)(handle + DRIVER_KERNEL_NAME_OFFSET), sizeof(name_ptr) };
+	size_t got = 0;
+
+	if (!handle || process_vm_readv(pid, &local, 1, &remote, 1, 0) != sizeof(name_ptr) ||
+	    name_ptr < 4096)
+		return -ENOENT;
+	/* In pieces: the string may end just before an unmapped page. */
+	while (got + 1 < out_len) {
+		size_t want = out_len - 1 - got < 64 ? out_len - 1 - got : 64;
+		ssize_t n;
+
+		local = (struct iovec){ out + got, want };
+		remote = (struct iovec){ (void *)(uintptr_t)(name_ptr + got), want };
+		n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+		if (n <= 0)
+			break;
+		if (memchr(out + got, '\0', (size_t)n)) {
+			got += strnlen(out + got, (size_t)n);
+			out[got] = '\0';
+			return looks_like_symbol(out, got) ? 0 : -EINVAL;
+		}
+		got += (size_t)n;
+	}
+	return -ENOENT;
+}
+
+/* Names handle from the driver's record, once; a failure is remembered. */
+static const struct cp_name_entry *name_from_driver(struct cp_names *names, uint32_t pid,
+						    uint64_t handle)
+{
+	char name[CP_NAME_MAX];
+
+	if (!names->driver_records || find(names, pid, KEY_DRIVER_UNRESOLVED, handle))
+		return NULL;
+	if (read_driver_name((pid_t)pid, handle, name, sizeof(name)) ||
+	    set_name_from(names, pid, KEY_HANDLE, handle, name, CP_NAME_FROM_DRIVER)) {
+		set_name(names, pid, KEY_DRIVER_UNRESOLVED, handle, "?");
+		return NULL;
+	}
+	names->stats.driver_named++;
+	return cp_names__lookup(names, pid, handle);
+}
+
+/* A probe named a CUkernel: does the driver's record say the same? */
+static void check_driver_record(struct cp_names *names, uint32_t pid, uint64_t handle,
+				const char *probe_name)
+{
+	char name[CP_NAME_MAX];
+
+	if (!names->driver_records || read_driver_name((pid_t)pid, handle, name, sizeof(name)))
+		return;
+	names->stats.driver_checked++;
+	if (strcmp(name, probe_name)) {
+		names->stats.driver_mismatches++;
+		names->driver_records = false; /* the layout is not what was measured: stop */
+	}
 }
 
 int cp_names__set(struct cp_names *names, uint32_t pid, uint64_t handle, const char *mangled)
@@ -249,14 +355,22 @@ static void observe_name(struct cp_names *names, const struct cp_name_event *eve
 		return;
 	if (event->hdr.api == CP_API_cuKernelGetFunction) {
 		target = cp_names__lookup(names, event->hdr.pid, event->alias_of);
-		if (target && !set_name(names, event->hdr.pid, KEY_HANDLE, event->handle,
-					target->mangled))
+		/* A CUkernel from before the attach: its record may still say its name. */
+		if (!target)
+			target = name_from_driver(names, event->hdr.pid, event->alias_of);
+		if (target && !set_name_from(names, event->hdr.pid, KEY_HANDLE, event->handle,
+					     target->mangled, target->source))
 			names->stats.names_learned++;
+		/* A CUfunction's record too must agree, or it is never read again. */
+		if (target && target->source == CP_NAME_FROM_PROBE)
+			check_driver_record(names, event->hdr.pid, event->handle, target->mangled);
 		return;
 	}
 	if (event->name_len && !set_name(names, event->hdr.pid, KEY_HANDLE, event->handle,
 					 event->name))
 		names->stats.names_learned++;
+	if (event->name_len)
+		check_driver_record(names, event->hdr.pid, event->handle, event->name);
 }
 
 /*
@@ -337,9 +451,13 @@ static void observe_launch(struct cp_names *names, const struct cp_launch_event 
 		/* The runtime call that led to this driver launch, on this same thread. */
 		stub_name = cp_names__lookup_stub(names, event->hdr.pid, slot->stub);
 		if (stub_name && !cp_names__lookup(names, event->hdr.pid, event->function))
-			set_name(names, event->hdr.pid, KEY_HANDLE, event->function, stub_name->mangled);
+			set_name_from(names, event->hdr.pid, KEY_HANDLE, event->function,
+				      stub_name->mangled, CP_NAME_FROM_STUB);
 		memset(slot, 0, sizeof(*slot));
 	}
+	/* cudart passes the CUkernel itself as the CUfunction (lazy loading). */
+	if (!cp_names__lookup(names, event->hdr.pid, event->function))
+		name_from_driver(names, event->hdr.pid, event->function);
 	if (!cp_names__lookup(names, event->hdr.pid, event->function))
 		names->stats.launches_unnamed++;
 }

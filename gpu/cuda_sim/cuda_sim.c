@@ -25,6 +25,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -79,9 +80,15 @@ struct sim_kernel_impl {
 /*
  * One struct serves CUfunction and CUkernel: real CUDA accepts a CUkernel
  * wherever a CUfunction is expected, and so does the simulator.
+ *
+ * Like the real driver's CUkernel record (measured on driver 580, see
+ * tests/gpu/results-late-attach-h200.md), the second word points at the
+ * kernel's name: cuprobe reads it for handles made before it attached, and
+ * the tests check that path here.
  */
 struct sim_function {
 	enum sim_magic magic;		/* FUNCTION or KERNEL */
+	const char *name_ptr;		/* = name, at offset 8 as in the driver */
 	const struct sim_kernel_impl *impl; /* NULL: no CPU implementation */
 	struct sim_function *function;	/* KERNEL: from cuKernelGetFunction */
 	char name[];
@@ -436,6 +443,8 @@ static void free_module(struct sim_module *module)
 	free(module);
 }
 
+_Static_assert(offsetof(struct sim_function, name_ptr) == 8, "the driver keeps the name pointer at 8");
+
 static struct sim_function *new_function(enum sim_magic magic, const char *name,
 					 size_t name_len)
 {
@@ -447,6 +456,7 @@ static struct sim_function *new_function(enum sim_magic magic, const char *name,
 	function->magic = magic;
 	memcpy(function->name, name, name_len);
 	function->name[name_len] = '\0';
+	function->name_ptr = function->name;
 	function->impl = find_kernel_impl(function->name);
 	return function;
 }
