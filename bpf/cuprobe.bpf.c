@@ -47,21 +47,23 @@ struct {
 	__type(value, __u8);
 } target_pids SEC(".maps");
 
-/* Per-CPU counters: probe hits per API, records attempted/lost, overflows. */
+/*
+ * Per-CPU counters: probe hits per API, records attempted/lost, overflows.
+ * One entry holding every slot, so a probe looks it up once.
+ */
+struct counter_slots {
+	__u64 slot[CP_CNT_MAX];
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, CP_CNT_MAX);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct counter_slots);
 } counters SEC(".maps");
 
 /* When the consumer was last woken; shared by all CPUs, races are harmless. */
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} last_wakeup SEC(".maps");
+__u64 last_wakeup_ns = 0;
 
 /* State carried from an entry probe to its return probe, per thread. */
 struct pending_call {
@@ -138,10 +140,19 @@ struct {
 
 static __always_inline void count(__u32 slot)
 {
-	__u64 *value = bpf_map_lookup_elem(&counters, &slot);
+	__u32 zero = 0;
+	struct counter_slots *slots = bpf_map_lookup_elem(&counters, &zero);
 
-	if (value)
-		*value += 1;
+	if (slots && slot < CP_CNT_MAX)
+		slots->slot[slot] += 1;
+}
+
+/* The hot path counts twice (the API hit, the record attempted): one look-up. */
+static __always_inline struct counter_slots *cpu_counters(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&counters, &zero);
 }
 
 /* True when this process is one we were asked to trace. */
@@ -173,17 +184,28 @@ static __always_inline void *reserve(__u64 size)
  */
 static __always_inline void submit(void *record, __u64 now, bool urgent)
 {
-	__u32 zero = 0;
-	__u64 *last = bpf_map_lookup_elem(&last_wakeup, &zero);
 	bool wake = urgent || wake_every_record;
 
-	if (!wake && last && now - *last >= wakeup_latency_ns)
+	if (!wake && now - last_wakeup_ns >= wakeup_latency_ns)
 		wake = true;
 	if (!wake && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_threshold_bytes)
 		wake = true;
-	if (wake && last)
-		*last = now;
+	if (wake)
+		last_wakeup_ns = now;
 	bpf_ringbuf_submit(record, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+}
+
+/* The same reservation as reserve(), counted through counters already looked up. */
+static __always_inline void *reserve_counted(struct counter_slots *slots, __u64 size)
+{
+	void *record;
+
+	if (slots)
+		slots->slot[CP_CNT_RECORDS_ATTEMPTED] += 1;
+	record = bpf_ringbuf_reserve(&events, size, 0);
+	if (!record && slots)
+		slots->slot[CP_CNT_RECORDS_LOST] += 1;
+	return record;
 }
 
 static __always_inline void fill_header(struct cp_event_header *hdr, __u32 type, __u32 api,
@@ -351,26 +373,29 @@ int BPF_KPROBE(launch_kernel, __u64 function, __u64 gx, __u64 gy, __u64 gz, __u6
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 api = COOKIE_API(bpf_get_attach_cookie(ctx));
+	struct counter_slots *slots;
 	struct cp_launch_event *event;
-	bool fault = false;
-	__u64 now, by, bz, smem, stream;
+	__u64 on_stack[3] = {}; /* blockDimZ, sharedMemBytes, hStream */
+	bool fault;
+	__u64 now, by;
 
 	if (!traced(pid_tgid >> 32))
 		return 0;
-	count(api);
+	slots = cpu_counters();
+	if (slots && api < CP_API_MAX)
+		slots->slot[api] += 1;
 	now = bpf_ktime_get_ns();
 	entered(pid_tgid, api, now);
 	by = sixth_arg(ctx);
-	bz = stack_arg(ctx, 1, &fault);
-	smem = stack_arg(ctx, 2, &fault);
-	stream = stack_arg(ctx, 3, &fault);
+	/* One read for the three stack arguments above the return address. */
+	fault = bpf_probe_read_user(on_stack, sizeof(on_stack), (void *)(PT_REGS_SP(ctx) + 8)) != 0;
 	if (aggregate)
 		count_launch(pid_tgid >> 32, function,
-			     (__u64)(__u32)gx * (__u32)gy * (__u32)gz * (__u32)bx * (__u32)by * (__u32)bz,
-			     false);
+			     (__u64)(__u32)gx * (__u32)gy * (__u32)gz * (__u32)bx * (__u32)by *
+			     (__u32)on_stack[0], false);
 	if (!stream_events)
 		return 0;
-	event = reserve(sizeof(*event));
+	event = reserve_counted(slots, sizeof(*event));
 	if (!event)
 		return 0;
 	fill_header(&event->hdr, CP_EV_LAUNCH, api, pid_tgid, now);
@@ -380,9 +405,9 @@ int BPF_KPROBE(launch_kernel, __u64 function, __u64 gx, __u64 gy, __u64 gz, __u6
 	event->grid[2] = gz;
 	event->block[0] = bx;
 	event->block[1] = by;
-	event->block[2] = bz;
-	event->shared_mem_bytes = smem;
-	event->stream = stream;
+	event->block[2] = on_stack[0];
+	event->shared_mem_bytes = on_stack[1];
+	event->stream = on_stack[2];
 	event->flags = 0;
 	if (api == CP_API_cuLaunchCooperativeKernel || api == CP_API_cuLaunchCooperativeKernel_ptsz)
 		event->flags |= CP_LAUNCH_COOPERATIVE;

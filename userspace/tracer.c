@@ -571,24 +571,23 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
 {
 	int cpus = libbpf_num_possible_cpus();
 	uint64_t *values, sums[CP_CNT_MAX] = { 0 };
-	uint32_t slot;
-	int err = 0, cpu;
+	uint32_t key = 0, slot;
+	int err, cpu;
 
 	if (!tracer || !out)
 		return -EINVAL;
 	if (cpus <= 0)
 		return cpus ? cpus : -EINVAL;
-	values = calloc(cpus, sizeof(*values));
+	/* One entry of CP_CNT_MAX slots per CPU (one look-up per probe hit). */
+	values = calloc((size_t)cpus * CP_CNT_MAX, sizeof(*values));
 	if (!values)
 		return -ENOMEM;
-	for (slot = 0; slot < CP_CNT_MAX; slot++) {
-		err = bpf_map__lookup_elem(tracer->skel->maps.counters, &slot, sizeof(slot), values,
-					   sizeof(*values) * cpus, 0);
-		if (err)
-			break;
+	err = bpf_map__lookup_elem(tracer->skel->maps.counters, &key, sizeof(key), values,
+				   sizeof(*values) * CP_CNT_MAX * cpus, 0);
+	if (!err)
 		for (cpu = 0; cpu < cpus; cpu++)
-			sums[slot] += values[cpu];
-	}
+			for (slot = 0; slot < CP_CNT_MAX; slot++)
+				sums[slot] += values[(size_t)cpu * CP_CNT_MAX + slot];
 	free(values);
 	if (err)
 		return err;
