@@ -6,7 +6,8 @@ usage: python3 gpu/torch_mlp.py --iterations N [--batch B] [--hidden H]
 
 Trains on random data (the point is the kernel, allocation and copy traffic,
 not learning). After one warm-up step it prints "torch_mlp: ready pid=P"
-(flushed); at the end "torch_mlp: pid=P iterations=N batch=B hidden=H loss=L".
+(flushed); at the end "torch_mlp: pid=P iterations=N batch=B hidden=H loss=L us_per_step=T"
+(T: wall time of the measured loop, after the warm-up step, per step).
 """
 import argparse
 import os
@@ -83,6 +84,7 @@ def main():
 
     iterations = 0
     loss = float("nan")
+    started = time.monotonic()
     deadline = time.monotonic() + args.duration if args.duration is not None else None
     while (iterations < args.iterations if deadline is None
            else time.monotonic() < deadline):
@@ -90,9 +92,11 @@ def main():
         loss = step().item()
         iterations += 1
     torch.cuda.synchronize()
+    elapsed = time.monotonic() - started
 
     print(f"torch_mlp: pid={os.getpid()} iterations={iterations} batch={args.batch} "
-          f"hidden={args.hidden} loss={loss:.4f}", flush=True)
+          f"hidden={args.hidden} loss={loss:.4f} us_per_step={elapsed * 1e6 / max(iterations, 1):.1f}",
+          flush=True)
     return 0
 
 

@@ -5,11 +5,13 @@
  * tested on both ways the runtime reaches the driver.
  *
  * usage: vec_add ITERATIONS [ELEMENTS]
- * prints: vec_add: launches=L elements=N result=ok
+ * prints: vec_add: launches=L elements=N ns_per_call=T result=ok
+ * (T: the launch loop and its synchronize, divided by L)
  */
 #include <cuda_runtime.h>
 
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -83,11 +85,15 @@ int main(int argc, char **argv)
 	/* c starts as a copy of a, so a kernel that never ran fails the check. */
 	check(cudaMemcpy(dev_c, dev_a, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
 
+	/* Timed from the first launch to the end of the synchronize: launch-bound. */
+	auto started = std::chrono::steady_clock::now();
 	for (long i = 0; i < iterations; i++) {
 		vec_add_kernel<<<grid, BLOCK_THREADS>>>(dev_a, dev_b, dev_c, n);
 		check(cudaGetLastError(), "vec_add_kernel<<<>>>");
 	}
 	check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	double loop_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() -
+								   started).count();
 	check(cudaMemcpy(c.data(), dev_c, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
 
 	for (int i = 0; i < n; i++) {
@@ -103,6 +109,7 @@ int main(int argc, char **argv)
 	check(cudaFree(dev_a), "cudaFree");
 	check(cudaFree(dev_b), "cudaFree");
 	check(cudaFree(dev_c), "cudaFree");
-	printf("vec_add: launches=%ld elements=%d result=ok\n", iterations, n);
+	printf("vec_add: launches=%ld elements=%d ns_per_call=%.1f result=ok\n", iterations, n,
+	       iterations ? loop_ns / iterations : 0.0);
 	return 0;
 }
