@@ -303,6 +303,6 @@ struct cp_alloc_info {
 
 /* Read-only configuration, set before load. */
 #define CP_DEFAULT_WAKEUP_BYTES  (256u * 1024u)
-#define CP_DEFAULT_WAKEUP_NS     (2000000ull)  /* 2 ms */
+#define CP_DEFAULT_WAKEUP_NS     (250000ull)  /* 250 us: p99 delivery 256 us on the H200 */
 
 #endif /* CUPROBE_EVENTS_H */

@@ -18,7 +18,7 @@
 
 #include "cuprobe.h"
 
-#define DEFAULT_BUSY_TIMEOUT_MS 2
+#define DEFAULT_BUSY_TIMEOUT_MS 1
 #define DEFAULT_IDLE_TIMEOUT_MS 1000
 
 struct cp_agent {

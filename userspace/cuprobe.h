@@ -255,7 +255,7 @@ struct cp_agent_opts {
 	size_t sz;               /* sizeof(struct cp_agent_opts) */
 	cp_event_fn on_event;    /* called on the agent thread, in ring order */
 	void *ctx;
-	int busy_timeout_ms;     /* epoll timeout after a drain that found records; 0 = 2 ms */
+	int busy_timeout_ms;     /* epoll timeout after a drain that found records; 0 = 1 ms */
 	int idle_timeout_ms;     /* epoll timeout after an empty drain; 0 = 1000 ms, -1 = forever */
 };
 

@@ -9,7 +9,7 @@ carry=${CARRY:-$here/.carry}
 out=${OUT:-/tmp/cuprobe-gpu-check}
 mkdir -p "$out"
 work=$(mktemp -d)
-cuprobe=$carry/cuprobe
+cuprobe=$carry/bin/cuprobe; [ -x "$cuprobe" ] || cuprobe=$carry/cuprobe
 fail=0
 rows=()
 

@@ -7,7 +7,7 @@
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 carry=${CARRY:-$here/.carry}
-cuprobe=$carry/cuprobe
+cuprobe=$carry/bin/cuprobe; [ -x "$cuprobe" ] || cuprobe=$carry/cuprobe
 work=$(mktemp -d)
 
 echo "== 1. traced from the start"
