@@ -22,6 +22,7 @@
 
 #include <bpf/libbpf.h>
 
+#include "output_file.h"
 #include "session.h"
 
 #define LIBCUDA "libcuda.so.1"
@@ -440,6 +441,40 @@ static int shell_status(int status)
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return CP_EXIT_SETUP;
+}
+
+FILE *cp_session__open_output(const struct cp_session *s, const char *path)
+{
+	FILE *out;
+	int fd;
+
+	if (!path)
+		return stdout;
+	fd = cp_output_file__open(path, &s->identity);
+	if (fd < 0) {
+		cp_say("cannot create %s: %s", path,
+		       fd == -ELOOP ? "it is a symbolic link" : strerror(-fd));
+		return NULL;
+	}
+	out = fdopen(fd, "w");
+	if (!out) {
+		cp_say("cannot open %s: %s", path, strerror(errno));
+		close(fd);
+	}
+	return out;
+}
+
+int cp_session__close_output(FILE *out, const char *path, int exit_code)
+{
+	if (!out || out == stdout) {
+		fflush(stdout);
+		return exit_code;
+	}
+	if (fclose(out) && !exit_code) {
+		cp_say("cannot write %s: %s", path, strerror(errno));
+		return CP_EXIT_SETUP;
+	}
+	return exit_code;
 }
 
 int cp_session__exit_code(const struct cp_session *s)

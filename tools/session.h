@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cli_options.h"
 #include "cuprobe.h"
@@ -65,6 +66,13 @@ struct cp_wait_hooks {
 };
 /* Blocks until COMMAND ends, every -p target ends, --duration passes or a signal. */
 void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks);
+/*
+ * -o FILE, created as the invoking user and never through a symlink; stdout
+ * when path is NULL. NULL after saying why.
+ */
+FILE *cp_session__open_output(const struct cp_session *s, const char *path);
+/* Flushes or closes it; a failed write turns a 0 exit code into an error. */
+int cp_session__close_output(FILE *out, const char *path, int exit_code);
 /* COMMAND's status as a shell reports it; 0 without a command. */
 int cp_session__exit_code(const struct cp_session *s);
 /* Detaches and frees everything the session holds (stop the agent first). */

@@ -560,7 +560,7 @@ int cp_cmd_stats(int argc, char **argv)
 	struct cp_agent *agent = NULL;
 	struct cp_session session;
 	char error[256];
-	int exit_code, out_fd;
+	int exit_code;
 
 	switch (cp_options__parse(CP_CMD_STATS, argc, argv, &opts, error, sizeof(error))) {
 	case CP_PARSE_HELP:
@@ -593,20 +593,10 @@ int cp_cmd_stats(int argc, char **argv)
 		goto cleanup;
 	}
 	cp_names__read_driver_records(ctx.names, true);
-	if (opts.output) {
-		out_fd = cp_output_file__open(opts.output, &session.identity);
-		if (out_fd < 0) {
-			cp_say("cannot create %s: %s", opts.output,
-			       out_fd == -ELOOP ? "it is a symbolic link" : strerror(-out_fd));
-			goto cleanup;
-		}
-		ctx.out = fdopen(out_fd, "w");
-		if (!ctx.out) {
-			cp_say("cannot open %s: %s", opts.output, strerror(errno));
-			close(out_fd);
-			ctx.out = stdout;
-			goto cleanup;
-		}
+	ctx.out = cp_session__open_output(&session, opts.output);
+	if (!ctx.out) {
+		ctx.out = stdout;
+		goto cleanup;
 	}
 	exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
@@ -645,14 +635,7 @@ int cp_cmd_stats(int argc, char **argv)
 cleanup:
 	cp_agent__free(agent);
 	cp_session__close(&session);
-	if (ctx.out && ctx.out != stdout) {
-		if (fclose(ctx.out) && !exit_code) {
-			cp_say("cannot write %s: %s", opts.output, strerror(errno));
-			exit_code = CP_EXIT_SETUP;
-		}
-	} else {
-		fflush(stdout);
-	}
+	exit_code = cp_session__close_output(ctx.out, opts.output, exit_code);
 	cp_proc_maps__free(ctx.maps);
 	cp_names__free(ctx.names);
 	cp_symbolizer__free(symbolizer);

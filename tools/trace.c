@@ -116,7 +116,7 @@ int cp_cmd_trace(int argc, char **argv)
 	struct cp_agent *agent = NULL;
 	struct cp_session session;
 	char error[256];
-	int exit_code, out_fd;
+	int exit_code;
 
 	switch (cp_options__parse(CP_CMD_TRACE, argc, argv, &opts, error, sizeof(error))) {
 	case CP_PARSE_HELP:
@@ -141,20 +141,10 @@ int cp_cmd_trace(int argc, char **argv)
 	cp_names__read_driver_records(output.names, true);
 	if (opts.command)
 		cp_symbolizer__add_file(symbolizer, session.command_path);
-	if (opts.output) {
-		out_fd = cp_output_file__open(opts.output, &session.identity);
-		if (out_fd < 0) {
-			cp_say("cannot create %s: %s", opts.output,
-			       out_fd == -ELOOP ? "it is a symbolic link" : strerror(-out_fd));
-			goto cleanup;
-		}
-		output.out = fdopen(out_fd, "w");
-		if (!output.out) {
-			cp_say("cannot open %s: %s", opts.output, strerror(errno));
-			close(out_fd);
-			output.out = stdout;
-			goto cleanup;
-		}
+	output.out = cp_session__open_output(&session, opts.output);
+	if (!output.out) {
+		output.out = stdout;
+		goto cleanup;
 	}
 	output.json = opts.json;
 	exit_code = cp_session__attach(&session, &tracer_opts);
@@ -190,14 +180,7 @@ int cp_cmd_trace(int argc, char **argv)
 cleanup:
 	cp_agent__free(agent);
 	cp_session__close(&session);
-	if (output.out && output.out != stdout) {
-		if (fclose(output.out) && !exit_code) {
-			cp_say("cannot write %s: %s", opts.output, strerror(errno));
-			exit_code = CP_EXIT_SETUP;
-		}
-	} else {
-		fflush(stdout);
-	}
+	exit_code = cp_session__close_output(output.out, opts.output, exit_code);
 	cp_names__free(output.names);
 	cp_symbolizer__free(symbolizer);
 	return exit_code;
