@@ -448,8 +448,15 @@ FILE *cp_session__open_output(const struct cp_session *s, const char *path)
 	FILE *out;
 	int fd;
 
-	if (!path)
+	if (!path) {
+		/*
+		 * COMMAND writes to the same stdout: whole lines only, or its
+		 * output would land inside an event line at a buffer boundary.
+		 */
+		if (s->opts->command)
+			setvbuf(stdout, NULL, _IOLBF, 0);
 		return stdout;
+	}
 	fd = cp_output_file__open(path, &s->identity);
 	if (fd < 0) {
 		cp_say("cannot create %s: %s", path,
