@@ -226,6 +226,25 @@ static int pidfd_open_(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+int cp_session__parse(enum cp_command command, int argc, char **argv,
+		      struct cp_trace_options *opts)
+{
+	static const char *const names[] = { "trace", "stats", "top" };
+	static const char *const usages[] = { cp_trace_usage, cp_stats_usage, cp_top_usage };
+	char error[256];
+
+	switch (cp_options__parse(command, argc, argv, opts, error, sizeof(error))) {
+	case CP_PARSE_HELP:
+		fputs(usages[command], stdout);
+		return 0;
+	case CP_PARSE_ERROR:
+		cp_say("%s (see cuprobe %s --help)", error, names[command]);
+		return CP_EXIT_USAGE;
+	default:
+		return -1;
+	}
+}
+
 int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts)
 {
 	int err, code;

@@ -43,6 +43,10 @@ struct cp_session {
 	bool child_done;
 };
 
+/* Parses COMMAND's options: -1 to go on, else the exit code (help printed, or the error said). */
+int cp_session__parse(enum cp_command command, int argc, char **argv,
+		      struct cp_trace_options *opts);
+
 /*
  * Checks everything that can be checked before touching the kernel:
  * invoking user, COMMAND, privileges, BTF, the libraries to probe.

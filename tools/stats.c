@@ -559,19 +559,11 @@ int cp_cmd_stats(int argc, char **argv)
 	struct cp_trace_options opts;
 	struct cp_agent *agent = NULL;
 	struct cp_session session;
-	char error[256];
 	int exit_code;
 
-	switch (cp_options__parse(CP_CMD_STATS, argc, argv, &opts, error, sizeof(error))) {
-	case CP_PARSE_HELP:
-		fputs(cp_stats_usage, stdout);
-		return 0;
-	case CP_PARSE_ERROR:
-		cp_say("%s (see cuprobe stats --help)", error);
-		return CP_EXIT_USAGE;
-	default:
-		break;
-	}
+	exit_code = cp_session__parse(CP_CMD_STATS, argc, argv, &opts);
+	if (exit_code >= 0)
+		return exit_code;
 	pthread_mutex_init(&ctx.lock, NULL);
 	tracer_opts.aggregate = true;
 	tracer_opts.no_call_records = true;

@@ -240,19 +240,11 @@ int cp_cmd_top(int argc, char **argv)
 	struct cp_session session;
 	struct top_ctx *ctx;
 	SCREEN *screen = NULL;
-	char error[256];
 	int exit_code;
 
-	switch (cp_options__parse(CP_CMD_TOP, argc, argv, &opts, error, sizeof(error))) {
-	case CP_PARSE_HELP:
-		fputs(cp_top_usage, stdout);
-		return 0;
-	case CP_PARSE_ERROR:
-		cp_say("%s (see cuprobe top --help)", error);
-		return CP_EXIT_USAGE;
-	default:
-		break;
-	}
+	exit_code = cp_session__parse(CP_CMD_TOP, argc, argv, &opts);
+	if (exit_code >= 0)
+		return exit_code;
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
 		cp_say("top needs a terminal (use cuprobe stats --interval for a log)");
 		return CP_EXIT_USAGE;

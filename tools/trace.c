@@ -115,19 +115,11 @@ int cp_cmd_trace(int argc, char **argv)
 	struct cp_trace_options opts;
 	struct cp_agent *agent = NULL;
 	struct cp_session session;
-	char error[256];
 	int exit_code;
 
-	switch (cp_options__parse(CP_CMD_TRACE, argc, argv, &opts, error, sizeof(error))) {
-	case CP_PARSE_HELP:
-		fputs(cp_trace_usage, stdout);
-		return 0;
-	case CP_PARSE_ERROR:
-		cp_say("%s (see cuprobe trace --help)", error);
-		return CP_EXIT_USAGE;
-	default:
-		break;
-	}
+	exit_code = cp_session__parse(CP_CMD_TRACE, argc, argv, &opts);
+	if (exit_code >= 0)
+		return exit_code;
 	exit_code = cp_session__open(&session, &opts);
 	if (exit_code)
 		goto cleanup;

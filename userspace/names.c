@@ -354,7 +354,12 @@ static void observe_name(struct cp_names *names, const struct cp_name_event *eve
 	if (event->result != 0 || !event->handle)
 		return;
 	if (event->hdr.api == CP_API_cuKernelGetFunction) {
+		/* cuBLAS asks again for every GEMM: an alias already known is done with. */
+		const struct cp_name_entry *known = cp_names__lookup(names, event->hdr.pid, event->handle);
+
 		target = cp_names__lookup(names, event->hdr.pid, event->alias_of);
+		if (known && target && !strcmp(known->mangled, target->mangled))
+			return;
 		/* A CUkernel from before the attach: its record may still say its name. */
 		if (!target)
 			target = name_from_driver(names, event->hdr.pid, event->alias_of);

@@ -308,29 +308,13 @@ EXPORT int InitializeInjection(void)
 
 __attribute__((constructor)) static void subscriber_start(void)
 {
-	int fd;
-
 	self_pid = (uint32_t)getpid();
 	stats_path = getenv("CP_BENCH_STATS");
 	started_ns = cp_bench_now_ns();
 	snprintf(seg_name, sizeof(seg_name), "/cp_cupti.%u", self_pid);
-	seg_bytes = cp_shm_segment__bytes(CP_SHM_SLOTS);
-	fd = shm_open(seg_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
+	seg = cp_shm_segment__create(seg_name, CP_SHM_SLOTS, &seg_bytes);
+	if (!seg)
 		return;
-	if (ftruncate(fd, (off_t)seg_bytes)) {
-		close(fd);
-		shm_unlink(seg_name);
-		return;
-	}
-	seg = mmap(NULL, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (seg == MAP_FAILED) {
-		seg = NULL;
-		shm_unlink(seg_name);
-		return;
-	}
-	cp_shm_segment__init(seg, CP_SHM_SLOTS);
 	wake_fd = eventfd(0, EFD_CLOEXEC);
 	if (wake_fd < 0 || pthread_create(&consumer, NULL, consumer_main, NULL)) {
 		seg = NULL;

@@ -586,8 +586,6 @@ static void after_fork_child(void)
 
 __attribute__((constructor)) static void preload_start(void)
 {
-	int fd;
-
 	wrapper_fn[W_cuLaunchKernel] = (void *)cuLaunchKernel;
 	wrapper_fn[W_cuLaunchKernelEx] = (void *)cuLaunchKernelEx;
 	wrapper_fn[W_cuMemAlloc_v2] = (void *)cuMemAlloc;
@@ -604,23 +602,9 @@ __attribute__((constructor)) static void preload_start(void)
 	stats_path = getenv("CP_BENCH_STATS");
 	started_ns = cp_bench_now_ns();
 	snprintf(seg_name, sizeof(seg_name), "/cp_preload.%u", self_pid);
-	seg_bytes = cp_shm_segment__bytes(CP_SHM_SLOTS);
-	fd = shm_open(seg_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd < 0)
+	seg = cp_shm_segment__create(seg_name, CP_SHM_SLOTS, &seg_bytes);
+	if (!seg)
 		return;
-	if (ftruncate(fd, (off_t)seg_bytes)) {
-		close(fd);
-		shm_unlink(seg_name);
-		return;
-	}
-	seg = mmap(NULL, seg_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (seg == MAP_FAILED) {
-		seg = NULL;
-		shm_unlink(seg_name);
-		return;
-	}
-	cp_shm_segment__init(seg, CP_SHM_SLOTS);
 #if defined(CP_PRELOAD_EVENTFD)
 	wake_fd = eventfd(0, EFD_CLOEXEC);
 	if (wake_fd < 0)

@@ -20,8 +20,11 @@
 #ifndef CP_SHM_RING_H
 #define CP_SHM_RING_H
 
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cuprobe_events.h"
 
@@ -77,6 +80,35 @@ static inline void cp_shm_segment__init(struct cp_shm_segment *seg, uint32_t slo
 }
 
 /* Claims a slot, or NULL (counted lost) when the ring is full. */
+/*
+ * Creates, sizes, maps and initializes the named segment; NULL on any
+ * failure (the name is unlinked again). *bytes gets the mapped size.
+ */
+static inline struct cp_shm_segment *cp_shm_segment__create(const char *name, uint32_t slots,
+							    uint64_t *bytes)
+{
+	struct cp_shm_segment *seg;
+	int fd;
+
+	*bytes = cp_shm_segment__bytes(slots);
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return NULL;
+	if (ftruncate(fd, (off_t)*bytes)) {
+		close(fd);
+		shm_unlink(name);
+		return NULL;
+	}
+	seg = mmap(NULL, *bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (seg == MAP_FAILED) {
+		shm_unlink(name);
+		return NULL;
+	}
+	cp_shm_segment__init(seg, slots);
+	return seg;
+}
+
 static inline struct cp_shm_slot *cp_shm__reserve(struct cp_shm_segment *seg, uint64_t *pos_out)
 {
 	uint64_t pos = atomic_load_explicit(&seg->head, memory_order_relaxed);
