@@ -65,10 +65,20 @@ Test(lifecycle, exact_accounting_when_a_tiny_ring_overflows)
 	SCENARIO(scenario_tiny_ring_accounting(WHY));
 }
 
+/*
+ * Not in the ASan build: its allocator (GCC 12's libasan) is not locked
+ * across fork, so a child of this threaded test (Criterion's own threads
+ * allocate) can inherit an allocator lock held mid-call and hang in its first
+ * malloc, as seen in 4 of 15 runs here (gdb: the child's new thread waits in
+ * SizeClassAllocator64::GetFromAllocator). glibc's malloc is fork-safe, so the
+ * normal build keeps the test.
+ */
+#ifndef __SANITIZE_ADDRESS__
 Test(lifecycle, forked_child_holds_no_agent_and_can_start_its_own)
 {
 	SCENARIO(scenario_fork_child_starts_its_own(WHY));
 }
+#endif
 
 /* ---- a program tracing itself, exiting mid-burst ------------------------------ */
 

@@ -320,3 +320,15 @@ Test(spawn, resolve_command)
 	free(dir);
 	cr_assert_eq(cp_resolve_command("", &root, out, sizeof(out)), -ENOENT);
 }
+
+Test(cli, an_option_of_another_command_is_named_in_the_error)
+{
+	char *argv[] = { "top", "-p", "1", NULL };
+	struct cp_trace_options opts;
+	char error[256];
+
+	cr_assert_eq(cp_options__parse(CP_CMD_TOP, 3, argv, &opts, error, sizeof(error)),
+		     CP_PARSE_ERROR);
+	cr_assert_not_null(strstr(error, "'-p/--pid'"), "%s", error);
+	cr_assert_not_null(strstr(error, "cuprobe top"), "%s", error);
+}

@@ -195,6 +195,24 @@ static bool command_takes(enum cp_command command, int option)
 	}
 }
 
+/* "-p" or "--latency": the option as a user types it (argv may hold only its value). */
+static const char *option_name(int option, char *text, size_t len)
+{
+	const struct option *o;
+
+	for (o = long_options; o->name; o++) {
+		if (o->val != option)
+			continue;
+		if (option < 256)
+			snprintf(text, len, "-%c/--%s", option, o->name);
+		else
+			snprintf(text, len, "--%s", o->name);
+		return text;
+	}
+	snprintf(text, len, "-%c", option);
+	return text;
+}
+
 static const char *command_name(enum cp_command command)
 {
 	return command == CP_CMD_STATS ? "stats" : command == CP_CMD_TOP ? "top" : "trace";
@@ -223,8 +241,10 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 		if (optarg && optind > 1 && optarg == argv[optind - 1])
 			value_at = optind - 1;
 		if (!command_takes(command, c)) {
+			char name[64];
+
 			snprintf(error, error_len, "option '%s' does not apply to cuprobe %s",
-				 argv[optind - 1], command_name(command));
+				 option_name(c, name, sizeof(name)), command_name(command));
 			return CP_PARSE_ERROR;
 		}
 		switch (c) {
