@@ -11,73 +11,85 @@
 #include <linux/types.h>
 #endif
 
+#include "cuprobe_catalogue.h"
+
 /* Record types: the first field of every ring-buffer record. */
 enum cp_event_type {
-	CP_EV_LAUNCH = 1,   /* kernel launch or graph launch (driver API) */
+	CP_EV_LAUNCH = 1,   /* kernel, host-function or graph launch (driver API) */
 	CP_EV_ALLOC = 2,    /* an allocation returned */
 	CP_EV_FREE = 3,     /* a free was called */
 	CP_EV_COPY = 4,     /* a memcpy was called */
-	CP_EV_SYNC = 5,     /* a synchronization was called */
+	CP_EV_SYNC = 5,     /* a synchronization was called, or a completion query returned */
 	CP_EV_NAME = 6,     /* a function/kernel handle learned its name */
 	CP_EV_PROC = 7,     /* process lifecycle: cuInit, fork, exit */
 	CP_EV_RT_LAUNCH = 8,/* cudaLaunchKernel (runtime API), host stub address */
+	CP_EV_MEMSET = 9,   /* a memset was called */
+	CP_EV_EVENT = 10,   /* an event was recorded on, or waited for by, a stream */
+	CP_EV_MODULE = 11,  /* a module or library was loaded or unloaded */
+	CP_EV_VMM = 12,     /* virtual memory management: physical handles, ranges, mappings */
+	CP_EV_ATTACH = 13,  /* a process mapped a CUDA library file (attach event) */
 	CP_EV_TYPE_MAX,
 };
 
+/* API families (bpf/cuprobe_catalogue.h): the record type each one writes. */
+#define CP_FAMILY_ENUM(f) CP_FAMILY_##f,
+enum cp_family {
+	CP_FAMILY_NONE = 0,
+	CP_FAMILIES(CP_FAMILY_ENUM)
+	CP_FAMILY_MAX,
+};
+#undef CP_FAMILY_ENUM
+
 /*
- * API identifiers. Each probe is attached with its API id as the BPF cookie,
- * so one program serves every symbol of the same signature.
+ * API identifiers, from the catalogue. Each probe is attached with its API
+ * id (and the rest of its catalogue cookie) as the BPF cookie, so one
+ * program serves every symbol of the same signature.
  */
+#define CP_API_ENUM_PROBE(sym, family, prog, ret, bits) CP_API_##sym,
+#define CP_API_ENUM_SKIP(sym, family, reason)
+#define CP_API_ENUM_PSEUDO(name) CP_API_##name,
 enum cp_api {
 	CP_API_UNKNOWN = 0,
-	CP_API_cuLaunchKernel,
-	CP_API_cuLaunchKernel_ptsz,
-	CP_API_cuLaunchKernelEx,
-	CP_API_cuLaunchKernelEx_ptsz,
-	CP_API_cuLaunchCooperativeKernel,
-	CP_API_cuLaunchCooperativeKernel_ptsz,
-	CP_API_cuGraphLaunch,
-	CP_API_cuGraphLaunch_ptsz,
-	CP_API_cuMemAlloc_v2,
-	CP_API_cuMemAllocManaged,
-	CP_API_cuMemAllocPitch_v2,
-	CP_API_cuMemAllocAsync,
-	CP_API_cuMemAllocAsync_ptsz,
-	CP_API_cuMemAllocHost_v2,
-	CP_API_cuMemHostAlloc,
-	CP_API_cuMemFree_v2,
-	CP_API_cuMemFreeAsync,
-	CP_API_cuMemFreeAsync_ptsz,
-	CP_API_cuMemFreeHost,
-	CP_API_cuMemcpy,
-	CP_API_cuMemcpy_ptds,
-	CP_API_cuMemcpyAsync,
-	CP_API_cuMemcpyAsync_ptsz,
-	CP_API_cuMemcpyHtoD_v2,
-	CP_API_cuMemcpyHtoD_v2_ptds,
-	CP_API_cuMemcpyDtoH_v2,
-	CP_API_cuMemcpyDtoH_v2_ptds,
-	CP_API_cuMemcpyDtoD_v2,
-	CP_API_cuMemcpyDtoD_v2_ptds,
-	CP_API_cuMemcpyHtoDAsync_v2,
-	CP_API_cuMemcpyHtoDAsync_v2_ptsz,
-	CP_API_cuMemcpyDtoHAsync_v2,
-	CP_API_cuMemcpyDtoHAsync_v2_ptsz,
-	CP_API_cuMemcpyDtoDAsync_v2,
-	CP_API_cuMemcpyDtoDAsync_v2_ptsz,
-	CP_API_cuCtxSynchronize,
-	CP_API_cuStreamSynchronize,
-	CP_API_cuStreamSynchronize_ptsz,
-	CP_API_cuEventSynchronize,
-	CP_API_cuModuleGetFunction,
-	CP_API_cuLibraryGetKernel,
-	CP_API_cuKernelGetFunction,
-	CP_API_cuInit,
-	CP_API_cudaLaunchKernel,
-	CP_API_sched_process_fork,
-	CP_API_sched_process_exit,
+	CP_DRIVER_APIS(CP_API_ENUM_PROBE, CP_API_ENUM_SKIP)
+	CP_RUNTIME_APIS(CP_API_ENUM_PROBE, CP_API_ENUM_SKIP)
+	CP_PSEUDO_APIS(CP_API_ENUM_PSEUDO)
 	CP_API_MAX,
 };
+#undef CP_API_ENUM_PROBE
+#undef CP_API_ENUM_SKIP
+#undef CP_API_ENUM_PSEUDO
+
+/*
+ * Cookie layout, one __u64 per probed symbol (the catalogue's last column):
+ *   bits  0-15  enum cp_api
+ *   bits 16-23  kind: the family's own enum (memory kind, copy direction, ...)
+ *   bit  24     async: the call takes a stream
+ *   bits 25-27  variant: how to decode (2D memset, pitch allocation, ...)
+ *   bits 28-47  argument positions, 4 bits each (1-6 registers, 7+ stack, 0 absent):
+ *               A (destination/pointer/handle), B (source/value), BYTES, STREAM, C (extra)
+ *   bits 48-55  enum cp_family (added from the catalogue's family column)
+ */
+#define CP_KIND(k)          ((__u64)(k) << 16)
+#define CP_ASYNC            (1ull << 24)
+#define CP_VARIANT(v)       ((__u64)(v) << 25)
+#define CP_ARG_A(n)         ((__u64)(n) << 28)
+#define CP_ARG_B(n)         ((__u64)(n) << 32)
+#define CP_ARG_BYTES(n)     ((__u64)(n) << 36)
+#define CP_ARG_STREAM(n)    ((__u64)(n) << 40)
+#define CP_ARG_C(n)         ((__u64)(n) << 44)
+#define CP_FAMILY_BITS(f)   ((__u64)(f) << 48)
+
+#define CP_COOKIE_API(c)     ((__u32)((c) & 0xffff))
+#define CP_COOKIE_KIND(c)    ((__u32)(((c) >> 16) & 0xff))
+#define CP_COOKIE_ASYNC(c)   ((__u32)(((c) >> 24) & 0x1))
+#define CP_COOKIE_VARIANT(c) ((__u32)(((c) >> 25) & 0x7))
+#define CP_COOKIE_FAMILY(c)  ((__u32)(((c) >> 48) & 0xff))
+#define CP_COOKIE_ARG(c, shift) ((__u32)(((c) >> (shift)) & 0xf))
+#define CP_SHIFT_A 28
+#define CP_SHIFT_B 32
+#define CP_SHIFT_BYTES 36
+#define CP_SHIFT_STREAM 40
+#define CP_SHIFT_C 44
 
 /*
  * Counters kept per CPU by the BPF side, indexed by these slots. Slots below
@@ -96,31 +108,93 @@ enum cp_counter {
 	CP_CNT_LIVE_ALLOCS_FULL,    /* live allocations not tracked: map full */
 	CP_CNT_STACKS_LOST,         /* allocation stacks not captured */
 	CP_CNT_CALL_START_FULL,     /* calls whose latency could not be timed */
+	CP_CNT_VMM_FULL,            /* physical handles or mappings not tracked: map full */
+	CP_CNT_VMM_UNKNOWN,         /* releases/unmaps of handles made before tracing began */
+	CP_CNT_HOLD_FAILED,         /* new driver mappings whose process could not be held */
 	CP_CNT_MAX,
 };
 
-/* Memory kinds of CP_EV_ALLOC / CP_EV_FREE. */
+/* Memory kinds of CP_EV_ALLOC / CP_EV_FREE (the alloc and free families' kind). */
 enum cp_mem_kind {
 	CP_MEM_DEVICE = 1,
 	CP_MEM_MANAGED = 2,
 	CP_MEM_HOST = 3,     /* page-locked host memory */
-	CP_MEM_DEVICE_ASYNC = 4,
+	CP_MEM_DEVICE_ASYNC = 4, /* stream-ordered (cuMemAllocAsync, cuMemAllocFromPoolAsync) */
 };
 
-/* Copy directions of CP_EV_COPY. */
+/* Decoding variants of the alloc family. */
+#define CP_ALLOC_PITCH 1 /* bytes = *pitch (arg B, written by the call) x height (arg C) */
+
+/* Copy directions of CP_EV_COPY (the copy family's kind). */
 enum cp_copy_dir {
-	CP_COPY_DEFAULT = 0, /* cuMemcpy: direction inferred from unified addresses */
+	CP_COPY_DEFAULT = 0, /* unified addressing: the driver infers the direction */
 	CP_COPY_HTOD = 1,
 	CP_COPY_DTOH = 2,
 	CP_COPY_DTOD = 3,
+	CP_COPY_HTOH = 4,
+	CP_COPY_PEER = 5,    /* device to device across contexts */
+	CP_COPY_HTOA = 6,    /* A: a CUDA array */
+	CP_COPY_ATOH = 7,
+	CP_COPY_DTOA = 8,
+	CP_COPY_ATOD = 9,
+	CP_COPY_ATOA = 10,
+	CP_COPY_BATCH = 11,  /* a batch of copies in any directions */
+	CP_COPY_DIR_MAX,
 };
+
+/* Decoding variants of the copy family: copies described by a struct or an array. */
+#define CP_COPY_VARIANT_2D 1       /* CUDA_MEMCPY2D */
+#define CP_COPY_VARIANT_3D 2       /* CUDA_MEMCPY3D and CUDA_MEMCPY3D_PEER (same layout) */
+#define CP_COPY_VARIANT_BATCH 3    /* arrays of dsts (A), srcs (B), sizes (C), count (BYTES) */
+#define CP_COPY_VARIANT_BATCH_3D 4 /* count of CUDA_MEMCPY3D_BATCH_OP (BYTES); bytes not decoded */
+
+/* Flags of CP_EV_COPY. */
+#define CP_COPY_UNREADABLE   (1u << 0) /* the copy's description could not be read */
+#define CP_COPY_BYTES_UNKNOWN (1u << 1) /* a 3D batch: only the operation count is known */
+#define CP_COPY_TRUNCATED    (1u << 2) /* a batch longer than the probe reads: bytes of the first ops */
+#define CP_COPY_BATCH_READ_MAX 64
+
+/* Decoding variants of the memset family (its kind is the element size: 1, 2 or 4). */
+#define CP_MEMSET_2D 1 /* (dst, pitch, value, width, height[, stream]) */
 
 /* Synchronization kinds of CP_EV_SYNC. */
 enum cp_sync_kind {
 	CP_SYNC_CONTEXT = 1,
 	CP_SYNC_STREAM = 2,
 	CP_SYNC_EVENT = 3,
+	CP_SYNC_QUERY_STREAM = 4, /* cuStreamQuery returned (result says whether it was idle) */
+	CP_SYNC_QUERY_EVENT = 5,  /* cuEventQuery returned */
 };
+
+/* Operations of CP_EV_EVENT. */
+enum cp_event_op {
+	CP_EVENT_RECORD = 1, /* the event is recorded on the stream */
+	CP_EVENT_WAIT = 2,   /* the stream waits for the event */
+};
+
+/* Operations of CP_EV_MODULE. */
+enum cp_module_op {
+	CP_MODULE_LOAD = 1,
+	CP_MODULE_UNLOAD = 2,
+	CP_LIBRARY_LOAD = 3,
+	CP_LIBRARY_UNLOAD = 4,
+};
+#define CP_MODULE_FROM_FILE 1 /* variant: arg B is a path */
+
+/* Operations of CP_EV_VMM. */
+enum cp_vmm_op {
+	CP_VMM_CREATE = 1,       /* cuMemCreate: physical memory, a handle */
+	CP_VMM_RELEASE = 2,      /* cuMemRelease: one reference to the handle dropped */
+	CP_VMM_RETAIN = 3,       /* cuMemRetainAllocationHandle: one more reference */
+	CP_VMM_MAP = 4,          /* cuMemMap: the handle mapped at ptr */
+	CP_VMM_UNMAP = 5,        /* cuMemUnmap: a range unmapped */
+	CP_VMM_RESERVE = 6,      /* cuMemAddressReserve: a virtual range */
+	CP_VMM_ADDRESS_FREE = 7, /* cuMemAddressFree */
+};
+
+/* Kinds of the name family. */
+#define CP_NAME_LOOKUP 1 /* cuModuleGetFunction/cuLibraryGetKernel(out, owner, name) */
+#define CP_NAME_ALIAS 2  /* cuKernelGetFunction(out, kernel) */
 
 /* Lifecycle kinds of CP_EV_PROC. */
 enum cp_proc_kind {
@@ -129,13 +203,27 @@ enum cp_proc_kind {
 	CP_PROC_EXIT = 3,      /* the whole process (thread group) exited */
 };
 
+/* Launch kinds (the launch family's kind). */
+enum cp_launch_kind {
+	CP_LAUNCH_KIND_KERNEL = 0,
+	CP_LAUNCH_KIND_COOPERATIVE = 1,
+	CP_LAUNCH_KIND_EX = 2,
+	CP_LAUNCH_KIND_HOST_FUNC = 3, /* function is the host function */
+	CP_LAUNCH_KIND_GRAPH = 4,     /* function is the CUgraphExec */
+	CP_LAUNCH_KIND_LEGACY = 5,    /* cuLaunch/cuLaunchGrid: block shape set elsewhere */
+};
+
 /* Launch flags of CP_EV_LAUNCH. */
 #define CP_LAUNCH_GRAPH        (1u << 0) /* cuGraphLaunch: function is the CUgraphExec */
 #define CP_LAUNCH_COOPERATIVE  (1u << 1)
 #define CP_LAUNCH_EX           (1u << 2) /* config read from CUlaunchConfig */
 #define CP_LAUNCH_CONFIG_FAULT (1u << 3) /* a stack argument or the config could not be read */
+#define CP_LAUNCH_HOST_FUNC    (1u << 4) /* cuLaunchHostFunc: function is the host function */
+#define CP_LAUNCH_LEGACY       (1u << 5) /* cuLaunch/cuLaunchGrid: block unknown (0) */
 
 #define CP_NAME_MAX 456 /* bytes of kernel name carried, NUL included */
+#define CP_PATH_MAX 256 /* bytes of a module file path carried, NUL included */
+#define CP_FILE_NAME_MAX 64 /* bytes of a mapped file's name carried, NUL included */
 
 /* Common part of every record. */
 struct cp_event_header {
@@ -148,7 +236,7 @@ struct cp_event_header {
 
 struct cp_launch_event {
 	struct cp_event_header hdr;
-	__u64 function; /* CUfunction / CUkernel / CUgraphExec */
+	__u64 function; /* CUfunction / CUkernel / CUgraphExec / host function */
 	__u64 stream;
 	__u32 grid[3];
 	__u32 block[3];
@@ -175,19 +263,94 @@ struct cp_free_event {
 
 struct cp_copy_event {
 	struct cp_event_header hdr;
-	__u64 dst;
+	__u64 dst;       /* pointer or CUarray; the first destination of a batch */
 	__u64 src;
-	__u64 bytes;
+	__u64 bytes;     /* a batch: the sum of its sizes */
 	__u64 stream;
 	__u32 direction; /* enum cp_copy_dir */
-	__u32 async;     /* 1 for the Async forms */
+	__u32 async;     /* 1 for the forms that take a stream */
+	__u32 count;     /* copies described: 1, or a batch's length */
+	__u32 flags;     /* CP_COPY_* flags */
+};
+
+struct cp_memset_event {
+	struct cp_event_header hdr;
+	__u64 dst;
+	__u64 bytes;         /* elements x element size (x height for 2D) */
+	__u64 stream;
+	__u64 pitch;         /* 2D: bytes between rows; 0 for 1D */
+	__u32 value;
+	__u32 element_size;  /* 1, 2 or 4 */
+	__u32 async;
+	__u32 pad;
 };
 
 struct cp_sync_event {
 	struct cp_event_header hdr;
-	__u64 handle;   /* stream or event; 0 for a context */
+	__u64 handle;   /* stream, event or context; 0 for the current context */
 	__u32 kind;     /* enum cp_sync_kind */
+	__s32 result;   /* queries: CUresult (0 idle/complete, 600 not ready); else 0 */
+};
+
+struct cp_event_event {
+	struct cp_event_header hdr;
+	__u64 event;    /* CUevent */
+	__u64 stream;
+	__u32 op;       /* enum cp_event_op */
+	__u32 flags;    /* the call's flags argument */
+};
+
+struct cp_module_event {
+	struct cp_event_header hdr;
+	__u64 handle;   /* CUmodule / CUlibrary (loaded, or being unloaded) */
+	__u32 op;       /* enum cp_module_op */
+	__s32 result;
+	__u32 path_len; /* bytes in path, NUL excluded; 0 when loaded from memory */
 	__u32 pad;
+	char path[CP_PATH_MAX];
+};
+
+struct cp_vmm_event {
+	struct cp_event_header hdr;
+	__u64 handle;   /* CUmemGenericAllocationHandle (create, release, retain, map) */
+	__u64 ptr;      /* virtual address (map, unmap, reserve, address free, retain) */
+	__u64 bytes;    /* size of the handle or the range */
+	__u64 physical_bytes; /* create/release/unmap: physical bytes this call made live (+) or freed */
+	__u32 op;       /* enum cp_vmm_op */
+	__s32 result;
+	__s32 device;   /* create: the location id of its properties; -1 unknown */
+	__u32 pad;
+};
+
+/* Flags of CP_EV_ATTACH. */
+#define CP_ATTACH_HELD    (1u << 0) /* the process is stopped until the probes are live */
+#define CP_ATTACH_RUNTIME (1u << 1) /* a CUDA runtime (libcudart, or an executable at exec) */
+#define CP_ATTACH_EXEC    (1u << 2) /* the file is the executable, seen at exec */
+
+/* Outcome of an attach event, filled in by the agent (0 from the kernel). */
+enum cp_attach_status {
+	CP_ATTACH_PENDING = 0,
+	CP_ATTACH_ATTACHED = 1,    /* probes attached to the file by this event */
+	CP_ATTACH_COVERED = 2,     /* the file was already probed */
+	CP_ATTACH_NOTHING = 3,     /* the file has none of the probed symbols */
+	CP_ATTACH_FAILED = 4,      /* the file could not be reached or probed */
+};
+
+struct cp_attach_event {
+	struct cp_event_header hdr;
+	__u64 inode;
+	__u32 dev;      /* the kernel's dev_t: major << 20 | minor */
+	__s32 fd;       /* the mapping fd (-1 at exec) */
+	__u32 flags;    /* CP_ATTACH_* */
+	__u32 pad;
+	char name[CP_FILE_NAME_MAX]; /* the file's name (last path component) */
+	/* Filled in by the agent once it has handled the event. */
+	__u64 probes_live_ns; /* when the probes were live (CLOCK_MONOTONIC); 0 if never */
+	__u32 status;   /* enum cp_attach_status */
+	__u32 probes;   /* probes attached by this event */
+	__s32 error;    /* negative errno when status is FAILED */
+	__u32 pad2;
+	char path[CP_PATH_MAX]; /* how the agent reached the file */
 };
 
 struct cp_name_event {
@@ -241,9 +404,33 @@ struct cp_rt_launch_event {
 #define CP_RT_NO_VMA      (1u << 1) /* the stub address is in no file mapping */
 #define CP_RT_CALLER_NO_VMA (1u << 2) /* the return address is in no file mapping */
 
+/*
+ * The log2 histogram buckets of latencies, shared by the BPF side and
+ * userspace: bucket 0 holds [0, 1] ns and bucket b > 0 holds (2^(b-1), 2^b]
+ * ns (Prometheus "le" buckets); the last bucket also takes everything above.
+ */
+#define CP_HIST_BUCKETS 32 /* log2 of nanoseconds */
+
+static inline __u32 cp_log2_bucket(__u64 ns)
+{
+	__u32 bucket = 0;
+	__u64 v;
+
+	if (ns <= 1)
+		return 0;
+	v = ns - 1; /* the bit length of ns - 1 is the smallest b with ns <= 2^b */
+	if (v >> 32) { v >>= 32; bucket += 32; }
+	if (v >> 16) { v >>= 16; bucket += 16; }
+	if (v >> 8) { v >>= 8; bucket += 8; }
+	if (v >> 4) { v >>= 4; bucket += 4; }
+	if (v >> 2) { v >>= 2; bucket += 2; }
+	if (v >> 1) { v >>= 1; bucket += 1; }
+	bucket += (__u32)v;
+	return bucket < CP_HIST_BUCKETS ? bucket : CP_HIST_BUCKETS - 1;
+}
+
 /* ---- aggregation maps (cuprobe stats / top): keys and values -------------- */
 
-#define CP_HIST_BUCKETS 32 /* log2 of nanoseconds: bucket b holds [2^(b-1), 2^b) */
 #define CP_STACK_DEPTH 32
 
 struct cp_kernel_key {
@@ -271,14 +458,51 @@ struct cp_api_stat {
 	__u64 histogram[CP_HIST_BUCKETS];
 };
 
+/*
+ * Live device memory: cuMemAlloc*, managed and stream-ordered allocations,
+ * plus the physical memory of VMM handles: cuMemCreate makes it live, and it
+ * stays live until its handle is released (every reference: create and each
+ * cuMemRetainAllocationHandle) and every mapping of it unmapped, which is
+ * when the driver frees it. Reserved address ranges are not memory and are
+ * counted apart; so is page-locked host memory.
+ */
 struct cp_mem_stat {
-	__u64 live_bytes;       /* device, managed and async device memory */
+	__u64 live_bytes;       /* device memory, VMM physical memory included */
 	__u64 peak_bytes;
-	__u64 live_allocations;
+	__u64 live_allocations; /* device allocations live (a VMM handle counts as one) */
 	__u64 host_live_bytes;  /* page-locked host memory */
-	__u64 allocations;      /* successful allocation calls, any kind */
-	__u64 frees;
+	__u64 allocations;      /* successful allocation calls, any kind (cuMemCreate included) */
+	__u64 frees;            /* frees and VMM handles freed */
 	__u64 unknown_frees;    /* frees of pointers allocated before tracing began */
+	__u64 vmm_live_bytes;   /* of live_bytes, physical memory of VMM handles */
+	__u64 reserved_bytes;   /* virtual address ranges reserved (cuMemAddressReserve) */
+	__u64 host_live_allocations; /* page-locked host allocations live */
+};
+
+/* VMM bookkeeping (BPF side only): physical handles, their mappings, reserved ranges. */
+struct cp_vmm_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 id;         /* a handle, or a virtual address */
+};
+
+struct cp_vmm_handle {
+	__u64 bytes;
+	__s64 refs;       /* create + retains - releases */
+	__s64 maps;       /* mappings not yet unmapped */
+	__u64 freed;      /* set once, by whichever of release/unmap frees it */
+};
+
+struct cp_vmm_mapping {
+	__u64 handle;
+	__u64 bytes;
+};
+
+/* A CUDA library file: the key of the attach bookkeeping. */
+struct cp_file_key {
+	__u32 dev;        /* the kernel's dev_t: major << 20 | minor */
+	__u32 pad;
+	__u64 inode;
 };
 
 struct cp_alloc_key {

@@ -121,12 +121,9 @@ static int discover_driver(const struct cp_trace_options *opts, const char *comm
 		cp_discover__all_processes(libs, LIBCUDA);
 		cp_discover__for_exec(libs, LIBCUDA, NULL, NULL);
 	}
-	if (!cp_lib_set__count(libs) && !opts->runtime) {
-		cp_say("no %s found (looked in %s, the ld.so cache and the standard library directories); use --lib PATH",
-		    LIBCUDA, opts->pid_count ? "the target's maps" :
-		    command_path ? "LD_LIBRARY_PATH, the command's RUNPATH" : "every process's maps");
-		return CP_EXIT_SETUP;
-	}
+	if (!cp_lib_set__count(libs) && cp_verbosity)
+		cp_say("no %s found yet (looked in %s, the ld.so cache and the standard library directories): waiting for a process to map one",
+		       LIBCUDA, command_path ? "LD_LIBRARY_PATH, the command's RUNPATH" : "every process's maps");
 	return 0;
 }
 
@@ -164,8 +161,6 @@ static int attach_all(struct cp_tracer *tracer, const struct cp_lib_set *libs,
 	size_t i;
 	int err;
 
-	if (!cp_lib_set__count(libs))
-		cp_say("no %s found: tracing cudaLaunchKernel only", LIBCUDA);
 	for (i = 0; i < cp_lib_set__count(libs); i++) {
 		const char *path = cp_lib_set__path(libs, i);
 
@@ -198,11 +193,6 @@ static int attach_all(struct cp_tracer *tracer, const struct cp_lib_set *libs,
 		} else if (err != -ENOENT) {
 			cp_say("%s: cannot probe cudaLaunchKernel: %s", path, strerror(-err));
 		}
-	}
-	if (!attached_libs && !attached_runtimes) {
-		cp_say("no %s and no cudaLaunchKernel found to probe; use --lib PATH or --cudart PATH",
-		    LIBCUDA);
-		return CP_EXIT_SETUP;
 	}
 	return 0;
 }
@@ -315,6 +305,13 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	tracer_opts->system_wide = !opts->pid_count && !opts->command;
 	tracer_opts->ring_bytes = opts->ring_bytes;
 	tracer_opts->log = cp_log_to_stderr;
+	/*
+	 * Driver files mapped later are attached to as they appear; a traced
+	 * process (not system-wide) that maps one is held until its probes are live.
+	 */
+	tracer_opts->attach_events = true;
+	tracer_opts->hold_new_mappers = !tracer_opts->system_wide;
+	tracer_opts->runtime_attach = opts->runtime;
 	s->system_wide = tracer_opts->system_wide;
 	s->tracer = cp_tracer__open(tracer_opts);
 	if (!s->tracer) {
@@ -501,6 +498,37 @@ int cp_session__close_output(FILE *out, const char *path, int exit_code)
 		return CP_EXIT_SETUP;
 	}
 	return exit_code;
+}
+
+void cp_session__report_files(const struct cp_session *s)
+{
+	struct cp_traced_file files[64];
+	size_t count, i;
+
+	count = cp_tracer__files(s->tracer, files, sizeof(files) / sizeof(files[0]));
+	for (i = 0; i < count && i < sizeof(files) / sizeof(files[0]); i++) {
+		const struct cp_traced_file *f = &files[i];
+		const char *what = f->runtime ? "runtime file" : "driver file";
+
+		if (f->at_start)
+			continue;
+		if (f->status == CP_ATTACH_FAILED) {
+			cp_say("warning: %s %s could not be probed (%s): %u processes that mapped it are not traced",
+			       what, f->path[0] ? f->path : "(unreachable)", strerror(-f->error),
+			       f->early_processes);
+			continue;
+		}
+		if (f->status != CP_ATTACH_ATTACHED)
+			continue;
+		cp_say("%s %s attached while tracing: probes live %.3f ms after its first mapping; %u process%s mapped it before then (%u held until then)",
+		       what, f->path, (f->probes_live_ns - f->first_mapped_ns) / 1e6, f->early_processes,
+		       f->early_processes == 1 ? "" : "es", f->held_processes);
+		if (f->early_processes > f->held_processes)
+			cp_say("warning: calls made by %u of them before the probes were live were not seen",
+			       f->early_processes - f->held_processes);
+	}
+	if (count > sizeof(files) / sizeof(files[0]))
+		cp_say("(%zu more library files not listed)", count - sizeof(files) / sizeof(files[0]));
 }
 
 int cp_session__exit_code(const struct cp_session *s)

@@ -77,6 +77,8 @@ void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks);
 FILE *cp_session__open_output(const struct cp_session *s, const char *path);
 /* Flushes or closes it; a failed write turns a 0 exit code into an error. */
 int cp_session__close_output(FILE *out, const char *path, int exit_code);
+/* One stderr line per library file attached while tracing: delay, early processes. */
+void cp_session__report_files(const struct cp_session *s);
 /* COMMAND's status as a shell reports it; 0 without a command. */
 int cp_session__exit_code(const struct cp_session *s);
 /* Detaches and frees everything the session holds (stop the agent first). */

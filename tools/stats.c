@@ -600,6 +600,7 @@ int cp_cmd_stats(int argc, char **argv)
 	}
 	ctx.start_ns = monotonic_ns();
 	agent_opts.on_event = on_event;
+	agent_opts.tracer = session.tracer;
 	agent_opts.ctx = &ctx;
 	agent = cp_agent__new(cp_tracer__ring_fd(session.tracer), &agent_opts);
 	if (!agent || cp_agent__start(agent)) {
@@ -618,6 +619,7 @@ int cp_cmd_stats(int argc, char **argv)
 	cp_agent__stop(agent);
 	report_all(&ctx, true);
 	warn_overflows(session.tracer);
+	cp_session__report_files(&session);
 	fprintf(stderr, "cuprobe: %llu reports, %llu leak reports\n",
 		(unsigned long long)ctx.reports, (unsigned long long)ctx.leak_reports);
 	if (ctx.write_error)

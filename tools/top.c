@@ -274,6 +274,7 @@ int cp_cmd_top(int argc, char **argv)
 	cp_names__read_driver_records(ctx->names, true);
 	agent_opts.on_event = on_event;
 	agent_opts.ctx = ctx;
+	agent_opts.tracer = session.tracer;
 	agent = cp_agent__new(cp_tracer__ring_fd(session.tracer), &agent_opts);
 	if (!agent || cp_agent__start(agent)) {
 		cp_say("cannot start the GPU agent: %s", strerror(errno));

@@ -146,6 +146,7 @@ int cp_cmd_trace(int argc, char **argv)
 
 	output.start_ns = monotonic_ns();
 	agent_opts.on_event = on_event;
+	agent_opts.tracer = session.tracer;
 	agent_opts.ctx = &output;
 	agent = cp_agent__new(cp_tracer__ring_fd(session.tracer), &agent_opts);
 	if (!agent || cp_agent__start(agent)) {
@@ -167,6 +168,7 @@ int cp_cmd_trace(int argc, char **argv)
 	if (output.write_error)
 		cp_say("cannot write events: %s", strerror(output.write_error));
 	print_summary(session.tracer, agent, output.names);
+	cp_session__report_files(&session);
 	exit_code = cp_session__exit_code(&session);
 
 cleanup:

@@ -27,6 +27,7 @@ struct cp_agent {
 	int wake_fd;
 	cp_event_fn on_event;
 	void *ctx;
+	struct cp_tracer *tracer; /* handles attach events before on_event, when set */
 	int busy_timeout_ms;
 	int idle_timeout_ms;
 
@@ -55,6 +56,9 @@ static int handle_record(void *ctx, void *data, size_t size)
 		return 0;
 	}
 	atomic_fetch_add(&agent->delivered, 1);
+	/* A new CUDA library file: its probes go in before anyone hears of it. */
+	if (event.hdr.type == CP_EV_ATTACH && agent->tracer)
+		cp_tracer__handle_attach(agent->tracer, &event.attach);
 	err = agent->on_event ? agent->on_event(agent->ctx, &event) : 0;
 	if (err < 0) {
 		int none = 0;
@@ -117,6 +121,7 @@ struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *opts)
 		return NULL;
 	agent->on_event = opts->on_event;
 	agent->ctx = opts->ctx;
+	agent->tracer = opts->tracer;
 	agent->busy_timeout_ms = opts->busy_timeout_ms ? opts->busy_timeout_ms : DEFAULT_BUSY_TIMEOUT_MS;
 	agent->idle_timeout_ms = opts->idle_timeout_ms ? opts->idle_timeout_ms : DEFAULT_IDLE_TIMEOUT_MS;
 	agent->epoll_fd = -1;

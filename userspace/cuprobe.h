@@ -34,6 +34,11 @@ union cp_event {
 	struct cp_name_event name;
 	struct cp_proc_event proc;
 	struct cp_rt_launch_event rt_launch;
+	struct cp_memset_event memset;
+	struct cp_event_event event;
+	struct cp_module_event module;
+	struct cp_vmm_event vmm;
+	struct cp_attach_event attach;
 };
 
 /*
@@ -48,6 +53,48 @@ const char *cp_api__name(enum cp_api api);
 const char *cp_mem_kind__name(enum cp_mem_kind kind);
 const char *cp_copy_dir__name(enum cp_copy_dir dir);
 const char *cp_sync_kind__name(enum cp_sync_kind kind);
+const char *cp_event_op__name(enum cp_event_op op);
+const char *cp_module_op__name(enum cp_module_op op);
+const char *cp_vmm_op__name(enum cp_vmm_op op);
+const char *cp_attach_status__name(enum cp_attach_status status);
+const char *cp_family__name(enum cp_family family);
+/* The family of an API (CP_FAMILY_NONE for the lifecycle slots). */
+enum cp_family cp_api__family(enum cp_api api);
+/* The API of a catalogued symbol name, or CP_API_UNKNOWN. */
+enum cp_api cp_api__by_name(const char *name);
+
+/* ---- the probe catalogue (bpf/cuprobe_catalogue.h) ------------------------ */
+
+struct cp_catalogue_entry {
+	const char *symbol;
+	enum cp_family family;
+	bool runtime;               /* probed in libcudart / static cudart, not libcuda */
+	bool probed;                /* false: exported but deliberately not probed */
+	const char *program;        /* BPF program at entry (probed only) */
+	const char *return_program; /* BPF program at return, or "none" */
+	const char *reason;         /* why it is not probed (excluded only) */
+};
+
+/* Every catalogue line, probed and excluded, driver first: returns how many. */
+size_t cp_catalogue__entries(const struct cp_catalogue_entry **entries);
+/* The line of symbol, or NULL when the catalogue does not name it. */
+const struct cp_catalogue_entry *cp_catalogue__find(const char *symbol);
+/* The traced family whose export-name prefix symbol has, or CP_FAMILY_NONE. */
+enum cp_family cp_catalogue__family_of_export(const char *symbol);
+
+/*
+ * What a driver exports in a traced family without a probe: for each such
+ * export, calls fn with the symbol and its catalogue line (the exclusion and
+ * its reason), or NULL when the catalogue does not know it at all.
+ * Returns how many exports were in traced families, or a negative errno.
+ */
+typedef void (*cp_unprobed_fn)(void *ctx, const char *symbol,
+			       const struct cp_catalogue_entry *excluded);
+int cp_catalogue__unprobed(const char *const *exports, size_t count, cp_unprobed_fn fn,
+			   void *ctx);
+/* The defined, exported function symbols of an ELF file (malloc'd array of malloc'd names). */
+int cp_elf__exported_functions(const char *path, char ***names, size_t *count);
+void cp_elf__free_names(char **names, size_t count);
 
 /* ---- logging ------------------------------------------------------------ */
 
@@ -123,6 +170,20 @@ struct cp_tracer_opts {
 	bool record_stacks;         /* allocating user stacks (frame pointers needed) */
 	cp_log_fn log;
 	void *log_ctx;
+	/*
+	 * Attach events: the kernel reports CUDA driver files mapped after the
+	 * start, and the agent given this tracer attaches the catalogue to them.
+	 */
+	bool attach_events;
+	/*
+	 * With attach events and not system_wide: a traced process that maps a
+	 * driver file no probe covers is stopped (SIGSTOP) until its probes are
+	 * live, then continued (SIGCONT), so none of its calls is missed. A
+	 * guardian process continues held processes if cuprobe dies.
+	 */
+	bool hold_new_mappers;
+	/* With attach events: also libcudart files and executables (static cudart). */
+	bool runtime_attach;
 };
 
 struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts);
@@ -164,8 +225,43 @@ struct cp_counters {
 	uint64_t live_allocs_full;
 	uint64_t stacks_lost;
 	uint64_t call_start_full;
+	uint64_t vmm_full;
+	uint64_t vmm_unknown;
+	uint64_t hold_failed;
+	uint64_t driver_mappings;   /* attach events the BPF side emitted */
 };
 int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters *out);
+
+/*
+ * Handle one attach event (the agent does this when given the tracer):
+ * reach the file through the process (/proc/PID/fd, map_files, root),
+ * attach the driver catalogue (or the runtime probe) unless its inode is
+ * already covered, mark it covered for the BPF side, and continue the
+ * process if it was held. Fills the event's outcome fields. 0 or -errno.
+ */
+int cp_tracer__handle_attach(struct cp_tracer *tracer, struct cp_attach_event *event);
+/* Continue every process still held (no attach will come for it). Returns how many. */
+int cp_tracer__release_held(struct cp_tracer *tracer);
+
+/* A CUDA library file the tracer probed or considered. */
+struct cp_traced_file {
+	char path[CP_PATH_MAX];
+	uint32_t dev;             /* the kernel's dev_t */
+	uint64_t inode;
+	bool runtime;             /* cudaLaunchKernel probe, not the driver catalogue */
+	bool at_start;            /* attached before tracing started */
+	enum cp_attach_status status;
+	int error;                /* negative errno when status is FAILED */
+	unsigned int probes;
+	uint64_t first_mapped_ns; /* attach events: the first mapping (CLOCK_MONOTONIC) */
+	uint64_t probes_live_ns;  /* when its probes were live */
+	unsigned int early_processes; /* processes that mapped it before its probes were live */
+	unsigned int held_processes;  /* of those, held until they were (none missed) */
+};
+/* The files attached or considered so far: copies up to max, returns how many there are. */
+size_t cp_tracer__files(struct cp_tracer *tracer, struct cp_traced_file *out, size_t max);
+/* How uprobes are attached: "uprobe_multi" or "classic". */
+const char *cp_tracer__attach_mode(const struct cp_tracer *tracer);
 
 /* ---- aggregation: reading the BPF maps ------------------------------------ */
 
@@ -197,7 +293,8 @@ int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid);
 
 /*
  * The p-th fraction (0..1] of a log2 histogram: the upper bound, in ns, of
- * the bucket that reaches it (bucket b holds [2^(b-1), 2^b)). 0 when empty.
+ * the bucket that reaches it (bucket b holds (2^(b-1), 2^b], cp_log2_bucket).
+ * 0 when empty.
  */
 __u64 cp_histogram__percentile(const __u64 histogram[CP_HIST_BUCKETS], double p);
 __u64 cp_histogram__total(const __u64 histogram[CP_HIST_BUCKETS]);
@@ -257,6 +354,11 @@ struct cp_agent_opts {
 	void *ctx;
 	int busy_timeout_ms;     /* epoll timeout after a drain that found records; 0 = 1 ms */
 	int idle_timeout_ms;     /* epoll timeout after an empty drain; 0 = 1000 ms, -1 = forever */
+	/*
+	 * When set, attach events are handled (cp_tracer__handle_attach) on the
+	 * agent thread before on_event sees them with their outcome filled in.
+	 */
+	struct cp_tracer *tracer;
 };
 
 struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *opts);

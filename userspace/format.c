@@ -132,6 +132,11 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 			    (unsigned long long)e->function, (unsigned long long)e->stream);
 			break;
 		}
+		if (e->flags & CP_LAUNCH_HOST_FUNC) {
+			put(&out, ",\"host_function\":\"0x%llx\",\"stream\":\"0x%llx\"",
+			    (unsigned long long)e->function, (unsigned long long)e->stream);
+			break;
+		}
 		name = cp_names__lookup(names, hdr->pid, e->function);
 		put(&out, ",\"function\":\"0x%llx\"", (unsigned long long)e->function);
 		put_json_string(&out, "kernel", name ? name->display : NULL);
@@ -146,6 +151,8 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 			put(&out, ",\"cooperative\":true");
 		if (e->flags & CP_LAUNCH_CONFIG_FAULT)
 			put(&out, ",\"config_unreadable\":true");
+		if (e->flags & CP_LAUNCH_LEGACY)
+			put(&out, ",\"legacy\":true");
 		break;
 	}
 	case CP_EV_ALLOC: {
@@ -177,6 +184,14 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 		    e->async ? "true" : "false");
 		if (e->async)
 			put(&out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+		if (e->count != 1)
+			put(&out, ",\"count\":%u", e->count);
+		if (e->flags & CP_COPY_UNREADABLE)
+			put(&out, ",\"unreadable\":true");
+		if (e->flags & CP_COPY_BYTES_UNKNOWN)
+			put(&out, ",\"bytes_unknown\":true");
+		if (e->flags & CP_COPY_TRUNCATED)
+			put(&out, ",\"bytes_of_first\":%u", CP_COPY_BATCH_READ_MAX);
 		break;
 	}
 	case CP_EV_SYNC: {
@@ -184,6 +199,72 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 
 		put(&out, ",\"kind\":\"%s\",\"handle\":\"0x%llx\"", cp_sync_kind__name(e->kind),
 		    (unsigned long long)e->handle);
+		if (e->kind == CP_SYNC_QUERY_STREAM || e->kind == CP_SYNC_QUERY_EVENT)
+			put(&out, ",\"result\":%d", e->result);
+		break;
+	}
+	case CP_EV_MEMSET: {
+		const struct cp_memset_event *e = &event->memset;
+
+		put(&out, ",\"dst\":\"0x%llx\",\"bytes\":%llu,\"value\":%u,\"element_size\":%u,"
+		    "\"async\":%s", (unsigned long long)e->dst, (unsigned long long)e->bytes, e->value,
+		    e->element_size, e->async ? "true" : "false");
+		if (e->pitch)
+			put(&out, ",\"pitch\":%llu", (unsigned long long)e->pitch);
+		if (e->async)
+			put(&out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+		break;
+	}
+	case CP_EV_EVENT: {
+		const struct cp_event_event *e = &event->event;
+
+		put(&out, ",\"op\":\"%s\",\"event\":\"0x%llx\",\"stream\":\"0x%llx\"",
+		    cp_event_op__name(e->op), (unsigned long long)e->event,
+		    (unsigned long long)e->stream);
+		break;
+	}
+	case CP_EV_MODULE: {
+		const struct cp_module_event *e = &event->module;
+
+		put(&out, ",\"op\":\"%s\",\"handle\":\"0x%llx\",\"result\":%d",
+		    cp_module_op__name(e->op), (unsigned long long)e->handle, e->result);
+		if (e->path_len)
+			put_json_string(&out, "path", e->path);
+		break;
+	}
+	case CP_EV_VMM: {
+		const struct cp_vmm_event *e = &event->vmm;
+
+		put(&out, ",\"op\":\"%s\",\"result\":%d,\"bytes\":%llu", cp_vmm_op__name(e->op),
+		    e->result, (unsigned long long)e->bytes);
+		if (e->op == CP_VMM_CREATE || e->op == CP_VMM_RELEASE || e->op == CP_VMM_RETAIN ||
+		    e->op == CP_VMM_MAP)
+			put(&out, ",\"handle\":\"0x%llx\"", (unsigned long long)e->handle);
+		if (e->op != CP_VMM_CREATE && e->op != CP_VMM_RELEASE)
+			put(&out, ",\"ptr\":\"0x%llx\"", (unsigned long long)e->ptr);
+		if (e->op == CP_VMM_CREATE)
+			put(&out, ",\"device\":%d", e->device);
+		if (e->op == CP_VMM_CREATE || e->op == CP_VMM_RELEASE || e->op == CP_VMM_UNMAP)
+			put(&out, ",\"physical_bytes\":%llu", (unsigned long long)e->physical_bytes);
+		break;
+	}
+	case CP_EV_ATTACH: {
+		const struct cp_attach_event *e = &event->attach;
+
+		put(&out, ",\"library\":\"%s\"", e->flags & CP_ATTACH_RUNTIME ? "runtime" : "driver");
+		put_json_string(&out, "file", e->name);
+		put(&out, ",\"dev\":%u,\"inode\":%llu,\"held\":%s,\"status\":\"%s\",\"probes\":%u",
+		    e->dev, (unsigned long long)e->inode, e->flags & CP_ATTACH_HELD ? "true" : "false",
+		    cp_attach_status__name(e->status), e->probes);
+		if (e->path[0])
+			put_json_string(&out, "path", e->path);
+		if (e->probes_live_ns)
+			put(&out, ",\"probes_live_ns\":%llu", (unsigned long long)e->probes_live_ns);
+		if (e->probes_live_ns >= e->hdr.time_ns && e->status == CP_ATTACH_ATTACHED)
+			put(&out, ",\"delay_ns\":%llu",
+			    (unsigned long long)(e->probes_live_ns - e->hdr.time_ns));
+		if (e->status == CP_ATTACH_FAILED)
+			put(&out, ",\"error\":\"%s\"", strerror(-e->error));
 		break;
 	}
 	case CP_EV_NAME: {
@@ -264,6 +345,11 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 			    (unsigned long long)e->stream);
 			break;
 		}
+		if (e->flags & CP_LAUNCH_HOST_FUNC) {
+			put(&out, " host_function=0x%llx stream=0x%llx", (unsigned long long)e->function,
+			    (unsigned long long)e->stream);
+			break;
+		}
 		name = cp_names__lookup(names, hdr->pid, e->function);
 		if (name)
 			put(&out, " %s", name->display);
@@ -297,15 +383,72 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		    (unsigned long long)e->src);
 		if (e->async)
 			put(&out, " stream=0x%llx", (unsigned long long)e->stream);
+		if (e->count != 1)
+			put(&out, " count=%u", e->count);
 		break;
 	}
 	case CP_EV_SYNC:
-		if (event->sync.kind == CP_SYNC_CONTEXT)
+		if (event->sync.kind == CP_SYNC_CONTEXT && !event->sync.handle)
 			put(&out, " context");
 		else
 			put(&out, " %s=0x%llx", cp_sync_kind__name(event->sync.kind),
 			    (unsigned long long)event->sync.handle);
+		if (event->sync.kind == CP_SYNC_QUERY_STREAM || event->sync.kind == CP_SYNC_QUERY_EVENT)
+			put(&out, " result=%d", event->sync.result);
 		break;
+	case CP_EV_MEMSET: {
+		const struct cp_memset_event *e = &event->memset;
+
+		put(&out, " dst=0x%llx bytes=%llu value=%u size=%u", (unsigned long long)e->dst,
+		    (unsigned long long)e->bytes, e->value, e->element_size);
+		if (e->pitch)
+			put(&out, " pitch=%llu", (unsigned long long)e->pitch);
+		if (e->async)
+			put(&out, " stream=0x%llx", (unsigned long long)e->stream);
+		break;
+	}
+	case CP_EV_EVENT:
+		put(&out, " %s event=0x%llx stream=0x%llx", cp_event_op__name(event->event.op),
+		    (unsigned long long)event->event.event, (unsigned long long)event->event.stream);
+		break;
+	case CP_EV_MODULE: {
+		const struct cp_module_event *e = &event->module;
+
+		put(&out, " %s handle=0x%llx", cp_module_op__name(e->op), (unsigned long long)e->handle);
+		if (e->path_len)
+			put(&out, " path=%s", e->path);
+		if (e->result)
+			put(&out, " failed=%d", e->result);
+		break;
+	}
+	case CP_EV_VMM: {
+		const struct cp_vmm_event *e = &event->vmm;
+
+		put(&out, " %s bytes=%llu", cp_vmm_op__name(e->op), (unsigned long long)e->bytes);
+		if (e->op == CP_VMM_CREATE || e->op == CP_VMM_RELEASE || e->op == CP_VMM_RETAIN ||
+		    e->op == CP_VMM_MAP)
+			put(&out, " handle=0x%llx", (unsigned long long)e->handle);
+		if (e->op != CP_VMM_CREATE && e->op != CP_VMM_RELEASE)
+			put(&out, " ptr=0x%llx", (unsigned long long)e->ptr);
+		if (e->physical_bytes)
+			put(&out, " physical=%llu", (unsigned long long)e->physical_bytes);
+		if (e->result)
+			put(&out, " failed=%d", e->result);
+		break;
+	}
+	case CP_EV_ATTACH: {
+		const struct cp_attach_event *e = &event->attach;
+
+		put(&out, " %s %s", e->name, cp_attach_status__name(e->status));
+		if (e->status == CP_ATTACH_ATTACHED)
+			put(&out, " probes=%u after=%.3fms", e->probes,
+			    (e->probes_live_ns - e->hdr.time_ns) / 1e6);
+		if (e->flags & CP_ATTACH_HELD)
+			put(&out, " (held)");
+		if (e->status == CP_ATTACH_FAILED)
+			put(&out, " error=%s", strerror(-e->error));
+		break;
+	}
 	case CP_EV_NAME: {
 		const struct cp_name_event *e = &event->name;
 		char display[1024];

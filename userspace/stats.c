@@ -218,6 +218,9 @@ int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid)
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.api_stats), sizeof(struct cp_api_key), pid);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.mem_stats), sizeof(uint32_t), pid);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.live_allocs), sizeof(struct cp_alloc_key), pid);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_handles), sizeof(struct cp_vmm_key), pid);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_mappings), sizeof(struct cp_vmm_key), pid);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_ranges), sizeof(struct cp_vmm_key), pid);
 	return 0;
 }
 

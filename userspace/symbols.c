@@ -219,7 +219,7 @@ int cp_elf__symbolize(const char *path, uint64_t file_offset, char *out, size_t 
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF) {
 		err = -ENOEXEC;
-		goto out_close;
+		goto out_end;
 	}
 	err = offset_to_vaddr(elf, file_offset, &vaddr);
 	if (err)
@@ -230,8 +230,7 @@ int cp_elf__symbolize(const char *path, uint64_t file_offset, char *out, size_t 
 	if (!err && offset_in_symbol)
 		*offset_in_symbol = vaddr - start;
 out_end:
-	elf_end(elf);
-out_close:
+	elf_end(elf); /* NULL-safe; a handle on a non-ELF file is ended too */
 	close(fd);
 	return err;
 }
@@ -273,7 +272,7 @@ int cp_elf__function_offsets(const char *path, const char *const *names, size_t 
 	elf = elf_begin(fd, ELF_C_READ, NULL);
 	if (!elf || elf_kind(elf) != ELF_K_ELF) {
 		err = -ENOEXEC;
-		goto out_close;
+		goto out_end;
 	}
 	for (t = 0; t < sizeof(tables) / sizeof(tables[0]) && found < count; t++) {
 		Elf_Scn *scn = NULL;
@@ -307,8 +306,85 @@ int cp_elf__function_offsets(const char *path, const char *const *names, size_t 
 			}
 		}
 	}
-	elf_end(elf);
-out_close:
+out_end:
+	elf_end(elf); /* NULL-safe */
 	close(fd);
 	return err ? err : (int)found;
+}
+
+void cp_elf__free_names(char **names, size_t count)
+{
+	size_t i;
+
+	for (i = 0; names && i < count; i++)
+		free(names[i]);
+	free(names);
+}
+
+int cp_elf__exported_functions(const char *path, char ***names_out, size_t *count_out)
+{
+	size_t count = 0, capacity = 0, i;
+	Elf_Scn *scn = NULL;
+	char **names = NULL;
+	GElf_Shdr shdr;
+	GElf_Sym sym;
+	int fd, err = 0;
+	Elf *elf;
+
+	if (!path || !names_out || !count_out)
+		return -EINVAL;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -ENOSYS;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		err = -ENOEXEC;
+		goto out_end;
+	}
+	while (!err && (scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_DYNSYM || !shdr.sh_entsize)
+			continue;
+		data = elf_getdata(scn, NULL);
+		for (i = 0; data && i < shdr.sh_size / shdr.sh_entsize; i++) {
+			const char *name;
+
+			if (!gelf_getsym(data, i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+			    sym.st_shndx == SHN_UNDEF || GELF_ST_BIND(sym.st_info) == STB_LOCAL)
+				continue;
+			name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+			if (!name || !*name)
+				continue;
+			if (count == capacity) {
+				size_t grown = capacity ? capacity * 2 : 256;
+				char **bigger = realloc(names, grown * sizeof(*names));
+
+				if (!bigger) {
+					err = -ENOMEM;
+					break;
+				}
+				names = bigger;
+				capacity = grown;
+			}
+			names[count] = strdup(name);
+			if (!names[count]) {
+				err = -ENOMEM;
+				break;
+			}
+			count++;
+		}
+	}
+out_end:
+	elf_end(elf);
+	close(fd);
+	if (err) {
+		cp_elf__free_names(names, count);
+		return err;
+	}
+	*names_out = names;
+	*count_out = count;
+	return 0;
 }

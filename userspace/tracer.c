@@ -5,13 +5,16 @@
  * says which program goes on which CUDA symbol, and the target pid set.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/utsname.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -23,76 +26,27 @@
 
 #define DEFAULT_RING_BYTES (8u * 1024 * 1024)
 #define DESTROY_THREADS 32
-
-/* Cookie layout shared with bpf/cuprobe.bpf.c. */
-#define COPY_COOKIE(api, dir, async) ((uint64_t)(api) | ((uint64_t)(dir) << 16) | \
-				      ((uint64_t)(async) << 24))
+#define TRACEFS "/sys/kernel/tracing"
 
 struct probe_spec {
 	const char *symbol;
 	const char *program;   /* BPF program name in the object */
-	const char *return_program; /* NULL: entry only */
+	const char *return_program; /* "none": entry only */
 	uint64_t cookie;
 };
 
-#define PROBE(sym, prog) { #sym, prog, NULL, CP_API_##sym }
-#define PROBE_RET(sym, prog, ret) { #sym, prog, ret, CP_API_##sym }
-#define COPY(sym, dir, async) { #sym, "copy_entry", NULL, COPY_COOKIE(CP_API_##sym, dir, async) }
+/* The probe tables: the catalogue's probed lines, cookies completed with API id and family. */
+#define PROBE_ROW(sym, family, prog, ret, bits) \
+	{ #sym, #prog, #ret, (uint64_t)CP_API_##sym | (bits) | CP_FAMILY_BITS(CP_FAMILY_##family) },
+#define PROBE_SKIP(sym, family, reason)
+static const struct probe_spec driver_probes[] = { CP_DRIVER_APIS(PROBE_ROW, PROBE_SKIP) };
+static const struct probe_spec runtime_probes[] = { CP_RUNTIME_APIS(PROBE_ROW, PROBE_SKIP) };
+#undef PROBE_ROW
+#undef PROBE_SKIP
 
-static const struct probe_spec driver_probes[] = {
-	PROBE(cuLaunchKernel, "launch_kernel"),
-	PROBE(cuLaunchKernel_ptsz, "launch_kernel"),
-	PROBE(cuLaunchCooperativeKernel, "launch_kernel"),
-	PROBE(cuLaunchCooperativeKernel_ptsz, "launch_kernel"),
-	PROBE(cuLaunchKernelEx, "launch_kernel_ex"),
-	PROBE(cuLaunchKernelEx_ptsz, "launch_kernel_ex"),
-	PROBE(cuGraphLaunch, "graph_launch"),
-	PROBE(cuGraphLaunch_ptsz, "graph_launch"),
-	PROBE_RET(cuMemAlloc_v2, "alloc_entry", "alloc_return"),
-	PROBE_RET(cuMemAllocManaged, "alloc_entry", "alloc_return"),
-	PROBE_RET(cuMemAllocPitch_v2, "alloc_entry", "alloc_return"),
-	PROBE_RET(cuMemAllocAsync, "alloc_entry", "alloc_return"),
-	PROBE_RET(cuMemAllocAsync_ptsz, "alloc_entry", "alloc_return"),
-	PROBE_RET(cuMemAllocHost_v2, "alloc_entry", "alloc_return"),
-	PROBE_RET(cuMemHostAlloc, "alloc_entry", "alloc_return"),
-	PROBE(cuMemFree_v2, "free_entry"),
-	PROBE(cuMemFreeAsync, "free_entry"),
-	PROBE(cuMemFreeAsync_ptsz, "free_entry"),
-	PROBE(cuMemFreeHost, "free_entry"),
-	COPY(cuMemcpy, CP_COPY_DEFAULT, 0),
-	COPY(cuMemcpy_ptds, CP_COPY_DEFAULT, 0),
-	COPY(cuMemcpyAsync, CP_COPY_DEFAULT, 1),
-	COPY(cuMemcpyAsync_ptsz, CP_COPY_DEFAULT, 1),
-	COPY(cuMemcpyHtoD_v2, CP_COPY_HTOD, 0),
-	COPY(cuMemcpyHtoD_v2_ptds, CP_COPY_HTOD, 0),
-	COPY(cuMemcpyDtoH_v2, CP_COPY_DTOH, 0),
-	COPY(cuMemcpyDtoH_v2_ptds, CP_COPY_DTOH, 0),
-	COPY(cuMemcpyDtoD_v2, CP_COPY_DTOD, 0),
-	COPY(cuMemcpyDtoD_v2_ptds, CP_COPY_DTOD, 0),
-	COPY(cuMemcpyHtoDAsync_v2, CP_COPY_HTOD, 1),
-	COPY(cuMemcpyHtoDAsync_v2_ptsz, CP_COPY_HTOD, 1),
-	COPY(cuMemcpyDtoHAsync_v2, CP_COPY_DTOH, 1),
-	COPY(cuMemcpyDtoHAsync_v2_ptsz, CP_COPY_DTOH, 1),
-	COPY(cuMemcpyDtoDAsync_v2, CP_COPY_DTOD, 1),
-	COPY(cuMemcpyDtoDAsync_v2_ptsz, CP_COPY_DTOD, 1),
-	PROBE(cuCtxSynchronize, "sync_entry"),
-	PROBE(cuStreamSynchronize, "sync_entry"),
-	PROBE(cuStreamSynchronize_ptsz, "sync_entry"),
-	PROBE(cuEventSynchronize, "sync_entry"),
-	PROBE_RET(cuModuleGetFunction, "name_entry", "name_return"),
-	PROBE_RET(cuLibraryGetKernel, "name_entry", "name_return"),
-	PROBE_RET(cuKernelGetFunction, "name_entry", "name_return"),
-	PROBE(cuInit, "init_entry"),
-};
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-static const struct probe_spec runtime_probes[] = {
-	PROBE(cudaLaunchKernel, "rt_launch"),
-};
-
-static void logf_(const struct cp_tracer *tracer, enum cp_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void logf_(const struct cp_tracer *tracer, enum cp_log_level level, const char *fmt, ...)
+void cp_tracer__log(const struct cp_tracer *tracer, enum cp_log_level level, const char *fmt, ...)
 {
 	char message[512];
 	va_list ap;
@@ -103,6 +57,13 @@ static void logf_(const struct cp_tracer *tracer, enum cp_log_level level, const
 	vsnprintf(message, sizeof(message), fmt, ap);
 	va_end(ap);
 	tracer->log(tracer->log_ctx, level, message);
+}
+
+#define logf_ cp_tracer__log
+
+uint32_t cp_kernel_dev(dev_t dev)
+{
+	return (uint32_t)(major(dev) << 20 | minor(dev));
 }
 
 static int keep_link(struct cp_tracer *tracer, struct bpf_link *link)
@@ -140,14 +101,39 @@ struct uprobe_multi_link_attr {
 	__u32 pad;
 };
 
+/*
+ * Whether the kernel has uprobe_multi links, found by asking it: a trivial
+ * program loaded for that attach type, linked to a path that cannot work
+ * ("/"). A kernel that knows the link type fails the path with EBADF;
+ * anything else (EINVAL, the load itself refused) means no.
+ */
 static bool kernel_has_uprobe_multi(void)
 {
-	struct utsname uts;
-	unsigned int major = 0, minor = 0;
+	static const struct bpf_insn return_zero[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	LIBBPF_OPTS(bpf_prog_load_opts, load_opts, .expected_attach_type = CP_BPF_TRACE_UPROBE_MULTI);
+	struct uprobe_multi_link_attr attr;
+	uint64_t offset = 0;
+	int prog_fd, link_fd, err;
 
-	if (uname(&uts) || sscanf(uts.release, "%u.%u", &major, &minor) != 2)
+	prog_fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "cp_multi_probe", "GPL", return_zero,
+				ARRAY_LEN(return_zero), &load_opts);
+	if (prog_fd < 0)
 		return false;
-	return major > 6 || (major == 6 && minor >= 6);
+	memset(&attr, 0, sizeof(attr));
+	attr.prog_fd = prog_fd;
+	attr.attach_type = CP_BPF_TRACE_UPROBE_MULTI;
+	attr.path = (uintptr_t)"/";
+	attr.offsets = (uintptr_t)&offset;
+	attr.count = 1;
+	link_fd = (int)syscall(__NR_bpf, BPF_LINK_CREATE, &attr, sizeof(attr));
+	err = link_fd < 0 ? errno : 0;
+	if (link_fd >= 0)
+		close(link_fd);
+	close(prog_fd);
+	return err == EBADF;
 }
 
 static bool is_uprobe_program(struct bpf_program *program)
@@ -160,11 +146,63 @@ static bool is_power_of_two(size_t value)
 	return value && !(value & (value - 1));
 }
 
+/*
+ * The syscalls:sys_enter_mmap tracepoint is found through tracefs, which
+ * is not always mounted: mount it where the kernel expects it. False when
+ * it cannot be had (then the raw syscall tracepoint, which needs none, is used).
+ */
+static bool have_mmap_tracepoint(const struct cp_tracer *tracer)
+{
+	static const char id_file[] = TRACEFS "/events/syscalls/sys_enter_mmap/id";
+
+	if (!access(id_file, R_OK) || !access("/sys/kernel/debug/tracing/events/syscalls", R_OK))
+		return true;
+	if (mount("nodev", TRACEFS, "tracefs", 0, NULL)) {
+		logf_(tracer, CP_LOG_INFO, "cannot mount tracefs on %s (%s): watching mmap through raw_syscalls",
+		      TRACEFS, strerror(errno));
+		return false;
+	}
+	logf_(tracer, CP_LOG_INFO, "mounted tracefs on %s", TRACEFS);
+	return !access(id_file, R_OK);
+}
+
+/* The rodata every instance of the object gets (the primary and a classic one alike). */
+static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opts)
+{
+	skel->rodata->filter_by_pid = !opts->system_wide;
+	if (opts->wakeup_bytes)
+		skel->rodata->wakeup_threshold_bytes = opts->wakeup_bytes;
+	if (opts->wakeup_latency_ns)
+		skel->rodata->wakeup_latency_ns = opts->wakeup_latency_ns;
+	skel->rodata->wake_every_record = opts->wake_every_record;
+	skel->rodata->aggregate = opts->aggregate;
+	skel->rodata->stream_events = !opts->no_call_records;
+	skel->rodata->measure_latency = opts->measure_latency;
+	skel->rodata->record_stacks = opts->record_stacks;
+	skel->rodata->watch_mappings = opts->attach_events;
+	skel->rodata->watch_runtime = opts->attach_events && opts->runtime_attach;
+	skel->rodata->hold_new_mappers = opts->attach_events && opts->hold_new_mappers &&
+					 !opts->system_wide;
+}
+
+static int attach_tracepoint(struct cp_tracer *tracer, struct bpf_program *program)
+{
+	struct bpf_link *link = bpf_program__attach(program);
+	int err;
+
+	if (!link)
+		return -errno;
+	err = keep_link(tracer, link);
+	if (err)
+		bpf_link__destroy(link);
+	return err;
+}
+
 struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
 {
 	size_t ring_bytes, page = (size_t)sysconf(_SC_PAGESIZE);
+	struct bpf_program *mmap_program = NULL;
 	struct cp_tracer *tracer;
-	struct bpf_link *link;
 	int err;
 
 	if (!opts || opts->sz < sizeof(*opts)) {
@@ -181,6 +219,8 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
 		return NULL;
 	tracer->log = opts->log;
 	tracer->log_ctx = opts->log_ctx;
+	tracer->guardian_fd = -1;
+	pthread_mutex_init(&tracer->lock, NULL);
 
 	tracer->skel = cuprobe_bpf__open();
 	if (!tracer->skel) {
@@ -188,20 +228,23 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
 		logf_(tracer, CP_LOG_WARN, "cannot open the BPF object: %s", strerror(-err));
 		goto err_free_tracer;
 	}
-	tracer->skel->rodata->filter_by_pid = !opts->system_wide;
-	if (opts->wakeup_bytes)
-		tracer->skel->rodata->wakeup_threshold_bytes = opts->wakeup_bytes;
-	if (opts->wakeup_latency_ns)
-		tracer->skel->rodata->wakeup_latency_ns = opts->wakeup_latency_ns;
-	tracer->skel->rodata->wake_every_record = opts->wake_every_record;
-	tracer->skel->rodata->aggregate = opts->aggregate;
-	tracer->skel->rodata->stream_events = !opts->no_call_records;
-	tracer->skel->rodata->measure_latency = opts->measure_latency;
-	tracer->skel->rodata->record_stacks = opts->record_stacks;
+	configure(tracer->skel, opts);
 	tracer->measure_latency = opts->measure_latency;
+	tracer->hold = tracer->skel->rodata->hold_new_mappers;
 	err = bpf_map__set_max_entries(tracer->skel->maps.events, ring_bytes);
 	if (err)
 		goto err_destroy_skel;
+
+	/* One mmap program, or none: the syscalls tracepoint, or raw_syscalls without tracefs. */
+	if (opts->attach_events)
+		mmap_program = have_mmap_tracepoint(tracer) ? tracer->skel->progs.driver_mmap :
+				tracer->skel->progs.driver_mmap_raw;
+	bpf_program__set_autoload(tracer->skel->progs.driver_mmap,
+				  mmap_program == tracer->skel->progs.driver_mmap);
+	bpf_program__set_autoload(tracer->skel->progs.driver_mmap_raw,
+				  mmap_program == tracer->skel->progs.driver_mmap_raw);
+	bpf_program__set_autoload(tracer->skel->progs.process_exec,
+				  tracer->skel->rodata->watch_runtime);
 
 	/*
 	 * uprobe_multi links (one per program and library) attach and detach
@@ -222,32 +265,83 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
 		goto err_destroy_skel;
 	}
 
-	/* Lifecycle tracepoints: attached once, whatever libraries come later. */
-	link = bpf_program__attach(tracer->skel->progs.process_fork);
-	if (!link || keep_link(tracer, link)) {
-		err = link ? -ENOMEM : -errno;
-		bpf_link__destroy(link);
+	/* Lifecycle and attach-event tracepoints: attached once, whatever libraries come later. */
+	err = attach_tracepoint(tracer, tracer->skel->progs.process_fork);
+	if (!err)
+		err = attach_tracepoint(tracer, tracer->skel->progs.process_exit);
+	if (err) {
+		logf_(tracer, CP_LOG_WARN, "cannot attach the process tracepoints: %s", strerror(-err));
 		goto err_destroy_links;
 	}
-	link = bpf_program__attach(tracer->skel->progs.process_exit);
-	if (!link || keep_link(tracer, link)) {
-		err = link ? -ENOMEM : -errno;
-		bpf_link__destroy(link);
-		goto err_destroy_links;
+	if (mmap_program) {
+		err = attach_tracepoint(tracer, mmap_program);
+		if (!err && tracer->skel->rodata->watch_runtime)
+			err = attach_tracepoint(tracer, tracer->skel->progs.process_exec);
+		if (err) {
+			logf_(tracer, CP_LOG_WARN, "cannot attach the mmap/exec tracepoints: %s",
+			      strerror(-err));
+			goto err_destroy_links;
+		}
+	}
+	if (tracer->hold) {
+		err = cp_tracer__start_guardian(tracer);
+		if (err) {
+			logf_(tracer, CP_LOG_WARN, "cannot start the guardian process: %s", strerror(-err));
+			goto err_destroy_links;
+		}
 	}
 	return tracer;
 
 err_destroy_links:
-	logf_(tracer, CP_LOG_WARN, "cannot attach the process tracepoints: %s", strerror(-err));
 	while (tracer->link_count)
 		bpf_link__destroy(tracer->links[--tracer->link_count]);
 	free(tracer->links);
 err_destroy_skel:
 	cuprobe_bpf__destroy(tracer->skel);
 err_free_tracer:
+	pthread_mutex_destroy(&tracer->lock);
 	free(tracer);
 	errno = -err;
 	return NULL;
+}
+
+/*
+ * A second instance of the programs, loaded for classic uprobes, every map
+ * shared with the first: where a uprobe_multi attach fails at run time
+ * (the kernel refuses it for this file), its symbols get classic probes.
+ */
+static int ensure_classic(struct cp_tracer *tracer)
+{
+	struct cuprobe_bpf *classic;
+	struct bpf_program *program;
+	struct bpf_map *map;
+	int err;
+
+	if (tracer->classic_skel || !tracer->use_multi)
+		return 0;
+	classic = cuprobe_bpf__open();
+	if (!classic)
+		return -errno;
+	bpf_object__for_each_map(map, classic->obj) {
+		struct bpf_map *shared = bpf_object__find_map_by_name(tracer->skel->obj,
+								       bpf_map__name(map));
+
+		err = shared ? bpf_map__reuse_fd(map, bpf_map__fd(shared)) : -ENOENT;
+		if (err)
+			goto err_destroy;
+	}
+	bpf_object__for_each_program(program, classic->obj)
+		bpf_program__set_autoload(program, is_uprobe_program(program));
+	err = cuprobe_bpf__load(classic);
+	if (err)
+		goto err_destroy;
+	tracer->classic_skel = classic;
+	logf_(tracer, CP_LOG_INFO, "classic uprobes loaded beside uprobe_multi");
+	return 0;
+
+err_destroy:
+	cuprobe_bpf__destroy(classic);
+	return err;
 }
 
 struct link_destroyer {
@@ -302,10 +396,16 @@ void cp_tracer__free(struct cp_tracer *tracer)
 {
 	if (!tracer)
 		return;
+	/* Nobody will attach for a held process any more: let it go first. */
+	cp_tracer__release_held(tracer);
+	cp_tracer__stop_guardian(tracer);
 	destroy_all_links(tracer);
 	free(tracer->links);
 	free(tracer->multi_fds);
+	cuprobe_bpf__destroy(tracer->classic_skel);
 	cuprobe_bpf__destroy(tracer->skel);
+	free(tracer->files);
+	pthread_mutex_destroy(&tracer->lock);
 	free(tracer);
 }
 
@@ -328,11 +428,12 @@ static int attach_one(struct cp_tracer *tracer, const char *path, uint64_t offse
 		      const char *program_name, bool retprobe, uint64_t cookie)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe, .bpf_cookie = cookie);
+	struct cuprobe_bpf *skel = tracer->use_multi ? tracer->classic_skel : tracer->skel;
 	struct bpf_program *program;
 	struct bpf_link *link;
 	int err;
 
-	program = bpf_object__find_program_by_name(tracer->skel->obj, program_name);
+	program = skel ? bpf_object__find_program_by_name(skel->obj, program_name) : NULL;
 	if (!program)
 		return -EINVAL;
 	/* pid -1: every process; the BPF-side pid set does the filtering and follows forks. */
@@ -348,7 +449,7 @@ static int attach_one(struct cp_tracer *tracer, const char *path, uint64_t offse
 /* The return probe a symbol gets: its own, or the generic timer when measuring latency. */
 static const char *return_program_of(const struct cp_tracer *tracer, const struct probe_spec *probe)
 {
-	if (probe->return_program)
+	if (strcmp(probe->return_program, "none"))
 		return probe->return_program;
 	return tracer->measure_latency ? "api_return" : NULL;
 }
@@ -396,45 +497,90 @@ static int create_multi_link(struct cp_tracer *tracer, const char *path, const c
 	return err;
 }
 
-/* One uprobe_multi link for each program (entry and return apart) over this file. */
-static int attach_table_multi(struct cp_tracer *tracer, const char *path,
-			      const struct probe_spec *table, size_t count,
-			      struct cp_attach_report *report)
+/* Classic probes for one program's symbols of this file (entries or returns). */
+static int attach_group_classic(struct cp_tracer *tracer, const char *path, const char *program,
+				bool retprobe, const uint64_t *offsets, const uint64_t *cookies,
+				size_t count, unsigned int *attached)
 {
-	const char *names[64];
-	uint64_t offsets[64], group_offsets[64], group_cookies[64];
-	int found, err, first_error = 0;
-	size_t i, j, n;
+	int err, first_error = 0;
+	size_t i;
 
-	if (count > 64)
-		return -E2BIG;
+	for (i = 0; i < count; i++) {
+		err = attach_one(tracer, path, offsets[i], program, retprobe, cookies[i]);
+		if (err) {
+			logf_(tracer, CP_LOG_WARN, "%s: cannot attach %s%s at 0x%llx: %s", path, program,
+			      retprobe ? " (return)" : "", (unsigned long long)offsets[i], strerror(-err));
+			if (!first_error)
+				first_error = err;
+			continue;
+		}
+		(*attached)++;
+	}
+	return first_error;
+}
+
+/*
+ * Every probe of table on the file at path, grouped by program: one
+ * uprobe_multi link per (program, entry/return) where the kernel has them,
+ * classic uprobes where it has not or where the multi link is refused.
+ */
+static int attach_table(struct cp_tracer *tracer, const char *path,
+			const struct probe_spec *table, size_t count,
+			struct cp_attach_report *report)
+{
+	struct cp_attach_report local;
+	const char **names = NULL, *program, *done[64];
+	uint64_t *offsets = NULL, *group_offsets = NULL, *group_cookies = NULL;
+	size_t i, j, n, done_count = 0;
+	int err = 0, found, first_error = 0;
+	unsigned int attached = 0;
+
+	if (!tracer || !path || !count)
+		return -EINVAL;
+	if (access(path, R_OK))
+		return -errno;
+	if (!report)
+		report = &local;
+	memset(report, 0, sizeof(*report));
+	names = calloc(count, sizeof(*names));
+	offsets = calloc(count, sizeof(*offsets));
+	group_offsets = calloc(count, sizeof(*group_offsets));
+	group_cookies = calloc(count, sizeof(*group_cookies));
+	if (!names || !offsets || !group_offsets || !group_cookies) {
+		err = -ENOMEM;
+		goto out_free;
+	}
+	/* Symbols are resolved here (libelf), so a missing or undefined one is plainly absent. */
 	for (i = 0; i < count; i++)
 		names[i] = table[i].symbol;
 	found = cp_elf__function_offsets(path, names, count, offsets);
-	if (found < 0)
-		return found;
+	if (found < 0) {
+		err = found;
+		goto out_free;
+	}
 	for (i = 0; i < count; i++)
 		if (!offsets[i])
 			note_missing(report, table[i].symbol);
-	/* Each program once, for entries, then for the return probes that use it. */
+	/* Each (program, entry/return) once: entries first, then the return probes. */
 	for (i = 0; i < 2 * count; i++) {
 		bool retprobe = i >= count;
 		const struct probe_spec *lead = &table[i % count];
-		const char *program = retprobe ? return_program_of(tracer, lead) : lead->program;
-		bool seen = false;
+		char key[128];
 
+		program = retprobe ? return_program_of(tracer, lead) : lead->program;
 		if (!program)
 			continue;
-		for (j = 0; j < i; j++) {
-			const struct probe_spec *earlier = &table[j % count];
-			const char *earlier_program = j >= count ? return_program_of(tracer, earlier) :
-							earlier->program;
-
-			if ((j >= count) == retprobe && earlier_program && !strcmp(earlier_program, program))
-				seen = true;
-		}
-		if (seen)
+		snprintf(key, sizeof(key), "%c%s", retprobe ? 'r' : 'e', program);
+		for (j = 0; j < done_count && strcmp(done[j], key); j++)
+			;
+		if (j < done_count || done_count == ARRAY_LEN(done))
 			continue;
+		done[done_count] = strdup(key);
+		if (!done[done_count]) {
+			err = -ENOMEM;
+			break;
+		}
+		done_count++;
 		for (n = 0, j = 0; j < count; j++) {
 			const char *uses = retprobe ? return_program_of(tracer, &table[j]) : table[j].program;
 
@@ -446,99 +592,111 @@ static int attach_table_multi(struct cp_tracer *tracer, const char *path,
 		}
 		if (!n)
 			continue;
-		err = create_multi_link(tracer, path, program, retprobe, group_offsets, group_cookies, n);
-		if (err) {
-			logf_(tracer, CP_LOG_WARN, "%s: cannot attach %s (%zu symbols): %s", path, program,
-			      n, strerror(-err));
-			if (!first_error)
-				first_error = err;
-			continue;
+		if (tracer->use_multi) {
+			err = create_multi_link(tracer, path, program, retprobe, group_offsets,
+						group_cookies, n);
+			if (!err) {
+				attached += n;
+				continue;
+			}
+			logf_(tracer, CP_LOG_INFO, "%s: uprobe_multi refused for %s (%zu symbols): %s; using classic uprobes",
+			      path, program, n, strerror(-err));
+			err = ensure_classic(tracer);
+			if (err) {
+				logf_(tracer, CP_LOG_WARN, "%s: cannot load classic uprobes: %s", path,
+				      strerror(-err));
+				if (!first_error)
+					first_error = err;
+				continue;
+			}
 		}
-		report->attached += n;
-		tracer->probe_count += n;
+		err = attach_group_classic(tracer, path, program, retprobe, group_offsets,
+					   group_cookies, n, &attached);
+		if (err && !first_error)
+			first_error = err;
 	}
-	return first_error;
-}
-
-static int attach_table(struct cp_tracer *tracer, const char *path,
-			const struct probe_spec *table, size_t count,
-			struct cp_attach_report *report)
-{
-	struct cp_attach_report local;
-	const char *names[64];
-	uint64_t offsets[64];
-	int err, found, first_error = 0;
-	size_t i;
-
-	if (!tracer || !path || count > 64)
-		return -EINVAL;
-	if (access(path, R_OK))
-		return -errno;
-	if (!report)
-		report = &local;
-	memset(report, 0, sizeof(*report));
-	if (tracer->use_multi) {
-		first_error = attach_table_multi(tracer, path, table, count, report);
-		goto out_report;
-	}
-	/* Symbols are resolved here (libelf), so a missing or undefined one is plainly absent. */
-	for (i = 0; i < count && i < 64; i++)
-		names[i] = table[i].symbol;
-	found = cp_elf__function_offsets(path, names, count, offsets);
-	if (found < 0)
-		return found;
-	for (i = 0; i < count; i++) {
-		const struct probe_spec *probe = &table[i];
-
-		if (!offsets[i]) {
-			note_missing(report, probe->symbol);
-			continue;
-		}
-		err = attach_one(tracer, path, offsets[i], probe->program, false, probe->cookie);
-		if (err) {
-			logf_(tracer, CP_LOG_WARN, "%s: cannot attach to %s: %s", path,
-			      probe->symbol, strerror(-err));
-			if (!first_error)
-				first_error = err;
-			continue;
-		}
-		report->attached++;
-		tracer->probe_count++;
-		if (!return_program_of(tracer, probe))
-			continue;
-		err = attach_one(tracer, path, offsets[i], return_program_of(tracer, probe), true,
-				 probe->cookie);
-		if (err) {
-			logf_(tracer, CP_LOG_WARN, "%s: cannot attach the return probe of %s: %s",
-			      path, probe->symbol, strerror(-err));
-			if (!first_error)
-				first_error = err;
-			continue;
-		}
-		report->attached++;
-		tracer->probe_count++;
-	}
-out_report:
+	err = 0;
+	report->attached = attached;
+	tracer->probe_count += attached;
 	if (report->missing)
 		logf_(tracer, CP_LOG_INFO, "%s: %u probe symbols absent: %s", path,
 		      report->missing, report->missing_names);
+out_free:
+	for (j = 0; j < done_count; j++)
+		free((char *)done[j]);
+	free(names);
+	free(offsets);
+	free(group_offsets);
+	free(group_cookies);
+	if (err)
+		return err;
 	if (!report->attached)
 		return first_error ? first_error : -ENOENT;
 	return 0;
 }
 
+int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, bool runtime,
+			   struct cp_attach_report *report)
+{
+	int err;
+
+	pthread_mutex_lock(&tracer->lock);
+	if (runtime)
+		err = attach_table(tracer, path, runtime_probes, ARRAY_LEN(runtime_probes), report);
+	else
+		err = attach_table(tracer, path, driver_probes, ARRAY_LEN(driver_probes), report);
+	pthread_mutex_unlock(&tracer->lock);
+	return err;
+}
+
+/* Attached before tracing: the file is covered, so mapping it raises no attach event. */
+static int attach_at_start(struct cp_tracer *tracer, const char *path, bool runtime,
+			   struct cp_attach_report *report)
+{
+	struct cp_attach_report local;
+	struct tracked_file *file;
+	struct stat st;
+	int err;
+
+	if (!tracer || !path)
+		return -EINVAL;
+	if (!report)
+		report = &local;
+	if (stat(path, &st))
+		return -errno;
+	err = cp_tracer__attach_file(tracer, path, runtime, report);
+	pthread_mutex_lock(&tracer->lock);
+	file = cp_tracer__track(tracer, cp_kernel_dev(st.st_dev), st.st_ino);
+	if (file && file->info.status == CP_ATTACH_PENDING) {
+		snprintf(file->info.path, sizeof(file->info.path), "%s", path);
+		file->info.runtime = runtime;
+		file->info.at_start = true;
+		file->info.status = !err ? CP_ATTACH_ATTACHED : err == -ENOENT ? CP_ATTACH_NOTHING :
+				    CP_ATTACH_FAILED;
+		file->info.error = err;
+		file->info.probes = report->attached;
+	}
+	pthread_mutex_unlock(&tracer->lock);
+	if (!err || err == -ENOENT)
+		cp_tracer__mark_covered(tracer, cp_kernel_dev(st.st_dev), st.st_ino);
+	return err;
+}
+
 int cp_tracer__attach_driver(struct cp_tracer *tracer, const char *lib_path,
 			     struct cp_attach_report *report)
 {
-	return attach_table(tracer, lib_path, driver_probes,
-			    sizeof(driver_probes) / sizeof(driver_probes[0]), report);
+	return attach_at_start(tracer, lib_path, false, report);
 }
 
 int cp_tracer__attach_runtime(struct cp_tracer *tracer, const char *path,
 			      struct cp_attach_report *report)
 {
-	return attach_table(tracer, path, runtime_probes,
-			    sizeof(runtime_probes) / sizeof(runtime_probes[0]), report);
+	return attach_at_start(tracer, path, true, report);
+}
+
+const char *cp_tracer__attach_mode(const struct cp_tracer *tracer)
+{
+	return tracer && tracer->use_multi ? "uprobe_multi" : "classic";
 }
 
 int cp_tracer__add_pid(struct cp_tracer *tracer, pid_t pid)
@@ -605,5 +763,9 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
 	out->live_allocs_full = sums[CP_CNT_LIVE_ALLOCS_FULL];
 	out->stacks_lost = sums[CP_CNT_STACKS_LOST];
 	out->call_start_full = sums[CP_CNT_CALL_START_FULL];
+	out->vmm_full = sums[CP_CNT_VMM_FULL];
+	out->vmm_unknown = sums[CP_CNT_VMM_UNKNOWN];
+	out->hold_failed = sums[CP_CNT_HOLD_FAILED];
+	out->driver_mappings = sums[CP_API_driver_mapped];
 	return 0;
 }

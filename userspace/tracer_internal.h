@@ -1,17 +1,32 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* The tracer's insides, shared by tracer.c and stats.c only (not installed). */
+/* The tracer's insides, shared by tracer.c, attach.c and stats.c only (not installed). */
 #ifndef CUPROBE_TRACER_INTERNAL_H
 #define CUPROBE_TRACER_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "cuprobe.h"
 #include "cuprobe.skel.h"
 
+/* One file of the tracer's bookkeeping, with the pids seen mapping it early. */
+#define TRACKED_PIDS_MAX 64
+
+struct tracked_file {
+	struct cp_traced_file info;
+	pid_t early_pids[TRACKED_PIDS_MAX];
+};
+
 struct cp_tracer {
 	struct cuprobe_bpf *skel;
-	struct bpf_link **links;   /* tracepoints, and uprobes on kernels without uprobe_multi */
+	/*
+	 * Programs loaded for classic (perf-event) uprobes, sharing every map
+	 * of skel: made when a uprobe_multi attach fails at run time.
+	 */
+	struct cuprobe_bpf *classic_skel;
+	struct bpf_link **links;   /* tracepoints, and classic uprobes */
 	size_t link_count;
 	size_t link_capacity;
 	int *multi_fds;            /* uprobe_multi links: one per (program, library, entry/return) */
@@ -20,8 +35,32 @@ struct cp_tracer {
 	unsigned int probe_count;  /* symbols probed, entry and return counted apart */
 	bool measure_latency;      /* every probe gets a return probe (api_return if none) */
 	bool use_multi;
+	bool hold;                 /* hold_new_mappers */
 	cp_log_fn log;
 	void *log_ctx;
+	/* Attach bookkeeping: the agent thread adds, the main thread reads. */
+	pthread_mutex_t lock;
+	struct tracked_file *files;
+	size_t file_count;
+	size_t file_capacity;
+	/* The guardian: continues held processes if this process dies. */
+	pid_t guardian_pid;
+	int guardian_fd;           /* the pipe's write end; its closing wakes the guardian */
 };
+
+void cp_tracer__log(const struct cp_tracer *tracer, enum cp_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The kernel's encoding of a stat() st_dev: major << 20 | minor. */
+uint32_t cp_kernel_dev(dev_t dev);
+
+/* attach.c: the file bookkeeping and the guardian. */
+struct tracked_file *cp_tracer__track(struct cp_tracer *tracer, uint32_t dev, uint64_t inode);
+int cp_tracer__mark_covered(struct cp_tracer *tracer, uint32_t dev, uint64_t inode);
+int cp_tracer__start_guardian(struct cp_tracer *tracer);
+void cp_tracer__stop_guardian(struct cp_tracer *tracer);
+/* tracer.c: attach the driver catalogue or the runtime probe to the file at path. */
+int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, bool runtime,
+			   struct cp_attach_report *report);
 
 #endif

@@ -462,7 +462,7 @@ static void emit_sync(enum cp_api api, uint64_t handle, enum cp_sync_kind kind)
 	if (record) {
 		record->sync.handle = handle;
 		record->sync.kind = kind;
-		record->sync.pad = 0;
+		record->sync.result = 0;
 		record_end(&emit, sizeof(record->sync));
 	}
 }
