@@ -85,10 +85,35 @@ struct pending_call {
 	__u64 caller;    /* return address of the call, when record_stacks */
 };
 
+/*
+ * Entry state is keyed by thread and stack pointer: at the return probe the
+ * stack pointer is the entry's plus the popped return address, so a probed
+ * call made inside another (nesting, recursion) keeps its own state. LRU:
+ * state whose return never comes (longjmp, exceptions) ages out.
+ */
+struct call_key {
+	__u64 pid_tgid;
+	__u64 sp;       /* the stack pointer at entry */
+};
+
+static __always_inline struct call_key entry_key(struct pt_regs *regs, __u64 pid_tgid)
+{
+	struct call_key key = { .pid_tgid = pid_tgid, .sp = PT_REGS_SP(regs) };
+
+	return key;
+}
+
+static __always_inline struct call_key return_key(struct pt_regs *regs, __u64 pid_tgid)
+{
+	struct call_key key = { .pid_tgid = pid_tgid, .sp = PT_REGS_SP(regs) - 8 };
+
+	return key;
+}
+
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
-	__type(key, __u64); /* pid_tgid */
+	__type(key, struct call_key);
 	__type(value, struct pending_call);
 } pending SEC(".maps");
 
@@ -157,9 +182,9 @@ struct call_start {
 };
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
-	__type(key, __u64); /* pid_tgid */
+	__type(key, struct call_key);
 	__type(value, struct call_start);
 } call_starts SEC(".maps");
 
@@ -240,6 +265,7 @@ struct call {
 	__u64 now;
 	__u32 api;
 	struct counter_slots *slots;
+	__u64 args[8];  /* the register arguments, once load_args has run */
 };
 
 static __always_inline struct cp_api_stat *api_row(__u32 tgid, __u32 api)
@@ -282,8 +308,9 @@ static __always_inline bool enter(struct pt_regs *regs, struct call *c)
 	}
 	if (measure_latency) {
 		struct call_start start = { .time_ns = c->now, .api = c->api };
+		struct call_key key = entry_key(regs, c->pid_tgid);
 
-		if (bpf_map_update_elem(&call_starts, &c->pid_tgid, &start, BPF_ANY))
+		if (bpf_map_update_elem(&call_starts, &key, &start, BPF_ANY))
 			count_in(c->slots, CP_CNT_CALL_START_FULL);
 	}
 	return true;
@@ -342,49 +369,66 @@ static __always_inline void *call_record(struct call *c, __u32 type, __u64 size)
 }
 
 /*
- * The n-th (1-based) integer argument, x86-64 SysV: six registers, then the
- * stack slots above the return address. 0 for position 0 (absent).
+ * The integer arguments, x86-64 SysV: six registers, then the stack slots
+ * above the return address. The registers are copied out once, each load
+ * pinned (barrier_var) so the compiler cannot fold them into a computed
+ * context offset, which the verifier refuses.
  */
-static __always_inline __u64 arg_at(struct pt_regs *regs, __u32 n)
+static __always_inline void load_args(struct call *c)
+{
+	__u64 a1 = PT_REGS_PARM1(c->regs), a2 = PT_REGS_PARM2(c->regs), a3 = PT_REGS_PARM3(c->regs);
+	__u64 a4 = PT_REGS_PARM4(c->regs), a5 = PT_REGS_PARM5(c->regs), a6 = c->regs->r9;
+
+	barrier_var(a1);
+	barrier_var(a2);
+	barrier_var(a3);
+	barrier_var(a4);
+	barrier_var(a5);
+	barrier_var(a6);
+	c->args[0] = a1;
+	c->args[1] = a2;
+	c->args[2] = a3;
+	c->args[3] = a4;
+	c->args[4] = a5;
+	c->args[5] = a6;
+}
+
+/* The n-th (1-based) argument; 0 for position 0 (absent). load_args first. */
+static __always_inline __u64 arg_at(struct call *c, __u32 n)
 {
 	__u64 value = 0;
 
-	switch (n) {
-	case 0: return 0;
-	case 1: return PT_REGS_PARM1(regs);
-	case 2: return PT_REGS_PARM2(regs);
-	case 3: return PT_REGS_PARM3(regs);
-	case 4: return PT_REGS_PARM4(regs);
-	case 5: return PT_REGS_PARM5(regs);
-	case 6: return regs->r9;
-	default:
-		bpf_probe_read_user(&value, sizeof(value), (void *)(PT_REGS_SP(regs) + 8 * (n - 6)));
-		return value;
-	}
+	if (n == 0)
+		return 0;
+	if (n <= 6)
+		return c->args[(n - 1) & 7]; /* the mask bounds the index for the verifier */
+	bpf_probe_read_user(&value, sizeof(value), (void *)(PT_REGS_SP(c->regs) + 8 * (n - 6)));
+	return value;
 }
 
 static __always_inline __u64 cookie_arg(struct call *c, __u32 shift)
 {
-	return arg_at(c->regs, CP_COOKIE_ARG(c->cookie, shift));
+	return arg_at(c, CP_COOKIE_ARG(c->cookie, shift));
 }
 
 /* ---- aggregation ------------------------------------------------------------ */
 
 /* A timed call returned: latency into the (pid, api) histogram, errors counted. */
-static __always_inline void returned(__u64 pid_tgid, int result)
+static __always_inline void returned(struct pt_regs *regs, __u64 pid_tgid, int result)
 {
+	struct call_key key = return_key(regs, pid_tgid);
 	struct call_start *start;
 	struct cp_api_stat *row;
 	__u64 elapsed;
 
 	if (!measure_latency)
 		return;
-	start = bpf_map_lookup_elem(&call_starts, &pid_tgid);
+	start = bpf_map_lookup_elem(&call_starts, &key);
 	if (!start)
 		return;
 	elapsed = bpf_ktime_get_ns() - start->time_ns;
 	row = aggregate ? api_row(pid_tgid >> 32, start->api) : NULL;
-	bpf_map_delete_elem(&call_starts, &pid_tgid);
+	bpf_map_delete_elem(&call_starts, &key);
 	if (!row)
 		return;
 	__sync_fetch_and_add(&row->timed, 1);
@@ -425,7 +469,7 @@ int BPF_KRETPROBE(api_return, int result)
 
 	if (!traced(pid_tgid >> 32))
 		return 0;
-	returned(pid_tgid, result);
+	returned(ctx, pid_tgid, result);
 	return 0;
 }
 
@@ -528,6 +572,7 @@ int BPF_KPROBE(launch_other)
 
 	if (!enter(ctx, &c))
 		return 0;
+	load_args(&c);
 	kind = CP_COOKIE_KIND(c.cookie);
 	function = cookie_arg(&c, CP_SHIFT_A);
 	if (kind == CP_LAUNCH_KIND_GRAPH)
@@ -556,18 +601,28 @@ int BPF_KPROBE(launch_other)
 
 /* ---- calls whose result is read on return ---------------------------------- */
 
-/* Takes the entry state of this thread's call; false when there is none. */
-static __always_inline bool take_call(__u64 pid_tgid, struct pending_call *call)
+/* Takes the entry state of this thread's returning call; false when there is none. */
+static __always_inline bool take_call(struct pt_regs *regs, __u64 pid_tgid,
+				      struct pending_call *call)
 {
-	struct pending_call *found = bpf_map_lookup_elem(&pending, &pid_tgid);
+	struct call_key key = return_key(regs, pid_tgid);
+	struct pending_call *found = bpf_map_lookup_elem(&pending, &key);
 
 	if (!found) {
 		count(CP_CNT_PENDING_MISSED);
 		return false;
 	}
 	*call = *found;
-	bpf_map_delete_elem(&pending, &pid_tgid);
+	bpf_map_delete_elem(&pending, &key);
 	return true;
+}
+
+static __always_inline void keep_call(struct call *c, struct pending_call *call)
+{
+	struct call_key key = entry_key(c->regs, c->pid_tgid);
+
+	if (bpf_map_update_elem(&pending, &key, call, BPF_ANY))
+		count_in(c->slots, CP_CNT_PENDING_OVERFLOW);
 }
 
 /*
@@ -584,6 +639,7 @@ int BPF_KPROBE(call_entry)
 
 	if (!enter(ctx, &c))
 		return 0;
+	load_args(&c);
 	family = CP_COOKIE_FAMILY(c.cookie);
 	call.cookie = c.cookie;
 	call.a = cookie_arg(&c, CP_SHIFT_A);
@@ -600,8 +656,7 @@ int BPF_KPROBE(call_entry)
 			count_in(c.slots, CP_CNT_STACKS_LOST);
 		bpf_probe_read_user(&call.caller, sizeof(call.caller), (void *)PT_REGS_SP(ctx));
 	}
-	if (bpf_map_update_elem(&pending, &c.pid_tgid, &call, BPF_ANY))
-		count_in(c.slots, CP_CNT_PENDING_OVERFLOW);
+	keep_call(&c, &call);
 	return 0;
 }
 
@@ -902,8 +957,8 @@ int BPF_KRETPROBE(call_return, int result)
 	c.pid_tgid = bpf_get_current_pid_tgid();
 	if (!traced(c.pid_tgid >> 32))
 		return 0;
-	returned(c.pid_tgid, result);
-	if (!take_call(c.pid_tgid, &call))
+	returned(ctx, c.pid_tgid, result);
+	if (!take_call(ctx, c.pid_tgid, &call))
 		return 0;
 	c.regs = ctx;
 	c.cookie = call.cookie;
@@ -939,6 +994,7 @@ int BPF_KPROBE(free_entry)
 
 	if (!enter(ctx, &c))
 		return 0;
+	load_args(&c);
 	ptr = cookie_arg(&c, CP_SHIFT_A);
 	if (aggregate)
 		track_free(c.pid_tgid >> 32, ptr);
@@ -962,6 +1018,7 @@ int BPF_KPROBE(copy_entry)
 
 	if (!enter(ctx, &c))
 		return 0;
+	load_args(&c);
 	event = call_record(&c, CP_EV_COPY, sizeof(*event));
 	if (!event)
 		return 0;
@@ -1033,6 +1090,7 @@ int BPF_KPROBE(copy_struct)
 
 	if (!enter(ctx, &c))
 		return 0;
+	load_args(&c);
 	if (!stream_events)
 		return 0;
 	variant = CP_COOKIE_VARIANT(c.cookie);
@@ -1099,6 +1157,7 @@ int BPF_KPROBE(memset_entry)
 
 	if (!enter(ctx, &c))
 		return 0;
+	load_args(&c);
 	event = call_record(&c, CP_EV_MEMSET, sizeof(*event));
 	if (!event)
 		return 0;
@@ -1110,7 +1169,7 @@ int BPF_KPROBE(memset_entry)
 	event->pitch = 0;
 	if (CP_COOKIE_VARIANT(c.cookie) == CP_MEMSET_2D) {
 		event->pitch = cookie_arg(&c, CP_SHIFT_C);
-		event->bytes *= PT_REGS_PARM5(ctx); /* height */
+		event->bytes *= c.args[4]; /* height */
 	}
 	event->stream = cookie_arg(&c, CP_SHIFT_STREAM);
 	event->async = CP_COOKIE_ASYNC(c.cookie);
@@ -1128,6 +1187,7 @@ int BPF_KPROBE(sync_entry)
 
 	if (!enter(ctx, &c))
 		return 0;
+	load_args(&c);
 	event = call_record(&c, CP_EV_SYNC, sizeof(*event));
 	if (!event)
 		return 0;
@@ -1147,6 +1207,7 @@ int BPF_KPROBE(event_entry)
 
 	if (!enter(ctx, &c))
 		return 0;
+	load_args(&c);
 	event = call_record(&c, CP_EV_EVENT, sizeof(*event));
 	if (!event)
 		return 0;
@@ -1179,8 +1240,7 @@ int BPF_KPROBE(name_entry, __u64 out_ptr, __u64 arg2, __u64 name_ptr)
 	call.b = arg2;
 	call.c = name_ptr;
 	call.stack_id = -1;
-	if (bpf_map_update_elem(&pending, &c.pid_tgid, &call, BPF_ANY))
-		count_in(c.slots, CP_CNT_PENDING_OVERFLOW);
+	keep_call(&c, &call);
 	return 0;
 }
 
@@ -1195,8 +1255,8 @@ int BPF_KRETPROBE(name_return, int result)
 
 	if (!traced(pid_tgid >> 32))
 		return 0;
-	returned(pid_tgid, result);
-	if (!take_call(pid_tgid, &call))
+	returned(ctx, pid_tgid, result);
+	if (!take_call(ctx, pid_tgid, &call))
 		return 0;
 	now = bpf_ktime_get_ns();
 	event = reserve(cpu_counters(), sizeof(*event));

@@ -227,6 +227,8 @@
 	P(cuModuleGetFunction, name, name_entry, name_return, CP_KIND(CP_NAME_LOOKUP)) \
 	P(cuLibraryGetKernel, name, name_entry, name_return, CP_KIND(CP_NAME_LOOKUP)) \
 	P(cuKernelGetFunction, name, name_entry, name_return, CP_KIND(CP_NAME_ALIAS)) \
+	X(cuModuleGetFunctionCount, name, "returns how many functions a module has: no handle, no name") \
+	X(cuLibraryGetKernelCount, name, "returns how many kernels a library has: no handle, no name") \
 	P(cuInit, init, init_entry, none, 0)
 
 /* Probed in libcudart (shared) or in an executable with static cudart, with --runtime. */

@@ -19,7 +19,9 @@
  * ($ORIGIN/../lib/cuda-sim). A copy of a workload carried to a real GPU
  * machine finds the real libcuda.so.1 instead.
  */
-#define _POSIX_C_SOURCE 200809L
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memfd_create */
+#endif
 
 #include <cuda.h>
 
@@ -28,8 +30,11 @@
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /* Built with -fvisibility=hidden: only what is marked here is exported. */
 #define SIM_EXPORT __attribute__((visibility("default")))
@@ -61,6 +66,9 @@ enum sim_magic {
 	SIM_MAGIC_FUNCTION = 0x66756e31,	/* "fun1" */
 	SIM_MAGIC_KERNEL = 0x6b726e31,	/* "krn1" */
 	SIM_MAGIC_STREAM = 0x73746d31,	/* "stm1" */
+	SIM_MAGIC_EVENT = 0x65766e31,	/* "evn1" */
+	SIM_MAGIC_PHYSICAL = 0x70687931,	/* "phy1": a VMM allocation handle */
+	SIM_MAGIC_POOL = 0x706f6f31,	/* "poo1" */
 };
 
 struct sim_launch_dims {
@@ -116,9 +124,11 @@ enum sim_mem_kind {
 	SIM_MEM_DEVICE = 1u << 0,
 	SIM_MEM_MANAGED = 1u << 1,
 	SIM_MEM_HOST = 1u << 2,		/* cuMemAllocHost */
+	SIM_MEM_VMM = 1u << 3,		/* a cuMemMap mapping: freed by cuMemUnmap only */
 };
 
-#define SIM_MEM_DEVICE_VISIBLE (SIM_MEM_DEVICE | SIM_MEM_MANAGED)
+#define SIM_MEM_FREEABLE (SIM_MEM_DEVICE | SIM_MEM_MANAGED)
+#define SIM_MEM_DEVICE_VISIBLE (SIM_MEM_DEVICE | SIM_MEM_MANAGED | SIM_MEM_VMM)
 
 struct sim_allocation {
 	struct sim_allocation *next;
@@ -629,7 +639,19 @@ SIM_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
 	return CUDA_SUCCESS;
 }
 
-/* Libraries are context-independent, as in the real driver. */
+/* Libraries are context-independent, as in the real driver. Options are accepted and ignored: there is no JIT. */
+static CUresult load_library(CUlibrary *library, const void *code, bool bad_jit_options,
+			     bool bad_library_options)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (bad_jit_options || bad_library_options)
+		return CUDA_ERROR_INVALID_VALUE;
+	return load_module((struct sim_module **)library, SIM_MAGIC_LIBRARY, code);
+}
+
 SIM_EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *code,
 					      CUjit_option *jitOptions,
 					      void **jitOptionsValues,
@@ -638,15 +660,8 @@ SIM_EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *co
 					      void **libraryOptionValues,
 					      unsigned int numLibraryOptions)
 {
-	CUresult rc = require_init();
-
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	/* Options are accepted and ignored: there is no JIT. */
-	if ((numJitOptions && (!jitOptions || !jitOptionsValues)) ||
-	    (numLibraryOptions && (!libraryOptions || !libraryOptionValues)))
-		return CUDA_ERROR_INVALID_VALUE;
-	return load_module((struct sim_module **)library, SIM_MAGIC_LIBRARY, code);
+	return load_library(library, code, numJitOptions && (!jitOptions || !jitOptionsValues),
+			    numLibraryOptions && (!libraryOptions || !libraryOptionValues));
 }
 
 SIM_EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary library,
@@ -805,7 +820,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize)
 
 SIM_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
 {
-	return release((uintptr_t)dptr, SIM_MEM_DEVICE_VISIBLE);
+	return release((uintptr_t)dptr, SIM_MEM_FREEABLE);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
@@ -1010,6 +1025,706 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config,
 	return launch(f, &dims, config->hStream, kernelParams, extra);
 }
 
+/* ------------------------------------------ more launches, sync, events */
+
+SIM_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f,
+						      unsigned int gridDimX,
+						      unsigned int gridDimY,
+						      unsigned int gridDimZ,
+						      unsigned int blockDimX,
+						      unsigned int blockDimY,
+						      unsigned int blockDimZ,
+						      unsigned int sharedMemBytes,
+						      CUstream hStream,
+						      void **kernelParams)
+{
+	const struct sim_launch_dims dims = {
+		.grid = { gridDimX, gridDimY, gridDimZ },
+		.block = { blockDimX, blockDimY, blockDimZ },
+		.shared_mem_bytes = sharedMemBytes,
+	};
+
+	return launch(f, &dims, hStream, kernelParams, NULL);
+}
+
+/* Stream work is already done when it is enqueued: the host function runs now. */
+SIM_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!fn)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!stream_is_valid(hStream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	fn(userData);
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
+{
+	const struct sim_context *context = (const struct sim_context *)ctx;
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!context)
+		return require_context();
+	return context->magic == SIM_MAGIC_CONTEXT ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return stream_is_valid(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+struct sim_event {
+	enum sim_magic magic;
+	unsigned int flags;
+};
+
+static bool event_is_valid(CUevent event)
+{
+	const struct sim_event *sim_event = (const struct sim_event *)event;
+
+	return sim_event && sim_event->magic == SIM_MAGIC_EVENT;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+	struct sim_event *event;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!phEvent)
+		return CUDA_ERROR_INVALID_VALUE;
+	event = calloc(1, sizeof(*event));
+	if (!event)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	event->magic = SIM_MAGIC_EVENT;
+	event->flags = Flags;
+	*phEvent = (CUevent)event;
+	return CUDA_SUCCESS;
+}
+
+/* cuda.h maps this name to cuEventDestroy_v2. */
+SIM_EXPORT CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
+{
+	struct sim_event *event = (struct sim_event *)hEvent;
+
+	if (!event_is_valid(hEvent))
+		return CUDA_ERROR_INVALID_HANDLE;
+	event->magic = SIM_MAGIC_DEAD;
+	free(event);
+	return CUDA_SUCCESS;
+}
+
+static CUresult event_on_stream(CUevent hEvent, CUstream hStream)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!event_is_valid(hEvent) || !stream_is_valid(hStream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+	return event_on_stream(hEvent, hStream);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
+						   unsigned int flags)
+{
+	return event_on_stream(hEvent, hStream);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
+{
+	return event_on_stream(hEvent, hStream);
+}
+
+/* Everything recorded has completed already. */
+SIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent)
+{
+	return event_is_valid(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
+{
+	return event_is_valid(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* ------------------------------------------------------------ memsets */
+
+static CUresult fill(uintptr_t dst, size_t pitch, unsigned int value, unsigned int size,
+		     size_t width, size_t height, CUstream stream)
+{
+	size_t row, i;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!stream_is_valid(stream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!width || !height)
+		return CUDA_SUCCESS;
+	if (pitch < width * size ||
+	    !range_is_allocated(dst, pitch * (height - 1) + width * size, SIM_MEM_DEVICE_VISIBLE))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (row = 0; row < height; row++) {
+		unsigned char *p = (unsigned char *)(dst + row * pitch);
+
+		for (i = 0; i < width; i++)
+			memcpy(p + i * size, &value, size); /* little-endian: the low bytes */
+	}
+	return CUDA_SUCCESS;
+}
+
+/* cuda.h maps the synchronous names to their _v2 entry points. */
+SIM_EXPORT CUresult CUDAAPI cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n)
+{ return fill(d, n, v, 1, n, 1, NULL); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD16(CUdeviceptr d, unsigned short v, size_t n)
+{ return fill(d, 2 * n, v, 2, n, 1, NULL); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD32(CUdeviceptr d, unsigned int v, size_t n)
+{ return fill(d, 4 * n, v, 4, n, 1, NULL); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
+{ return fill(d, n, v, 1, n, 1, s); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
+{ return fill(d, 2 * n, v, 2, n, 1, s); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
+{ return fill(d, 4 * n, v, 4, n, 1, s); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD2D8(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h)
+{ return fill(d, p, v, 1, w, h, NULL); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD2D16(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h)
+{ return fill(d, p, v, 2, w, h, NULL); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD2D32(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h)
+{ return fill(d, p, v, 4, w, h, NULL); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w,
+					      size_t h, CUstream s)
+{ return fill(d, p, v, 1, w, h, s); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w,
+					       size_t h, CUstream s)
+{ return fill(d, p, v, 2, w, h, s); }
+SIM_EXPORT CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w,
+					       size_t h, CUstream s)
+{ return fill(d, p, v, 4, w, h, s); }
+
+/* ------------------------------------------------------ more copies */
+
+/* The address of one side of a 2D/3D copy; arrays are not simulated. */
+static CUresult side_address(CUmemorytype type, const void *host, CUdeviceptr device,
+			     uintptr_t *address, unsigned int *kinds)
+{
+	switch (type) {
+	case CU_MEMORYTYPE_HOST:
+		*address = (uintptr_t)host;
+		*kinds = 0;
+		return CUDA_SUCCESS;
+	case CU_MEMORYTYPE_DEVICE:
+		*address = (uintptr_t)device;
+		*kinds = SIM_MEM_DEVICE_VISIBLE;
+		return CUDA_SUCCESS;
+	case CU_MEMORYTYPE_UNIFIED:
+		*address = (uintptr_t)device;
+		*kinds = 0;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+static CUresult copy_rows(uintptr_t dst, unsigned int dst_kinds, size_t dst_pitch, uintptr_t src,
+			  unsigned int src_kinds, size_t src_pitch, size_t width, size_t rows,
+			  CUstream stream)
+{
+	size_t row;
+	CUresult rc = CUDA_SUCCESS;
+
+	for (row = 0; row < rows && rc == CUDA_SUCCESS; row++)
+		rc = copy(dst + row * dst_pitch, dst_kinds, src + row * src_pitch, src_kinds, width,
+			  stream);
+	return rc;
+}
+
+static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream stream)
+{
+	unsigned int src_kinds, dst_kinds;
+	uintptr_t src, dst;
+	CUresult rc;
+
+	if (!c)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = side_address(c->srcMemoryType, c->srcHost, c->srcDevice, &src, &src_kinds);
+	if (rc == CUDA_SUCCESS)
+		rc = side_address(c->dstMemoryType, c->dstHost, c->dstDevice, &dst, &dst_kinds);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return copy_rows(dst + c->dstY * c->dstPitch + c->dstXInBytes, dst_kinds, c->dstPitch,
+			 src + c->srcY * c->srcPitch + c->srcXInBytes, src_kinds, c->srcPitch,
+			 c->WidthInBytes, c->Height, stream);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpy2D(const CUDA_MEMCPY2D *pCopy)
+{ return copy_2d(pCopy, NULL); }
+SIM_EXPORT CUresult CUDAAPI cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *pCopy)
+{ return copy_2d(pCopy, NULL); }
+SIM_EXPORT CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
+{ return copy_2d(pCopy, hStream); }
+
+static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream)
+{
+	size_t src_height, dst_height, z;
+	unsigned int src_kinds, dst_kinds;
+	uintptr_t src, dst;
+	CUresult rc;
+
+	if (!c)
+		return CUDA_ERROR_INVALID_VALUE;
+	rc = side_address(c->srcMemoryType, c->srcHost, c->srcDevice, &src, &src_kinds);
+	if (rc == CUDA_SUCCESS)
+		rc = side_address(c->dstMemoryType, c->dstHost, c->dstDevice, &dst, &dst_kinds);
+	src_height = c->srcHeight ? c->srcHeight : c->Height;
+	dst_height = c->dstHeight ? c->dstHeight : c->Height;
+	for (z = 0; rc == CUDA_SUCCESS && z < c->Depth; z++)
+		rc = copy_rows(dst + ((c->dstZ + z) * dst_height + c->dstY) * c->dstPitch +
+			       c->dstXInBytes, dst_kinds, c->dstPitch,
+			       src + ((c->srcZ + z) * src_height + c->srcY) * c->srcPitch +
+			       c->srcXInBytes, src_kinds, c->srcPitch, c->WidthInBytes, c->Height,
+			       stream);
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpy3D(const CUDA_MEMCPY3D *pCopy)
+{ return copy_3d(pCopy, NULL); }
+SIM_EXPORT CUresult CUDAAPI cuMemcpy3DAsync(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
+{ return copy_3d(pCopy, hStream); }
+
+/* One device: a peer copy is a device-to-device copy between contexts. */
+SIM_EXPORT CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext,
+					 CUdeviceptr srcDevice, CUcontext srcContext,
+					 size_t ByteCount)
+{
+	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE, (uintptr_t)srcDevice,
+		    SIM_MEM_DEVICE_VISIBLE, ByteCount, NULL);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext,
+					      CUdeviceptr srcDevice, CUcontext srcContext,
+					      size_t ByteCount, CUstream hStream)
+{
+	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE, (uintptr_t)srcDevice,
+		    SIM_MEM_DEVICE_VISIBLE, ByteCount, hStream);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
+					  CUstream hStream)
+{
+	return copy((uintptr_t)dst, 0, (uintptr_t)src, 0, ByteCount, hStream);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
+					      size_t ByteCount, CUstream hStream)
+{
+	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE, (uintptr_t)srcDevice,
+		    SIM_MEM_DEVICE_VISIBLE, ByteCount, hStream);
+}
+
+/* cuda.h maps this name to cuMemcpyBatchAsync_v2. */
+SIM_EXPORT CUresult CUDAAPI cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes,
+					       size_t count, CUmemcpyAttributes *attrs,
+					       size_t *attrsIdxs, size_t numAttrs, CUstream hStream)
+{
+	CUresult rc = CUDA_SUCCESS;
+	size_t i;
+
+	if (!count || !dsts || !srcs || !sizes)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
+		rc = copy((uintptr_t)dsts[i], 0, (uintptr_t)srcs[i], 0, sizes[i], hStream);
+	return rc;
+}
+
+/* ---------------------------------------- more allocations and pools */
+
+/* Pitch rows to the allocation alignment, as a GPU would for coalescing. */
+SIM_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+					    size_t Height, unsigned int ElementSizeBytes)
+{
+	size_t pitch;
+
+	if (!dptr || !pPitch || !WidthInBytes || !Height ||
+	    (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+		return CUDA_ERROR_INVALID_VALUE;
+	pitch = (WidthInBytes + SIM_ALLOC_ALIGNMENT - 1) & ~(size_t)(SIM_ALLOC_ALIGNMENT - 1);
+	*pPitch = pitch;
+	return allocate((uintptr_t *)dptr, pitch * Height, SIM_MEM_DEVICE);
+}
+
+/*
+ * Entry points never call each other's exported symbols: a probe on one
+ * must see exactly the calls the program made (the helpers are internal).
+ */
+SIM_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
+{
+	if (!pp)
+		return CUDA_ERROR_INVALID_VALUE;
+	return allocate((uintptr_t *)pp, bytesize, SIM_MEM_HOST);
+}
+
+struct sim_pool {
+	enum sim_magic magic;
+};
+
+static struct sim_pool default_pool = { .magic = SIM_MAGIC_POOL };
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!pool_out)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*pool_out = (CUmemoryPool)&default_pool;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+	if (!stream_is_valid(hStream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	return allocate((uintptr_t *)dptr, bytesize, SIM_MEM_DEVICE);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize,
+						    CUmemoryPool pool, CUstream hStream)
+{
+	const struct sim_pool *sim_pool = (const struct sim_pool *)pool;
+
+	if (!sim_pool || sim_pool->magic != SIM_MAGIC_POOL || !dptr)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!stream_is_valid(hStream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	return allocate((uintptr_t *)dptr, bytesize, SIM_MEM_DEVICE);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+	if (!stream_is_valid(hStream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	return release((uintptr_t)dptr, SIM_MEM_FREEABLE);
+}
+
+/* ------------------------------------------------ virtual memory management */
+
+/*
+ * Physical memory is a memfd; mapping it is mmap over the reserved range,
+ * so the simulated driver has CUDA's semantics: a handle released while
+ * mapped keeps its memory until the last mapping goes.
+ */
+#define SIM_VMM_GRANULARITY (2u << 20)
+
+struct sim_physical {
+	enum sim_magic magic;
+	int fd;
+	size_t size;
+	atomic_int refs;  /* handle references: create, retains */
+	atomic_int maps;  /* mappings */
+};
+
+struct sim_mapping {
+	struct sim_mapping *next;
+	uintptr_t ptr;
+	size_t size;
+	struct sim_physical *physical;
+};
+
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_mapping *mappings;
+
+static void physical_put(struct sim_physical *physical)
+{
+	if (atomic_load(&physical->refs) > 0 || atomic_load(&physical->maps) > 0)
+		return;
+	close(physical->fd);
+	physical->magic = SIM_MAGIC_DEAD;
+	free(physical);
+}
+
+static struct sim_physical *physical_from_handle(CUmemGenericAllocationHandle handle)
+{
+	struct sim_physical *physical = (struct sim_physical *)(uintptr_t)handle;
+
+	return physical && physical->magic == SIM_MAGIC_PHYSICAL ? physical : NULL;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemGetAllocationGranularity(size_t *granularity,
+							  const CUmemAllocationProp *prop,
+							  CUmemAllocationGranularity_flags option)
+{
+	if (!granularity || !prop)
+		return CUDA_ERROR_INVALID_VALUE;
+	*granularity = SIM_VMM_GRANULARITY;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+					const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	struct sim_physical *physical;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!handle || !prop || !size || size % SIM_VMM_GRANULARITY ||
+	    prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+	    prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (prop->location.id < 0 || prop->location.id >= SIM_DEVICE_COUNT)
+		return CUDA_ERROR_INVALID_DEVICE;
+	physical = calloc(1, sizeof(*physical));
+	if (!physical)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	physical->fd = memfd_create("cuda-sim-physical", MFD_CLOEXEC);
+	if (physical->fd < 0 || ftruncate(physical->fd, (off_t)size)) {
+		if (physical->fd >= 0)
+			close(physical->fd);
+		free(physical);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	physical->magic = SIM_MAGIC_PHYSICAL;
+	physical->size = size;
+	atomic_store(&physical->refs, 1);
+	*handle = (CUmemGenericAllocationHandle)(uintptr_t)physical;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	struct sim_physical *physical;
+	CUresult rc = CUDA_SUCCESS;
+
+	pthread_mutex_lock(&vmm_lock);
+	physical = physical_from_handle(handle);
+	if (!physical || atomic_load(&physical->refs) <= 0)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (atomic_fetch_sub(&physical->refs, 1) == 1)
+		physical_put(physical);
+	pthread_mutex_unlock(&vmm_lock);
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment,
+						CUdeviceptr addr, unsigned long long flags)
+{
+	void *range;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!ptr || !size || size % SIM_VMM_GRANULARITY)
+		return CUDA_ERROR_INVALID_VALUE;
+	range = mmap((void *)(uintptr_t)addr, size, PROT_NONE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (range == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*ptr = (CUdeviceptr)(uintptr_t)range;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	if (!ptr || !size)
+		return CUDA_ERROR_INVALID_VALUE;
+	return munmap((void *)(uintptr_t)ptr, size) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+				     CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+	struct sim_physical *physical;
+	struct sim_mapping *mapping;
+	struct sim_allocation *allocation;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	mapping = calloc(1, sizeof(*mapping));
+	allocation = calloc(1, sizeof(*allocation));
+	pthread_mutex_lock(&vmm_lock);
+	physical = physical_from_handle(handle);
+	if (!mapping || !allocation)
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	else if (!physical || !ptr || !size || offset + size > physical->size)
+		rc = CUDA_ERROR_INVALID_VALUE;
+	else if (mmap((void *)(uintptr_t)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+		      physical->fd, (off_t)offset) == MAP_FAILED)
+		rc = CUDA_ERROR_OUT_OF_MEMORY;
+	if (rc != CUDA_SUCCESS) {
+		pthread_mutex_unlock(&vmm_lock);
+		free(mapping);
+		free(allocation);
+		return rc;
+	}
+	atomic_fetch_add(&physical->maps, 1);
+	*mapping = (struct sim_mapping){ .next = mappings, .ptr = (uintptr_t)ptr, .size = size,
+					 .physical = physical };
+	mappings = mapping;
+	pthread_mutex_unlock(&vmm_lock);
+
+	/* Copies, memsets and kernels may use it like any device memory. */
+	*allocation = (struct sim_allocation){ .base = (uintptr_t)ptr, .bytes = size,
+					       .kind = SIM_MEM_VMM };
+	pthread_mutex_lock(&allocations_lock);
+	allocation->next = allocations;
+	allocations = allocation;
+	pthread_mutex_unlock(&allocations_lock);
+	return CUDA_SUCCESS;
+}
+
+static void forget_vmm_allocation(uintptr_t base)
+{
+	struct sim_allocation **link, *found = NULL;
+
+	pthread_mutex_lock(&allocations_lock);
+	for (link = &allocations; *link; link = &(*link)->next) {
+		if ((*link)->base == base && (*link)->kind == SIM_MEM_VMM) {
+			found = *link;
+			*link = found->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&allocations_lock);
+	free(found);
+}
+
+/* Unmaps every mapping inside [ptr, ptr + size); the range stays reserved. */
+SIM_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	struct sim_mapping **link = &mappings, *mapping;
+	uintptr_t start = (uintptr_t)ptr, end = start + size;
+	int unmapped = 0;
+
+	if (!ptr || !size)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&vmm_lock);
+	while ((mapping = *link)) {
+		if (mapping->ptr < start || mapping->ptr + mapping->size > end) {
+			link = &mapping->next;
+			continue;
+		}
+		*link = mapping->next;
+		mmap((void *)mapping->ptr, mapping->size, PROT_NONE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+		forget_vmm_allocation(mapping->ptr);
+		atomic_fetch_sub(&mapping->physical->maps, 1);
+		physical_put(mapping->physical);
+		free(mapping);
+		unmapped++;
+	}
+	pthread_mutex_unlock(&vmm_lock);
+	return unmapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size,
+					   const CUmemAccessDesc *desc, size_t count)
+{
+	return ptr && size && desc && count ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle,
+							void *addr)
+{
+	const struct sim_mapping *mapping;
+	CUresult rc = CUDA_ERROR_INVALID_VALUE;
+
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&vmm_lock);
+	for (mapping = mappings; mapping; mapping = mapping->next) {
+		if ((uintptr_t)addr >= mapping->ptr && (uintptr_t)addr < mapping->ptr + mapping->size) {
+			atomic_fetch_add(&mapping->physical->refs, 1);
+			*handle = (CUmemGenericAllocationHandle)(uintptr_t)mapping->physical;
+			rc = CUDA_SUCCESS;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&vmm_lock);
+	return rc;
+}
+
+/* ------------------------------------------------ modules from files */
+
+static char *read_image(const char *path)
+{
+	FILE *file = fopen(path, "re");
+	char *image = NULL;
+	long size;
+
+	if (!file)
+		return NULL;
+	if (!fseek(file, 0, SEEK_END) && (size = ftell(file)) >= 0 && !fseek(file, 0, SEEK_SET)) {
+		image = calloc(1, (size_t)size + 1);
+		if (image && fread(image, 1, (size_t)size, file) != (size_t)size) {
+			free(image);
+			image = NULL;
+		}
+	}
+	fclose(file);
+	return image;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
+{
+	CUresult rc = require_context();
+	char *image;
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!fname)
+		return CUDA_ERROR_INVALID_VALUE;
+	image = read_image(fname);
+	if (!image)
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	rc = load_module((struct sim_module **)module, SIM_MAGIC_MODULE, image);
+	free(image);
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char *fileName,
+						  CUjit_option *jitOptions, void **jitOptionsValues,
+						  unsigned int numJitOptions,
+						  CUlibraryOption *libraryOptions,
+						  void **libraryOptionValues,
+						  unsigned int numLibraryOptions)
+{
+	CUresult rc;
+	char *image;
+
+	if (!fileName)
+		return CUDA_ERROR_INVALID_VALUE;
+	image = read_image(fileName);
+	if (!image)
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	rc = load_library(library, image, numJitOptions && (!jitOptions || !jitOptionsValues),
+			  numLibraryOptions && (!libraryOptions || !libraryOptionValues));
+	free(image);
+	return rc;
+}
+
 /* ----------------------------------------------------------------- errors */
 
 #define SIM_ERRORS(X)								\
@@ -1032,6 +1747,7 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config,
 	X(CUDA_ERROR_LAUNCH_FAILED, "unspecified launch failure")		\
 	X(CUDA_ERROR_NOT_PERMITTED, "operation not permitted")			\
 	X(CUDA_ERROR_NOT_SUPPORTED, "operation not supported")			\
+	X(CUDA_ERROR_FILE_NOT_FOUND, "file not found")				\
 	X(CUDA_ERROR_UNKNOWN, "unknown error")
 
 struct sim_error {

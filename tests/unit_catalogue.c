@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The probe catalogue held against a real driver's export list
+ * (tests/data/libcuda-580.159.04-exports.txt, driver 580.159.04): every
+ * export of a traced family is probed or excluded with a reason, every
+ * probed symbol exists, and the generated tables agree with each other and
+ * with the BPF object. Also the log2 bucket rule shared with the BPF side.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "cuprobe.h"
+#include "cuprobe.skel.h"
+#include "helpers.h"
+
+static char **exports;
+static size_t export_count;
+
+static void load_exports(void)
+{
+	char *text = read_text(EXPORT_LIST), *line, *save = NULL;
+
+	cr_assert_not_null(text, "cannot read %s", EXPORT_LIST);
+	exports = calloc(1024, sizeof(*exports));
+	cr_assert_not_null(exports);
+	export_count = 0;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		cr_assert_lt(export_count, 1024);
+		exports[export_count++] = strdup(line);
+	}
+	free(text);
+	cr_assert_eq(export_count, 682, "driver 580.159.04 exports 682 cu* functions");
+}
+
+static void free_exports(void)
+{
+	size_t i;
+
+	for (i = 0; i < export_count; i++)
+		free(exports[i]);
+	free(exports);
+}
+
+TestSuite(catalogue, .init = load_exports, .fini = free_exports);
+
+struct coverage {
+	size_t excluded;
+	size_t unknown;
+	char unknown_names[4096];
+};
+
+static void note(void *ctx, const char *symbol, const struct cp_catalogue_entry *excluded)
+{
+	struct coverage *c = ctx;
+
+	if (excluded) {
+		c->excluded++;
+		cr_assert(excluded->reason && *excluded->reason, "%s excluded without a reason", symbol);
+		/* The exclusions, listed in the test's output. */
+		printf("excluded: %-36s %s\n", symbol, excluded->reason);
+		return;
+	}
+	c->unknown++;
+	strncat(c->unknown_names, symbol, sizeof(c->unknown_names) - strlen(c->unknown_names) - 2);
+	strcat(c->unknown_names, " ");
+}
+
+Test(catalogue, every_export_of_a_traced_family_is_probed_or_excluded)
+{
+	struct coverage c = { 0 };
+	int in_families;
+
+	in_families = cp_catalogue__unprobed((const char *const *)exports, export_count, note, &c);
+	cr_assert_eq(c.unknown, 0, "exports of traced families the catalogue does not name: %s",
+		     c.unknown_names);
+	cr_assert_gt(in_families, 150, "the traced families cover %d exports", in_families);
+	printf("%d exports in traced families: %zu probed, %zu excluded\n", in_families,
+	       in_families - c.excluded, c.excluded);
+	fflush(stdout);
+}
+
+Test(catalogue, every_probed_driver_symbol_is_a_real_export)
+{
+	const struct cp_catalogue_entry *entries;
+	size_t count = cp_catalogue__entries(&entries), i, j;
+
+	for (i = 0; i < count; i++) {
+		if (entries[i].runtime)
+			continue;
+		for (j = 0; j < export_count && strcmp(exports[j], entries[i].symbol); j++)
+			;
+		cr_assert_lt(j, export_count, "%s is in the catalogue but driver 580 does not export it",
+			     entries[i].symbol);
+	}
+}
+
+Test(catalogue, the_versions_the_issue_names_are_probed)
+{
+	static const char *const wanted[] = {
+		"cuCtxSynchronize_v2", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
+		"cuMemAddressReserve", "cuMemAddressFree", "cuMemAllocFromPoolAsync",
+		"cuLaunchHostFunc", "cuMemsetD8_v2", "cuMemsetD2D32Async", "cuMemcpy3DPeer",
+		"cuMemcpyBatchAsync_v2", "cuEventRecordWithFlags", "cuEventQuery",
+		"cuStreamWaitEvent_ptsz", "cuModuleLoad", "cuLibraryLoadFromFile", "cuInit",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(wanted) / sizeof(wanted[0]); i++) {
+		const struct cp_catalogue_entry *e = cp_catalogue__find(wanted[i]);
+
+		cr_assert_not_null(e, "%s is not in the catalogue", wanted[i]);
+		cr_assert(e->probed, "%s is excluded", wanted[i]);
+	}
+}
+
+Test(catalogue, one_line_per_symbol_and_tables_that_agree)
+{
+	const struct cp_catalogue_entry *entries;
+	size_t count = cp_catalogue__entries(&entries), i, j;
+
+	for (i = 0; i < count; i++) {
+		for (j = i + 1; j < count; j++)
+			cr_assert(strcmp(entries[i].symbol, entries[j].symbol), "%s twice",
+				  entries[i].symbol);
+		if (!entries[i].probed)
+			continue;
+		/* enum, name table and family table come from the same line */
+		cr_assert_neq(cp_api__by_name(entries[i].symbol), CP_API_UNKNOWN, "%s has no API id",
+			      entries[i].symbol);
+		cr_assert_str_eq(cp_api__name(cp_api__by_name(entries[i].symbol)), entries[i].symbol);
+		cr_assert_eq(cp_api__family(cp_api__by_name(entries[i].symbol)), entries[i].family);
+	}
+}
+
+Test(catalogue, every_program_it_names_is_in_the_bpf_object)
+{
+	const struct cp_catalogue_entry *entries;
+	size_t count = cp_catalogue__entries(&entries), i;
+	struct cuprobe_bpf *skel = cuprobe_bpf__open(); /* open only: no root, nothing loaded */
+
+	cr_assert_not_null(skel);
+	for (i = 0; i < count; i++) {
+		if (!entries[i].probed)
+			continue;
+		cr_assert_not_null(bpf_object__find_program_by_name(skel->obj, entries[i].program),
+				   "%s: no program %s", entries[i].symbol, entries[i].program);
+		if (strcmp(entries[i].return_program, "none"))
+			cr_assert_not_null(bpf_object__find_program_by_name(skel->obj,
+									    entries[i].return_program),
+					   "%s: no program %s", entries[i].symbol,
+					   entries[i].return_program);
+	}
+	cuprobe_bpf__destroy(skel);
+}
+
+Test(catalogue, family_prefixes)
+{
+	cr_assert_eq(cp_catalogue__family_of_export("cuMemcpy3DPeerAsync_ptsz"), CP_FAMILY_copy);
+	cr_assert_eq(cp_catalogue__family_of_export("cuGraphLaunch"), CP_FAMILY_launch);
+	cr_assert_eq(cp_catalogue__family_of_export("cuMemGetInfo_v2"), CP_FAMILY_NONE);
+	cr_assert_eq(cp_catalogue__family_of_export("cuCtxSynchronize_v2"), CP_FAMILY_sync);
+}
+
+/* ---- the log2 buckets: (2^(b-1), 2^b], bucket 0 = [0, 1] ---------------------------- */
+
+Test(log2_bucket, bounds)
+{
+	unsigned int b;
+
+	cr_assert_eq(cp_log2_bucket(0), 0);
+	cr_assert_eq(cp_log2_bucket(1), 0);
+	cr_assert_eq(cp_log2_bucket(2), 1);
+	cr_assert_eq(cp_log2_bucket(3), 2);
+	cr_assert_eq(cp_log2_bucket(4), 2);
+	cr_assert_eq(cp_log2_bucket(5), 3);
+	for (b = 1; b < CP_HIST_BUCKETS; b++) {
+		__u64 upper = 1ull << b;
+
+		cr_assert_eq(cp_log2_bucket(upper), b, "2^%u belongs to bucket %u", b, b);
+		cr_assert_eq(cp_log2_bucket(upper / 2 + 1), b, "2^%u/2+1 belongs to bucket %u", b, b);
+		if (b + 1 < CP_HIST_BUCKETS)
+			cr_assert_eq(cp_log2_bucket(upper + 1), b + 1);
+	}
+	cr_assert_eq(cp_log2_bucket(1ull << 40), CP_HIST_BUCKETS - 1, "the last bucket takes the rest");
+	cr_assert_eq(cp_log2_bucket(~0ull), CP_HIST_BUCKETS - 1);
+}
+
+Test(log2_bucket, percentiles_are_the_bucket_upper_bounds)
+{
+	__u64 h[CP_HIST_BUCKETS] = { 0 };
+
+	h[cp_log2_bucket(1000)]++; /* (512, 1024] */
+	h[cp_log2_bucket(1024)]++;
+	cr_assert_eq(cp_histogram__percentile(h, 1.0), 1024);
+	h[cp_log2_bucket(1025)]++;
+	cr_assert_eq(cp_histogram__percentile(h, 1.0), 2048);
+}

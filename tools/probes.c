@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `cuprobe probes`: the probe catalogue, and what a given libcuda exports
+ * in a traced family that cuprobe does not probe. Reads files only: no BPF,
+ * no root.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuprobe.h"
+#include "session.h"
+#include "probes.h"
+
+static const char probes_usage[] =
+"usage: cuprobe probes [--lib PATH]...\n"
+"\n"
+"Without --lib: the probe catalogue, one line per API: the symbol, its family,\n"
+"and the BPF programs on its entry and return; then the exports of traced\n"
+"families that are deliberately not probed, with the reason.\n"
+"\n"
+"With --lib PATH (a libcuda.so.1; repeatable): what that file exports in a\n"
+"traced family that cuprobe does not probe (excluded, with the reason, or\n"
+"unknown to the catalogue), and a count of the catalogued symbols it lacks.\n"
+"Needs no root.\n"
+"\n"
+"Options:\n"
+"      --lib PATH       check this driver file's exports\n"
+"  -h, --help           show this help\n"
+"\n"
+"Exit status: 0; 1 when a file cannot be read as ELF; 2 for bad usage.\n";
+
+static void list_catalogue(void)
+{
+	const struct cp_catalogue_entry *entries;
+	size_t count = cp_catalogue__entries(&entries), i, probed = 0, excluded = 0;
+
+	printf("%-36s %-8s %-8s %s\n", "API", "FAMILY", "LIBRARY", "PROGRAMS");
+	for (i = 0; i < count; i++) {
+		const struct cp_catalogue_entry *e = &entries[i];
+
+		if (!e->probed)
+			continue;
+		probed++;
+		printf("%-36s %-8s %-8s %s%s%s\n", e->symbol, cp_family__name(e->family),
+		       e->runtime ? "cudart" : "libcuda", e->program,
+		       strcmp(e->return_program, "none") ? " + " : "",
+		       strcmp(e->return_program, "none") ? e->return_program : "");
+	}
+	printf("\nexported but not probed:\n");
+	for (i = 0; i < count; i++) {
+		if (entries[i].probed)
+			continue;
+		excluded++;
+		printf("%-36s %-8s %s\n", entries[i].symbol, cp_family__name(entries[i].family),
+		       entries[i].reason);
+	}
+	printf("\n%zu APIs probed, %zu exports excluded\n", probed, excluded);
+}
+
+struct unprobed_count {
+	unsigned int excluded;
+	unsigned int unknown;
+};
+
+static void print_unprobed(void *ctx, const char *symbol, const struct cp_catalogue_entry *excluded)
+{
+	struct unprobed_count *counts = ctx;
+
+	if (excluded) {
+		counts->excluded++;
+		printf("  %-36s excluded: %s\n", symbol, excluded->reason);
+	} else {
+		counts->unknown++;
+		printf("  %-36s NOT IN THE CATALOGUE (family %s)\n", symbol,
+		       cp_family__name(cp_catalogue__family_of_export(symbol)));
+	}
+}
+
+static int check_file(const char *path)
+{
+	const struct cp_catalogue_entry *entries;
+	struct unprobed_count counts = { 0 };
+	size_t count, i, j, entry_count, lacking = 0;
+	char **names;
+	int err, in_families;
+
+	err = cp_elf__exported_functions(path, &names, &count);
+	if (err) {
+		cp_say("%s: %s", path, err == -ENOEXEC ? "not an ELF file" : strerror(-err));
+		return CP_EXIT_SETUP;
+	}
+	printf("%s: %zu exported functions\n", path, count);
+	in_families = cp_catalogue__unprobed((const char *const *)names, count, print_unprobed,
+					     &counts);
+	entry_count = cp_catalogue__entries(&entries);
+	for (i = 0; i < entry_count; i++) {
+		if (!entries[i].probed || entries[i].runtime)
+			continue;
+		for (j = 0; j < count && strcmp(names[j], entries[i].symbol); j++)
+			;
+		lacking += j == count;
+	}
+	printf("%s: %d exports in traced families: %d probed, %u excluded, %u not in the catalogue; %zu catalogued APIs not exported\n",
+	       path, in_families, in_families - (int)(counts.excluded + counts.unknown),
+	       counts.excluded, counts.unknown, lacking);
+	cp_elf__free_names(names, count);
+	return 0;
+}
+
+int cp_cmd_probes(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "lib", required_argument, NULL, 'l' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *libs[16];
+	int n = 0, option, i, code = 0;
+
+	opterr = 0;
+	optind = 1;
+	while ((option = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
+		switch (option) {
+		case 'h':
+			fputs(probes_usage, stdout);
+			return 0;
+		case 'l':
+			if (n == (int)(sizeof(libs) / sizeof(libs[0]))) {
+				cp_say("too many --lib (at most 16)");
+				return CP_EXIT_USAGE;
+			}
+			libs[n++] = optarg;
+			break;
+		default:
+			cp_say("%s: unknown option or missing value (see cuprobe probes --help)",
+			       argv[optind - 1]);
+			return CP_EXIT_USAGE;
+		}
+	}
+	if (optind < argc) {
+		cp_say("unexpected argument '%s' (see cuprobe probes --help)", argv[optind]);
+		return CP_EXIT_USAGE;
+	}
+	if (!n) {
+		list_catalogue();
+		return 0;
+	}
+	for (i = 0; i < n; i++)
+		if (check_file(libs[i]))
+			code = CP_EXIT_SETUP;
+	return code;
+}
