@@ -660,7 +660,10 @@ int BPF_KPROBE(call_entry)
 	return 0;
 }
 
-/* A successful allocation joins the live set and the process's totals. */
+/*
+ * A successful allocation joins the live set and the process's totals:
+ * device memory (and its allocation count) apart from pinned host memory.
+ */
 static __always_inline void track_alloc(__u32 tgid, __u64 ptr, __u64 bytes, __u32 kind,
 					__u32 api, __s64 stack_id, __u64 caller, __u64 now)
 {
@@ -673,7 +676,8 @@ static __always_inline void track_alloc(__u32 tgid, __u64 ptr, __u64 bytes, __u3
 
 	if (!mem)
 		return;
-	__sync_fetch_and_add(&mem->allocations, 1);
+	if (kind != CP_MEM_HOST)
+		__sync_fetch_and_add(&mem->allocations, 1);
 	if (bpf_map_update_elem(&live_allocs, &key, &info, BPF_ANY)) {
 		count(CP_CNT_LIVE_ALLOCS_FULL);
 		return; /* not tracked: its free will count as unknown */
@@ -686,8 +690,8 @@ static __always_inline void track_alloc(__u32 tgid, __u64 ptr, __u64 bytes, __u3
 	grow_live(mem, bytes);
 }
 
-/* A free leaves the live set; a pointer never seen allocated is counted apart. */
-static __always_inline void track_free(__u32 tgid, __u64 ptr)
+/* A free leaves the live set; a device pointer never seen allocated is counted apart. */
+static __always_inline void track_free(__u32 tgid, __u64 ptr, __u32 kind)
 {
 	struct cp_alloc_key key = { .pid = tgid, .ptr = ptr };
 	struct cp_mem_stat *mem;
@@ -698,10 +702,12 @@ static __always_inline void track_free(__u32 tgid, __u64 ptr)
 	mem = mem_row(tgid);
 	if (!mem)
 		return;
-	__sync_fetch_and_add(&mem->frees, 1);
+	if (kind != CP_MEM_HOST)
+		__sync_fetch_and_add(&mem->frees, 1);
 	info = bpf_map_lookup_elem(&live_allocs, &key);
 	if (!info) {
-		__sync_fetch_and_add(&mem->unknown_frees, 1);
+		if (kind != CP_MEM_HOST)
+			__sync_fetch_and_add(&mem->unknown_frees, 1);
 		return;
 	}
 	if (info->kind == CP_MEM_HOST) {
@@ -758,7 +764,7 @@ static __always_inline __u64 maybe_free_handle(__u32 tgid, struct cp_vmm_key *ke
 		return 0;
 	if (__sync_lock_test_and_set(&handle->freed, 1))
 		return 0;
-	mem = mem_row(tgid);
+	mem = aggregate ? mem_row(tgid) : NULL;
 	if (mem) {
 		__sync_fetch_and_sub(&mem->live_bytes, bytes);
 		__sync_fetch_and_sub(&mem->vmm_live_bytes, bytes);
@@ -771,7 +777,11 @@ static __always_inline __u64 maybe_free_handle(__u32 tgid, struct cp_vmm_key *ke
 
 #define UNMAP_MAPPINGS_MAX 16
 
-/* VMM bookkeeping for a successful call; returns the physical bytes made live or freed. */
+/*
+ * VMM bookkeeping for a successful call, kept in every mode (the records
+ * say which call freed physical memory); the process's totals only when
+ * aggregating. Returns the physical bytes made live or freed.
+ */
 static __always_inline __u64 track_vmm(__u32 tgid, __u32 op, __u64 handle, __u64 ptr, __u64 bytes)
 {
 	struct cp_vmm_key key = { .pid = tgid };
@@ -788,7 +798,7 @@ static __always_inline __u64 track_vmm(__u32 tgid, __u32 op, __u64 handle, __u64
 			count(CP_CNT_VMM_FULL);
 			return 0;
 		}
-		mem = mem_row(tgid);
+		mem = aggregate ? mem_row(tgid) : NULL;
 		if (mem) {
 			__sync_fetch_and_add(&mem->allocations, 1);
 			__sync_fetch_and_add(&mem->vmm_live_bytes, bytes);
@@ -851,7 +861,7 @@ static __always_inline __u64 track_vmm(__u32 tgid, __u32 op, __u64 handle, __u64
 			count(CP_CNT_VMM_FULL);
 			return 0;
 		}
-		mem = mem_row(tgid);
+		mem = aggregate ? mem_row(tgid) : NULL;
 		if (mem)
 			__sync_fetch_and_add(&mem->reserved_bytes, bytes);
 		return 0;
@@ -862,7 +872,7 @@ static __always_inline __u64 track_vmm(__u32 tgid, __u32 op, __u64 handle, __u64
 			count(CP_CNT_VMM_UNKNOWN);
 			return 0;
 		}
-		mem = mem_row(tgid);
+		mem = aggregate ? mem_row(tgid) : NULL;
 		if (mem)
 			__sync_fetch_and_sub(&mem->reserved_bytes, *range);
 		bpf_map_delete_elem(&vmm_ranges, &key);
@@ -891,7 +901,7 @@ static __always_inline void vmm_returned(struct call *c, struct pending_call *ca
 	if (op == CP_VMM_CREATE &&
 	    bpf_probe_read_user(&device, sizeof(device), (void *)(call->c + ALLOC_PROP_LOCATION_ID)))
 		device = -1;
-	if (aggregate && result == 0)
+	if (result == 0)
 		physical = track_vmm(c->pid_tgid >> 32, op, handle, ptr, call->bytes);
 	event = call_record(c, CP_EV_VMM, sizeof(*event));
 	if (!event)
@@ -997,7 +1007,7 @@ int BPF_KPROBE(free_entry)
 	load_args(&c);
 	ptr = cookie_arg(&c, CP_SHIFT_A);
 	if (aggregate)
-		track_free(c.pid_tgid >> 32, ptr);
+		track_free(c.pid_tgid >> 32, ptr, CP_COOKIE_KIND(c.cookie));
 	event = call_record(&c, CP_EV_FREE, sizeof(*event));
 	if (!event)
 		return 0;

@@ -471,9 +471,9 @@ struct cp_mem_stat {
 	__u64 peak_bytes;
 	__u64 live_allocations; /* device allocations live (a VMM handle counts as one) */
 	__u64 host_live_bytes;  /* page-locked host memory */
-	__u64 allocations;      /* successful allocation calls, any kind (cuMemCreate included) */
-	__u64 frees;            /* frees and VMM handles freed */
-	__u64 unknown_frees;    /* frees of pointers allocated before tracing began */
+	__u64 allocations;      /* successful device allocation calls (cuMemCreate included) */
+	__u64 frees;            /* device frees, and VMM handles freed */
+	__u64 unknown_frees;    /* device frees of pointers allocated before tracing began */
 	__u64 vmm_live_bytes;   /* of live_bytes, physical memory of VMM handles */
 	__u64 reserved_bytes;   /* virtual address ranges reserved (cuMemAddressReserve) */
 	__u64 host_live_allocations; /* page-locked host allocations live */

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define KERNEL_NAME		"vec_add"
@@ -42,6 +43,7 @@ struct options {
 	bool use_library;	/* cuLibrary* + cuKernelGetFunction */
 	bool fork_first;	/* parent and child both run the workload */
 	long leak_bytes;	/* --leak N: one device allocation never freed */
+	long start_delay_ms;	/* --start-delay MS: sleep before cuInit */
 };
 
 /* Calls this process made, for the summary line. */
@@ -94,7 +96,7 @@ static void usage(FILE *out)
 {
 	fprintf(out,
 		"usage: %s ITERATIONS [THREADS] [--ex] [--library] [--fork]\n"
-		"       [--exit-code N] [--elements N] [--leak BYTES]\n"
+		"       [--exit-code N] [--elements N] [--leak BYTES] [--start-delay MS]\n"
 		"  ITERATIONS    launches per thread (0..%ld)\n"
 		"  THREADS       launching threads, each on its own stream (1..%ld, default 1)\n"
 		"  --ex          launch with cuLaunchKernelEx\n"
@@ -103,7 +105,9 @@ static void usage(FILE *out)
 		"  --exit-code N exit status on success (0..255, default 0)\n"
 		"  --elements N  floats per buffer (1..%ld, default %ld)\n"
 		"  --leak BYTES  allocate BYTES of device memory in leak_device_buffer()\n"
-		"                and never free them (for leak reports)\n",
+		"                and never free them (for leak reports)\n"
+		"  --start-delay MS  sleep MS milliseconds before cuInit (the driver is\n"
+		"                mapped at start: time for a system-wide tracer to attach)\n",
 		program, MAX_ITERATIONS, MAX_THREADS, MAX_ELEMENTS,
 		DEFAULT_ELEMENTS);
 }
@@ -182,6 +186,10 @@ static void parse_options(int argc, char **argv, struct options *options)
 			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 1, MAX_ELEMENTS * 4,
 					&options->leak_bytes))
 				bad_arguments("bad --leak", argv[i]);
+		} else if (strcmp(arg, "--start-delay") == 0) {
+			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 0, 60000,
+					&options->start_delay_ms))
+				bad_arguments("--start-delay needs 0..60000", argv[i]);
 		} else if (strcmp(arg, "--elements") == 0) {
 			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 1,
 					MAX_ELEMENTS, &options->elements))
@@ -324,6 +332,13 @@ static void run_workload(const struct options *options)
 		host_b[i] = (float)(2 * (i % 1000) + 1);
 	}
 
+	if (options->start_delay_ms) {
+		struct timespec delay = { .tv_sec = options->start_delay_ms / 1000,
+					  .tv_nsec = options->start_delay_ms % 1000 * 1000000L };
+
+		while (nanosleep(&delay, &delay) && errno == EINTR)
+			;
+	}
 	cu_check(cuInit(0), "cuInit");
 	cu_check(cuDeviceGet(&device, 0), "cuDeviceGet");
 	cu_check(cuDevicePrimaryCtxRetain(&w.context, device),

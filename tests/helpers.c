@@ -142,18 +142,15 @@ static double now_s(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-int run_program(char *const argv[], const struct run_opts *opts, double *elapsed_s)
+pid_t spawn_program(char *const argv[], const struct run_opts *opts)
 {
 	static const struct run_opts none;
 	char **env;
-	double start;
-	int status;
 	pid_t pid;
 
 	if (!opts)
 		opts = &none;
 	env = child_environment(opts->extra_env);
-	start = now_s();
 	pid = fork();
 	cr_assert(pid >= 0, "fork: %s", strerror(errno));
 	if (pid == 0) {
@@ -175,16 +172,60 @@ int run_program(char *const argv[], const struct run_opts *opts, double *elapsed
 		execve(argv[0], argv, env);
 		_exit(127);
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		cr_assert(errno == EINTR, "waitpid: %s", strerror(errno));
-	if (elapsed_s)
-		*elapsed_s = now_s() - start;
 	free(env);
+	return pid;
+}
+
+int wait_program(pid_t pid, double timeout_s)
+{
+	double deadline = now_s() + timeout_s;
+	int status;
+	pid_t got;
+
+	for (;;) {
+		got = waitpid(pid, &status, timeout_s > 0 ? WNOHANG : 0);
+		if (got == pid)
+			break;
+		cr_assert(got == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
+		if (timeout_s > 0 && now_s() > deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			return -1;
+		}
+		if (got == 0)
+			usleep(5000);
+	}
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return -1;
+}
+
+int run_program(char *const argv[], const struct run_opts *opts, double *elapsed_s)
+{
+	double start = now_s();
+	int status = wait_program(spawn_program(argv, opts), 0);
+
+	if (elapsed_s)
+		*elapsed_s = now_s() - start;
+	return status;
+}
+
+bool wait_for_text(const char *path, const char *needle, double timeout_s)
+{
+	double deadline = now_s() + timeout_s;
+
+	do {
+		char *text = read_text(path);
+		bool found = text && strstr(text, needle);
+
+		free(text);
+		if (found)
+			return true;
+		usleep(10000);
+	} while (now_s() < deadline);
+	return false;
 }
 
 pid_t start_background(char *const argv[])

@@ -42,6 +42,16 @@ struct run_opts {
  */
 int run_program(char *const argv[], const struct run_opts *opts, double *elapsed_s);
 
+/* Starts argv as run_program does, without waiting: returns its pid. */
+pid_t spawn_program(char *const argv[], const struct run_opts *opts);
+/*
+ * Waits for pid (a child): its status as a shell reports it; with a timeout
+ * (> 0 seconds) it is killed when the time is up, and -1 is returned.
+ */
+int wait_program(pid_t pid, double timeout_s);
+/* Polls the file at path until it contains needle: false after timeout_s seconds. */
+bool wait_for_text(const char *path, const char *needle, double timeout_s);
+
 /* Starts argv in the background (stdio on /dev/null); returns its pid. */
 pid_t start_background(char *const argv[]);
 

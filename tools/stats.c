@@ -243,11 +243,15 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 		fprintf(out, "]");
 		if (mem)
 			fprintf(out, ",\"memory\":{\"live_bytes\":%llu,\"peak_bytes\":%llu"
-				",\"live_allocations\":%llu,\"host_live_bytes\":%llu"
+				",\"live_allocations\":%llu,\"vmm_live_bytes\":%llu"
+				",\"reserved_bytes\":%llu,\"host_live_bytes\":%llu"
+				",\"host_live_allocations\":%llu"
 				",\"allocations\":%llu,\"frees\":%llu"
 				",\"unknown_frees\":%llu}",
 				mem->live_bytes, mem->peak_bytes, mem->live_allocations,
-				mem->host_live_bytes, mem->allocations, mem->frees, mem->unknown_frees);
+				mem->vmm_live_bytes, mem->reserved_bytes, mem->host_live_bytes,
+				mem->host_live_allocations, mem->allocations, mem->frees,
+				mem->unknown_frees);
 		else
 			fprintf(out, ",\"memory\":null");
 		fprintf(out, "}\n");
@@ -296,14 +300,21 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 	if (mem) {
 		human_bytes(mem->live_bytes, a, sizeof(a));
 		human_bytes(mem->peak_bytes, b, sizeof(b));
-		human_bytes(mem->host_live_bytes, c, sizeof(c));
-		fprintf(out, "  device memory: %s live in %llu allocations, peak %s; "
-			"pinned host %s; %llu allocations, %llu frees",
-			a, mem->live_allocations, b, c, mem->allocations, mem->frees);
+		fprintf(out, "  device memory: %s live in %llu allocations, peak %s", a,
+			mem->live_allocations, b);
+		if (mem->vmm_live_bytes || mem->reserved_bytes) {
+			human_bytes(mem->vmm_live_bytes, c, sizeof(c));
+			human_bytes(mem->reserved_bytes, d, sizeof(d));
+			fprintf(out, " (VMM physical %s live, %s of addresses reserved)", c, d);
+		}
+		fprintf(out, "; %llu allocations, %llu frees", mem->allocations, mem->frees);
 		if (mem->unknown_frees)
 			fprintf(out, " (%llu of pointers allocated before tracing)",
 				mem->unknown_frees);
 		fputc('\n', out);
+		human_bytes(mem->host_live_bytes, c, sizeof(c));
+		fprintf(out, "  pinned host memory: %s live in %llu allocations\n", c,
+			mem->host_live_allocations);
 	}
 out:
 	free(kernels);

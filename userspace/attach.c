@@ -85,38 +85,33 @@ static bool is_file(const char *path, uint32_t dev, uint64_t inode)
 
 /*
  * A path to the mapped file that works from here, whatever mount namespace
- * the process lives in: the fd it mapped (held processes still have it),
- * then its mappings (map_files, then the path under its root). Last, a
- * mapping of the same name: on overlayfs the mapping shows the lower file.
+ * the process lives in, and the path as the process sees it (for people).
+ * Its mappings first (map_files stays valid while the file is mapped, then
+ * the path under its root), then the fd it mapped (gone once the loader
+ * closed it, unless the process is held), then, at exec, its executable.
+ * Last, an executable mapping of the same name: on overlayfs the mapping
+ * shows the lower file.
  */
-static int reach_file(const struct cp_attach_event *event, char *path, size_t len)
+static int reach_file(const struct cp_attach_event *event, char *path, size_t len,
+		      char *shown, size_t shown_len)
 {
 	char maps_path[64], line[PATH_MAX + 256], by_name[PATH_MAX] = "";
+	char by_name_shown[PATH_MAX] = "";
 	struct cp_maps_entry entry;
 	pid_t pid = (pid_t)event->hdr.pid;
+	ssize_t n;
 	FILE *maps;
 
-	if (event->flags & CP_ATTACH_EXEC) {
-		snprintf(path, len, "/proc/%d/exe", pid);
-		if (is_file(path, event->dev, event->inode))
-			return 0;
-	}
-	if (event->fd >= 0) {
-		snprintf(path, len, "/proc/%d/fd/%d", pid, event->fd);
-		if (is_file(path, event->dev, event->inode))
-			return 0;
-	}
 	snprintf(maps_path, sizeof(maps_path), "/proc/%d/maps", pid);
 	maps = fopen(maps_path, "re");
-	if (!maps)
-		return -ESRCH;
-	while (fgets(line, sizeof(line), maps)) {
+	while (maps && fgets(line, sizeof(line), maps)) {
 		const char *base;
 
 		if (cp_maps__parse_line(line, &entry) || entry.path[0] != '/')
 			continue;
 		if (entry.inode == event->inode &&
 		    ((entry.dev_major << 20) | entry.dev_minor) == event->dev) {
+			snprintf(shown, shown_len, "%s", entry.path);
 			snprintf(path, len, "/proc/%d/map_files/%llx-%llx", pid,
 				 (unsigned long long)entry.start, (unsigned long long)entry.end);
 			if (is_file(path, event->dev, event->inode))
@@ -126,40 +121,34 @@ static int reach_file(const struct cp_attach_event *event, char *path, size_t le
 				goto found;
 		}
 		base = strrchr(entry.path, '/');
-		if (!by_name[0] && entry.perms[2] == 'x' && base && !strcmp(base + 1, event->name))
+		if (!by_name[0] && entry.perms[2] == 'x' && base && !strcmp(base + 1, event->name)) {
 			snprintf(by_name, sizeof(by_name), "/proc/%d/map_files/%llx-%llx", pid,
 				 (unsigned long long)entry.start, (unsigned long long)entry.end);
+			snprintf(by_name_shown, sizeof(by_name_shown), "%s", entry.path);
+		}
 	}
-	fclose(maps);
+	if (maps)
+		fclose(maps);
+	if (event->fd >= 0 || (event->flags & CP_ATTACH_EXEC)) {
+		if (event->flags & CP_ATTACH_EXEC)
+			snprintf(path, len, "/proc/%d/exe", pid);
+		else
+			snprintf(path, len, "/proc/%d/fd/%d", pid, event->fd);
+		n = readlink(path, shown, shown_len - 1);
+		if (n > 0 && is_file(path, event->dev, event->inode)) {
+			shown[n] = '\0';
+			return 0;
+		}
+	}
 	if (by_name[0] && !access(by_name, R_OK)) {
 		snprintf(path, len, "%s", by_name);
+		snprintf(shown, shown_len, "%s", by_name_shown);
 		return 0;
 	}
-	return -ENOENT;
+	return maps ? -ENOENT : -ESRCH;
 found:
 	fclose(maps);
 	return 0;
-}
-
-/*
- * The file's path as the process sees it (for people): the target of a
- * /proc/PID/{fd,map_files,exe} link, or the part after /proc/PID/root.
- */
-static void shown_path(const char *path, char *out, size_t len)
-{
-	const char *root = strstr(path, "/root/");
-	ssize_t n;
-
-	if (!strncmp(path, "/proc/", 6) && root) {
-		snprintf(out, len, "%s", root + 5);
-		return;
-	}
-	n = readlink(path, out, len - 1);
-	if (n <= 0) {
-		snprintf(out, len, "%s", path);
-		return;
-	}
-	out[n] = '\0';
 }
 
 static void note_early_process(struct tracked_file *file, pid_t pid, bool held)
@@ -218,11 +207,9 @@ int cp_tracer__handle_attach(struct cp_tracer *tracer, struct cp_attach_event *e
 	note_early_process(file, event->hdr.pid, event->flags & CP_ATTACH_HELD);
 	pthread_mutex_unlock(&tracer->lock);
 
-	err = reach_file(event, path, sizeof(path));
+	err = reach_file(event, path, sizeof(path), shown, sizeof(shown));
 	if (!err)
 		err = cp_tracer__attach_file(tracer, path, runtime, &report);
-	if (!err || err == -ENOENT)
-		shown_path(path, shown, sizeof(shown));
 
 	pthread_mutex_lock(&tracer->lock);
 	file = cp_tracer__track(tracer, event->dev, event->inode);
