@@ -800,8 +800,11 @@ static __always_inline __u64 track_vmm(__u32 tgid, __u32 op, __u64 handle, __u64
 		}
 		mem = aggregate ? mem_row(tgid) : NULL;
 		if (mem) {
+			__u64 vmm_live = __sync_fetch_and_add(&mem->vmm_live_bytes, bytes) + bytes;
+
 			__sync_fetch_and_add(&mem->allocations, 1);
-			__sync_fetch_and_add(&mem->vmm_live_bytes, bytes);
+			if (vmm_live > mem->vmm_peak_bytes)
+				mem->vmm_peak_bytes = vmm_live;
 			grow_live(mem, bytes);
 		}
 		return bytes;

@@ -477,6 +477,7 @@ struct cp_mem_stat {
 	__u64 vmm_live_bytes;   /* of live_bytes, physical memory of VMM handles */
 	__u64 reserved_bytes;   /* virtual address ranges reserved (cuMemAddressReserve) */
 	__u64 host_live_allocations; /* page-locked host allocations live */
+	__u64 vmm_peak_bytes;   /* the most VMM physical memory live at once */
 };
 
 /* VMM bookkeeping (BPF side only): physical handles, their mappings, reserved ranges. */

@@ -3,11 +3,15 @@
 
 usage: python3 gpu/torch_mlp.py --iterations N [--batch B] [--hidden H]
                                 [--duration SECONDS] [--start-delay SECONDS]
+                                [--synchronize N] [--release]
 
 Trains on random data (the point is the kernel, allocation and copy traffic,
 not learning). After one warm-up step it prints "torch_mlp: ready pid=P"
 (flushed); at the end "torch_mlp: pid=P iterations=N batch=B hidden=H loss=L us_per_step=T"
 (T: wall time of the measured loop, after the warm-up step, per step).
+With --synchronize N it then calls torch.cuda.synchronize() N more times;
+with --release it frees its tensors and empties PyTorch's cache at the end
+and prints "torch_mlp: max_memory_reserved=B reserved_after_release=B".
 """
 import argparse
 import os
@@ -46,6 +50,10 @@ def parse_args():
                         help="train for this many seconds instead of --iterations")
     parser.add_argument("--start-delay", type=non_negative_float, default=0.0,
                         help="seconds to wait after the ready line (default 0)")
+    parser.add_argument("--synchronize", type=int, default=0,
+                        help="calls of torch.cuda.synchronize() after the loop")
+    parser.add_argument("--release", action="store_true",
+                        help="free everything and empty the cache at the end")
     return parser.parse_args()
 
 
@@ -97,6 +105,17 @@ def main():
     print(f"torch_mlp: pid={os.getpid()} iterations={iterations} batch={args.batch} "
           f"hidden={args.hidden} loss={loss:.4f} us_per_step={elapsed * 1e6 / max(iterations, 1):.1f}",
           flush=True)
+    for _ in range(args.synchronize):
+        torch.cuda.synchronize()
+    if args.release:
+        reserved_peak = torch.cuda.max_memory_reserved()
+        del model, optimizer, inputs, labels
+        torch.cuda.synchronize()
+        # cuBLAS workspaces come from the caching allocator and stay cached per handle.
+        torch._C._cuda_clearCublasWorkspaces()
+        torch.cuda.empty_cache()
+        print(f"torch_mlp: max_memory_reserved={reserved_peak} "
+              f"reserved_after_release={torch.cuda.memory_reserved()}", flush=True)
     return 0
 
 

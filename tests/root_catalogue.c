@@ -423,6 +423,44 @@ Test(attach, a_fresh_copy_whose_process_launches_at_once_is_held_so_nothing_is_m
 	run_free(&r);
 }
 
+Test(attach, a_fresh_runtime_copy_gets_the_runtime_probe, .timeout = 120)
+{
+#ifndef CUPROBE_HAVE_CUDART_LAUNCH
+	cr_assert_fail("cudart_launch was not built (nvcc not found): the runtime path is untested");
+#else
+	char script[2048];
+	char *argv[] = { NULL, "trace", "--json", "--runtime", "-o", NULL, "--", "/bin/sh", "-c",
+			 script, NULL };
+	struct cp_lib_set *cudarts = cp_lib_set__new();
+	size_t i, rt = 0;
+	char *fresh;
+	json_t *ev;
+	struct run r;
+
+	run_init(&r);
+	argv[5] = r.events;
+	cr_assert_geq(cp_discover__for_exec(cudarts, "libcudart.so.13", CUDART_LAUNCH, NULL), 1);
+	fresh = path_join(r.dir, "fresh");
+	cr_assert_eq(mkdir(fresh, 0755), 0);
+	snprintf(script, sizeof(script), "cp -L '%s' '%s/libcudart.so.13' && LD_LIBRARY_PATH='%s' exec '%s' 5",
+		 cp_lib_set__path(cudarts, 0), fresh, fresh, CUDART_LAUNCH);
+	run_cuprobe(&r, argv, 0);
+	r.json = load_json_lines(r.events);
+	json_array_foreach(r.json, i, ev) {
+		if (!strcmp(jstr(ev, "type"), "rt_launch"))
+			rt++;
+		if (!strcmp(jstr(ev, "type"), "attach") && !strcmp(jstr(ev, "library"), "runtime") &&
+		    strstr(jstr(ev, "file"), "libcudart"))
+			cr_assert_str_eq(jstr(ev, "status"), "attached");
+	}
+	cr_assert_eq(rt, 5, "stderr:\n%s", r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "runtime file"), "%s", r.err_text);
+	cp_lib_set__free(cudarts);
+	free(fresh);
+	run_free(&r);
+#endif
+}
+
 /* The state letter of /proc/PID/stat ('T' when stopped), or 0 when gone. */
 static char process_state(pid_t pid)
 {

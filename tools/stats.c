@@ -244,12 +244,14 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 		if (mem)
 			fprintf(out, ",\"memory\":{\"live_bytes\":%llu,\"peak_bytes\":%llu"
 				",\"live_allocations\":%llu,\"vmm_live_bytes\":%llu"
+				",\"vmm_peak_bytes\":%llu"
 				",\"reserved_bytes\":%llu,\"host_live_bytes\":%llu"
 				",\"host_live_allocations\":%llu"
 				",\"allocations\":%llu,\"frees\":%llu"
 				",\"unknown_frees\":%llu}",
 				mem->live_bytes, mem->peak_bytes, mem->live_allocations,
-				mem->vmm_live_bytes, mem->reserved_bytes, mem->host_live_bytes,
+				mem->vmm_live_bytes, mem->vmm_peak_bytes, mem->reserved_bytes,
+				mem->host_live_bytes,
 				mem->host_live_allocations, mem->allocations, mem->frees,
 				mem->unknown_frees);
 		else

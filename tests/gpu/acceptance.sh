@@ -1,24 +1,24 @@
 #!/bin/bash
 # GPU acceptance for cuprobe on a real GPU (issue 6): real workloads traced
 # exactly, late attach, system-wide, and overhead against untraced runs
-# interleaved in the same call. Run through the device tool with a static
-# build carried in .carry/ (tests/gpu/README.md says how to make it):
-#   .carry/bin/{cuprobe,vec_add,vec_add_shared,drv_launch,graph_replay,gemm_loop}
-#   .carry/lib/libcudart.so.13
+# interleaved in the same call. Run on a machine with a GPU, with a static
+# build carried in gpu-bundle/ (tests/gpu/README.md says how to make it):
+#   gpu-bundle/bin/{cuprobe,vec_add,vec_add_shared,drv_launch,graph_replay,gemm_loop}
+#   gpu-bundle/lib/libcudart.so.13
 # gemm_loop and vec_add_shared find libcublas/libcudart in PyTorch's
-# nvidia/cu13/lib (or .carry/lib) through LD_LIBRARY_PATH, set for them alone.
+# nvidia/cu13/lib (or gpu-bundle/lib) through LD_LIBRARY_PATH, set for them alone.
 # Prints a table last; exits non-zero when a check fails.
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
-carry=${CARRY:-$here/.carry}
+bundle=${BUNDLE:-$here/gpu-bundle}
 out=${OUT:-/tmp/cuprobe-acceptance}
 rounds=${ROUNDS:-3}
 mkdir -p "$out"
 work=$(mktemp -d)
-cuprobe=$carry/bin/cuprobe
-bin=$carry/bin
+cuprobe=$bundle/bin/cuprobe
+bin=$bundle/bin
 nvlib=$(python3 -c 'import os, torch; print(os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "cu13", "lib")))' 2>/dev/null)
-libs="$carry/lib:$nvlib"
+libs="$bundle/lib:$nvlib"
 fail=0
 rows=()
 

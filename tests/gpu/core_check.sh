@@ -1,15 +1,15 @@
 #!/bin/bash
 # GPU check for the cuprobe core (issue 2), run on the H200 through the device
-# tool with a static build carried in .carry/ (see tests/gpu/README.md):
-#   .carry/cuprobe  .carry/bin/{vec_add,vec_add_shared,drv_launch}
+# with a static build in gpu-bundle/ (see tests/gpu/README.md):
+#   gpu-bundle/cuprobe  gpu-bundle/bin/{vec_add,vec_add_shared,drv_launch}
 # Prints a table last; exits non-zero when a check fails.
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
-carry=${CARRY:-$here/.carry}
+bundle=${BUNDLE:-$here/gpu-bundle}
 out=${OUT:-/tmp/cuprobe-gpu-check}
 mkdir -p "$out"
 work=$(mktemp -d)
-cuprobe=$carry/bin/cuprobe; [ -x "$cuprobe" ] || cuprobe=$carry/cuprobe
+cuprobe=$bundle/bin/cuprobe; [ -x "$cuprobe" ] || cuprobe=$bundle/cuprobe
 fail=0
 rows=()
 
@@ -43,7 +43,7 @@ nvidia-smi -L | head -2
 echo "libcuda: $(ls -l /usr/local/nvidia/lib64/libcuda.so.1 2>/dev/null || ldconfig -p | grep libcuda.so.1)"
 
 # 1. vec_add (static cudart), 10000 launches, traced from the start.
-"$cuprobe" trace --json -o "$work/vec_add.json" -- "$carry/bin/vec_add" 10000 >"$work/vec_add.out" 2>"$work/vec_add.err"
+"$cuprobe" trace --json -o "$work/vec_add.json" -- "$bundle/bin/vec_add" 10000 >"$work/vec_add.out" 2>"$work/vec_add.err"
 rc=$?
 read -r n named unnamed ex < <(count "$work/vec_add.json")
 lost=$(lost_of "$work/vec_add.err")
@@ -55,13 +55,13 @@ row "vec_add 10000: records lost" "${lost:-?}" "0" "$([ "${lost:-x}" = 0 ] && ec
 grep -m1 '"type":"launch"' "$work/vec_add.json"
 
 # 2. vec_add with shared cudart.
-LD_LIBRARY_PATH=$carry/lib "$cuprobe" trace --json -o "$work/vec_add_shared.json" -- "$carry/bin/vec_add_shared" 1000 >"$work/vs.out" 2>"$work/vs.err"
+LD_LIBRARY_PATH=$bundle/lib "$cuprobe" trace --json -o "$work/vec_add_shared.json" -- "$bundle/bin/vec_add_shared" 1000 >"$work/vs.out" 2>"$work/vs.err"
 rc=$?
 read -r n named unnamed ex < <(count "$work/vec_add_shared.json")
 row "vec_add_shared 1000: launches / unnamed" "$n/$unnamed" "1000/0" "$([ "$rc/$n/$unnamed" = 0/1000/0 ] && echo ok || echo FAIL)"
 
 # 3. drv_launch through the real driver: 4 threads x 250, cuLaunchKernelEx and cuLibraryGetKernel.
-"$cuprobe" trace --json -o "$work/drv.json" -- "$carry/bin/drv_launch" 250 4 --ex --library >"$work/drv.out" 2>"$work/drv.err"
+"$cuprobe" trace --json -o "$work/drv.json" -- "$bundle/bin/drv_launch" 250 4 --ex --library >"$work/drv.out" 2>"$work/drv.err"
 rc=$?
 cat "$work/drv.out" "$work/drv.err"
 read -r n named unnamed ex < <(count "$work/drv.json")

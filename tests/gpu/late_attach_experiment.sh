@@ -6,8 +6,8 @@
 #   2. attached late with --runtime: how many launches the device-stub fallback names.
 set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
-carry=${CARRY:-$here/.carry}
-cuprobe=$carry/bin/cuprobe; [ -x "$cuprobe" ] || cuprobe=$carry/cuprobe
+bundle=${BUNDLE:-$here/gpu-bundle}
+cuprobe=$bundle/bin/cuprobe; [ -x "$cuprobe" ] || cuprobe=$bundle/cuprobe
 work=$(mktemp -d)
 
 echo "== 1. traced from the start"

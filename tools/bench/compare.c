@@ -1150,8 +1150,16 @@ static void print_notes(FILE *out)
 	}
 	fprintf(out, "\n");
 	fprintf(out, "\nNotes:\n\n");
-	fprintf(out, "- workload `%s`, %ld calls per run, %d rounds (contenders interleaved, baseline first in each round); libcuda: `%s`%s\n",
-		opt.workload, opt.calls, base->rounds, opt.cuda_lib, opt.sim ? " (the simulated driver)" : "");
+	/* The file's name, not where it lies on this machine. */
+	{
+		char resolved[PATH_MAX];
+		const char *name = realpath(opt.cuda_lib, resolved) ? resolved : opt.cuda_lib;
+
+		name = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+		fprintf(out, "- workload `%s`, %ld calls per run, %d rounds (contenders interleaved, baseline first in each round); libcuda: `%s`%s\n",
+			opt.workload, opt.calls, base->rounds, name,
+			opt.sim ? " (the simulated driver, lib/cuda-sim/ of the build)" : " (the real driver)");
+	}
 	fprintf(out, "- ratios and added ns are medians over rounds of (contender / baseline of the same round); "
 		"latency over every record of every round (log-linear histogram, <3.2%% error; max exact)\n");
 	fprintf(out, "- consumer CPU: cuprobe's agent thread (in cp_compare), the interposers' consumer thread, "
