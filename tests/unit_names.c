@@ -386,7 +386,7 @@ Test(names, launches_counted_unnamed_and_graphs_excluded)
 	cp_names__free(names);
 }
 
-Test(names, exit_record_forgets_the_process)
+Test(names, records_never_forget_a_process_forget_pid_does)
 {
 	struct cp_names *names = cp_names__new(NULL);
 	union cp_event fork_ev = proc_event(80, CP_PROC_FORK, 81);
@@ -398,7 +398,10 @@ Test(names, exit_record_forgets_the_process)
 	cp_names__observe(names, &fork_ev);
 	cp_names__observe(names, &init_ev);
 	cr_assert_not_null(cp_names__lookup(names, 80, 0x1), "fork/cuInit must not forget names");
+	/* The exit record is reported with its names: forgetting is the caller's explicit step. */
 	cp_names__observe(names, &exit_ev);
+	cr_assert_not_null(cp_names__lookup(names, 80, 0x1));
+	cp_names__forget_pid(names, 80);
 	cr_assert_null(cp_names__lookup(names, 80, 0x1));
 	cr_assert_not_null(cp_names__lookup(names, 82, 0x1));
 	cp_names__free(names);

@@ -156,7 +156,7 @@ int cp_parse_seconds(const char *text, uint64_t *ms)
 }
 
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
-       OPT_INTERVAL, OPT_LATENCY, OPT_STACKS };
+       OPT_INTERVAL, OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND };
 
 static const struct option long_options[] = {
 	{ "pid", required_argument, NULL, 'p' },
@@ -168,6 +168,7 @@ static const struct option long_options[] = {
 	{ "duration", required_argument, NULL, 'd' },
 	{ "ring-size", required_argument, NULL, OPT_RING_SIZE },
 	{ "run-as-root", no_argument, NULL, OPT_RUN_AS_ROOT },
+	{ "exit-with-command", no_argument, NULL, OPT_EXIT_WITH_COMMAND },
 	{ "interval", required_argument, NULL, OPT_INTERVAL },
 	{ "latency", no_argument, NULL, OPT_LATENCY },
 	{ "stacks", no_argument, NULL, OPT_STACKS },
@@ -183,6 +184,7 @@ static bool command_takes(enum cp_command command, int option)
 	case 'v': case 'h': case 'd': case OPT_LIB:
 		return true;
 	case 'p': case 'o': case OPT_JSON: case OPT_RUN_AS_ROOT: case OPT_RING_SIZE:
+	case OPT_EXIT_WITH_COMMAND:
 		return command != CP_CMD_TOP;
 	case OPT_RUNTIME: case OPT_CUDART:
 		return command == CP_CMD_TRACE;
@@ -313,6 +315,9 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 		case OPT_RUN_AS_ROOT:
 			opts->run_as_root = true;
 			break;
+		case OPT_EXIT_WITH_COMMAND:
+			opts->exit_with_command = true;
+			break;
 		case OPT_INTERVAL:
 			if (cp_parse_seconds(optarg, &opts->interval_ms) || opts->interval_ms < 10) {
 				snprintf(error, error_len,
@@ -366,6 +371,10 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 	}
 	if (opts->run_as_root && !opts->command) {
 		snprintf(error, error_len, "--run-as-root only applies to a COMMAND");
+		return CP_PARSE_ERROR;
+	}
+	if (opts->exit_with_command && !opts->command) {
+		snprintf(error, error_len, "--exit-with-command only applies to a COMMAND");
 		return CP_PARSE_ERROR;
 	}
 	for (i = 0; i < (int)opts->pid_count; i++) {

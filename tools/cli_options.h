@@ -21,6 +21,7 @@ struct cp_trace_options {
 	bool runtime;        /* --runtime: also probe cudaLaunchKernel */
 	bool json;
 	bool run_as_root;    /* --run-as-root: do not drop to SUDO_UID/SUDO_GID */
+	bool exit_with_command; /* stop when COMMAND exits, not when its whole tree has */
 	int verbose;
 	const char *output;  /* -o FILE; NULL = stdout */
 	uint64_t duration_ms;/* -d SECONDS; 0 = until the target ends or a signal */

@@ -1,15 +1,38 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* Where a command's records go: -o FILE or standard output, every write checked. */
 #ifndef CUPROBE_OUTPUT_FILE_H
 #define CUPROBE_OUTPUT_FILE_H
+
+#include <stdbool.h>
+#include <stdio.h>
 
 #include "spawn.h"
 
 /*
- * Creates or truncates path for writing as the invoking user would: the
- * effective ids are switched to id for the open(2), so permissions are the
- * user's and a new file is owned by them; O_NOFOLLOW refuses a symlink.
- * Returns the fd, or -errno.
+ * -o FILE is written as a temporary file beside FILE, created as the invoking
+ * user (effective ids switched for the open, so permissions are theirs and
+ * the file is owned by them), and renamed over FILE once tracing has
+ * started: a start that fails leaves an existing FILE as it was. A FILE that
+ * is a symbolic link or a directory is refused.
  */
-int cp_output_file__open(const char *path, const struct cp_identity *id);
+struct cp_output {
+	FILE *stream;             /* where records go: the temporary file, or stdout */
+	const char *path;         /* -o FILE; NULL for standard output */
+	char *temp_path;          /* until committed */
+	const struct cp_identity *identity;
+	int error;                /* the first failed write's errno; 0 when none */
+};
+
+/* Opens the output (stdout when path is NULL): 0, or -errno with nothing left behind. */
+int cp_output__open(struct cp_output *out, const char *path, const struct cp_identity *id);
+/* Tracing has started: the temporary file becomes FILE. 0 or -errno. */
+int cp_output__commit(struct cp_output *out);
+/* Notes a failed write (errno, or EIO); returns true the first time. */
+bool cp_output__failed(struct cp_output *out, int err);
+/*
+ * Flushes and closes; a temporary file never committed is removed. Returns
+ * 0, or the errno of the first write that failed (earlier or now).
+ */
+int cp_output__close(struct cp_output *out);
 
 #endif

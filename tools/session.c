@@ -2,9 +2,11 @@
 /*
  * What every cuprobe command that traces does before and after its own work:
  * check privileges, resolve COMMAND, discover libcuda, open and attach the
- * tracer, add the targets, start COMMAND once everything is attached, and
- * wait for the end (COMMAND's exit, every -p target gone, --duration, or a
- * signal), with an optional periodic tick for interval output.
+ * tracer, add the targets, open the output, start the agent and COMMAND
+ * once everything is attached, wait for the end (COMMAND's tree, every -p
+ * target gone, --duration, a signal, the output failing), with an optional
+ * periodic tick for interval output, and turn how it ended into an exit
+ * status.
  */
 #include <errno.h>
 #include <limits.h>
@@ -14,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -21,6 +25,7 @@
 #include <unistd.h>
 
 #include <bpf/libbpf.h>
+#include <sys/stat.h>
 
 #include "output_file.h"
 #include "session.h"
@@ -76,6 +81,24 @@ static int check_privileges(void)
 	return 0;
 }
 
+/* The thread group (process) a task id belongs to: the Tgid of /proc/PID/status, or -1. */
+static pid_t thread_group_of(pid_t tid)
+{
+	char path[64], line[128];
+	pid_t tgid = -1;
+	FILE *status;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	status = fopen(path, "re");
+	if (!status)
+		return -1;
+	while (fgets(line, sizeof(line), status))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(status);
+	return tgid;
+}
+
 /* Libraries to attach the driver probes to; -ESRCH etc. already reported. */
 static int discover_driver(const struct cp_trace_options *opts, const char *command_path,
 			   struct cp_lib_set *libs)
@@ -92,8 +115,12 @@ static int discover_driver(const struct cp_trace_options *opts, const char *comm
 		}
 	}
 	for (i = 0; i < opts->pid_count; i++) {
-		pid_t pid = opts->pids[i];
+		pid_t pid = opts->pids[i], leader = thread_group_of(pid);
 
+		if (leader > 0 && leader != pid) {
+			cp_say("PID %d is a thread of process %d: give -p %d", pid, leader, leader);
+			return CP_EXIT_USAGE;
+		}
 		n = cp_discover__process(libs, pid, LIBCUDA);
 		if (n == -ESRCH || !process_exists(pid)) {
 			cp_say("PID %d: no such process", pid);
@@ -153,8 +180,21 @@ static void discover_runtime(const struct cp_trace_options *opts, const char *co
 		cp_discover__all_processes(cudarts, "libcudart.so");
 }
 
-static int attach_all(struct cp_tracer *tracer, const struct cp_lib_set *libs,
-		      const struct cp_lib_set *cudarts)
+static bool named_by_lib(const struct cp_trace_options *opts, const char *path)
+{
+	struct stat a, b;
+	size_t i;
+
+	if (stat(path, &a))
+		return false;
+	for (i = 0; i < opts->lib_count; i++)
+		if (!stat(opts->libs[i], &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+			return true;
+	return false;
+}
+
+static int attach_all(const struct cp_trace_options *opts, struct cp_tracer *tracer,
+		      const struct cp_lib_set *libs, const struct cp_lib_set *cudarts)
 {
 	struct cp_attach_report report;
 	unsigned int attached_libs = 0, attached_runtimes = 0;
@@ -165,6 +205,13 @@ static int attach_all(struct cp_tracer *tracer, const struct cp_lib_set *libs,
 		const char *path = cp_lib_set__path(libs, i);
 
 		err = cp_tracer__attach_driver(tracer, path, &report);
+		if (err && named_by_lib(opts, path)) {
+			/* A path the user gave that cannot be probed is a mistake to say, not skip. */
+			cp_say("--lib %s: cannot be probed: %s", path,
+			       err == -ENOENT ? "none of the CUDA driver symbols found" :
+			       err == -ENOEXEC ? "not an ELF file" : strerror(-err));
+			return CP_EXIT_USAGE;
+		}
 		if (err) {
 			cp_say("%s: no probe attached: %s", path,
 			    err == -ENOENT ? "none of the CUDA driver symbols found" : strerror(-err));
@@ -173,10 +220,9 @@ static int attach_all(struct cp_tracer *tracer, const struct cp_lib_set *libs,
 		attached_libs++;
 		if (cp_verbosity)
 			cp_say("%s: %u probes attached", path, report.attached);
-		if (report.missing)
-			cp_say("%s: %u probe symbols absent, skipped%s%s", path, report.missing,
-			    cp_verbosity ? ": " : " (-v lists them)",
-			    cp_verbosity ? report.missing_names : "");
+		if (report.missing && cp_verbosity)
+			cp_say("%s: %u catalogued symbols not exported by this driver: %s", path,
+			       report.missing, report.missing_names);
 	}
 	if (!attached_libs && cp_lib_set__count(libs)) {
 		cp_say("no %s could be probed", LIBCUDA);
@@ -235,13 +281,15 @@ int cp_session__parse(enum cp_command command, int argc, char **argv,
 	}
 }
 
-int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts)
+int cp_session__open(struct cp_session *s, enum cp_command command,
+		     const struct cp_trace_options *opts)
 {
 	int err, code;
 
 	memset(s, 0, sizeof(*s));
 	s->opts = opts;
-	s->signal_fd = s->timer_fd = s->tick_fd = -1;
+	s->command = command;
+	s->signal_fd = s->timer_fd = s->tick_fd = s->grace_fd = s->stop_fd = -1;
 	s->child.pid = -1;
 	s->child_pid = -1;
 	cp_verbosity = opts->verbose;
@@ -257,7 +305,7 @@ int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts)
 		if (err) {
 			cp_say("%s: %s", opts->command[0],
 			       err == -ENOENT ? "command not found" : "permission denied");
-			return CP_EXIT_NOT_FOUND;
+			return err == -ENOENT ? CP_EXIT_NOT_FOUND : CP_EXIT_CANNOT_EXECUTE;
 		}
 	}
 	if (check_privileges())
@@ -265,16 +313,29 @@ int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts)
 
 	s->libs = cp_lib_set__new();
 	s->cudarts = cp_lib_set__new();
-	if (!s->libs || !s->cudarts) {
+	s->symbolizer = cp_symbolizer__new();
+	s->names = s->symbolizer ? cp_names__new(s->symbolizer) : NULL;
+	if (!s->libs || !s->cudarts || !s->names) {
 		cp_say("out of memory");
 		return CP_EXIT_SETUP;
 	}
+	/* Handles made before we attached are named from the driver's own records. */
+	cp_names__read_driver_records(s->names, true);
+	if (opts->command)
+		cp_symbolizer__add_file(s->symbolizer, s->command_path);
 	code = discover_driver(opts, opts->command ? s->command_path : NULL, s->libs);
 	if (code)
 		return code;
 	if (opts->runtime)
 		discover_runtime(opts, opts->command ? s->command_path : NULL, s->cudarts);
 	return 0;
+}
+
+static int make_fd(int fd, const char *what)
+{
+	if (fd < 0)
+		cp_say("cannot set up %s: %s", what, strerror(errno));
+	return fd;
 }
 
 int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
@@ -294,13 +355,12 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	pthread_sigmask(SIG_BLOCK, &handled, &s->original_mask);
 	s->mask_changed = true;
 	sigdelset(&handled, SIGPIPE); /* a closed pipe shows up as EPIPE on write */
-	s->signal_fd = signalfd(-1, &handled, SFD_CLOEXEC);
-	s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	s->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
-	if (s->signal_fd < 0 || s->timer_fd < 0 || s->tick_fd < 0) {
-		cp_say("cannot set up signal handling: %s", strerror(errno));
+	if (make_fd(s->signal_fd = signalfd(-1, &handled, SFD_CLOEXEC), "signal handling") < 0 ||
+	    make_fd(s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC), "timers") < 0 ||
+	    make_fd(s->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC), "timers") < 0 ||
+	    make_fd(s->grace_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC), "timers") < 0 ||
+	    make_fd(s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), "stop requests") < 0)
 		return CP_EXIT_SETUP;
-	}
 
 	tracer_opts->system_wide = !opts->pid_count && !opts->command;
 	tracer_opts->ring_bytes = opts->ring_bytes;
@@ -318,7 +378,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 		cp_say("cannot load the BPF programs: %s", strerror(errno));
 		return CP_EXIT_SETUP;
 	}
-	code = attach_all(s->tracer, s->libs, opts->runtime ? s->cudarts : NULL);
+	code = attach_all(opts, s->tracer, s->libs, opts->runtime ? s->cudarts : NULL);
 	if (code)
 		return code;
 
@@ -337,37 +397,90 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	}
 	if (s->system_wide && seed_known_processes(s->tracer))
 		cp_say("warning: could not list the running CUDA processes; their exits are not reported");
+
+	/* Last, so that no failure above can have touched an existing -o FILE. */
+	err = cp_output__open(&s->output, opts->output, &s->identity);
+	if (err) {
+		cp_say("cannot create %s: %s", opts->output,
+		       err == -ELOOP ? "it is a symbolic link" : strerror(-err));
+		return CP_EXIT_SETUP;
+	}
+	/*
+	 * COMMAND writing to the same stdout: whole lines only, or its output
+	 * would land inside an event line at a buffer boundary.
+	 */
+	if (!opts->output && opts->command)
+		setvbuf(stdout, NULL, _IOLBF, 0);
 	return 0;
+}
+
+int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ctx)
+{
+	struct cp_agent_opts agent_opts = { .sz = sizeof(agent_opts) };
+	int err;
+
+	agent_opts.on_event = on_event;
+	agent_opts.ctx = ctx;
+	agent_opts.tracer = s->tracer;
+	s->agent = cp_agent__new(cp_tracer__ring_fd(s->tracer), &agent_opts);
+	if (!s->agent) {
+		cp_say("cannot start the GPU agent: %s", strerror(errno));
+		return CP_EXIT_SETUP;
+	}
+	err = cp_agent__start(s->agent);
+	if (err) {
+		cp_say("cannot start the GPU agent: %s", strerror(-err));
+		return CP_EXIT_SETUP;
+	}
+	return 0;
+}
+
+/* JSON on a stdout COMMAND shares: the command's own stdout goes to stderr. */
+static bool command_output_to_stderr(const struct cp_session *s)
+{
+	return s->opts->json && !s->opts->output && s->command != CP_CMD_TOP;
 }
 
 int cp_session__start_command(struct cp_session *s)
 {
 	int err;
 
-	if (!s->opts->command)
-		return 0;
-	err = cp_child__prepare(&s->child, s->command_path, s->opts->command, &s->identity,
-				&s->original_mask);
-	if (!err) {
-		s->child_pid = s->child.pid;
-		err = cp_tracer__add_pid(s->tracer, s->child.pid);
-		if (err) {
-			cp_child__abort(&s->child);
-			s->child_pid = -1;
-			cp_say("cannot trace the command: %s", strerror(-err));
-			return CP_EXIT_SETUP;
+	if (s->opts->command) {
+		/*
+		 * COMMAND's orphans come to us, so the wait can follow the whole
+		 * tree and reap it (the guardian is not our child).
+		 */
+		if (!s->opts->exit_with_command && prctl(PR_SET_CHILD_SUBREAPER, 1))
+			cp_say("warning: cannot follow COMMAND's orphans: %s", strerror(errno));
+		err = cp_child__prepare(&s->child, s->command_path, s->opts->command, &s->identity,
+					&s->original_mask, command_output_to_stderr(s));
+		if (!err) {
+			s->child_pid = s->child.pid;
+			err = cp_tracer__add_pid(s->tracer, s->child.pid);
+			if (err) {
+				cp_child__abort(&s->child);
+				s->child_pid = -1;
+				cp_say("cannot trace the command: %s", strerror(-err));
+				return CP_EXIT_SETUP;
+			}
+			err = cp_child__release(&s->child);
 		}
-		err = cp_child__release(&s->child);
+		if (err) {
+			if (s->child_pid > 0)
+				waitpid(s->child_pid, &s->child_status, 0);
+			s->child_pid = -1;
+			cp_say("%s: %s", s->opts->command[0], strerror(-err));
+			return err == -EACCES || err == -ENOEXEC ? CP_EXIT_CANNOT_EXECUTE :
+			       CP_EXIT_NOT_FOUND;
+		}
+		if (cp_verbosity)
+			cp_say("started %s as pid %d", s->command_path, s->child_pid);
 	}
+	err = cp_output__commit(&s->output);
 	if (err) {
-		if (s->child_pid > 0)
-			waitpid(s->child_pid, &s->child_status, 0);
-		s->child_pid = -1;
-		cp_say("%s: %s", s->opts->command[0], strerror(-err));
-		return CP_EXIT_NOT_FOUND;
+		cp_say("cannot create %s: %s", s->opts->output, strerror(-err));
+		return CP_EXIT_SETUP;
 	}
-	if (cp_verbosity)
-		cp_say("started %s as pid %d", s->command_path, s->child_pid);
 	return 0;
 }
 
@@ -382,21 +495,73 @@ static void arm(int fd, uint64_t ms, bool repeat)
 	timerfd_settime(fd, 0, &when, NULL);
 }
 
+void cp_session__request_stop(struct cp_session *s)
+{
+	uint64_t one = 1;
+	ssize_t ignored = write(s->stop_fd, &one, sizeof(one));
+
+	(void)ignored;
+}
+
+void cp_session__output_failed(struct cp_session *s, int err)
+{
+	if (cp_output__failed(&s->output, err))
+		cp_session__request_stop(s);
+}
+
+/*
+ * Reaps what ended among our children: COMMAND (its status kept), and with
+ * the subreaper, orphans of its tree. True when the targets are done: COMMAND
+ * alone with --exit-with-command, else no child left at all.
+ */
+static bool reap(struct cp_session *s)
+{
+	bool any_left = true;
+	int status;
+	pid_t pid;
+
+	for (;;) {
+		pid = waitpid(-1, &status, WNOHANG);
+		if (pid == 0)
+			break;
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			any_left = false; /* ECHILD: the tree is empty */
+			break;
+		}
+		if (pid == s->child_pid) {
+			s->child_status = status;
+			s->child_done = true;
+		}
+	}
+	if (!s->child_done)
+		return false;
+	return s->opts->exit_with_command || !any_left;
+}
+
 void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
 {
-	struct pollfd fds[4 + CP_CLI_MAX_PIDS];
+	struct pollfd fds[6 + CP_CLI_MAX_PIDS];
 	size_t live = s->pid_fd_count, i;
-	bool forwarded = false;
-	enum { SIGNALS, DURATION, TICK, EXTRA, PIDS };
+	bool stopping = false;
+	enum { SIGNALS, DURATION, TICK, GRACE, STOP, EXTRA, PIDS };
 
 	if (s->opts->duration_ms)
 		arm(s->timer_fd, s->opts->duration_ms, false);
 	if (hooks && hooks->tick && hooks->tick_ms)
 		arm(s->tick_fd, hooks->tick_ms, true);
+	/* COMMAND may have ended before we got here. */
+	if (s->child_pid > 0 && reap(s)) {
+		s->end = CP_END_TARGETS;
+		return;
+	}
 	for (;;) {
 		fds[SIGNALS] = (struct pollfd){ .fd = s->signal_fd, .events = POLLIN };
 		fds[DURATION] = (struct pollfd){ .fd = s->timer_fd, .events = POLLIN };
 		fds[TICK] = (struct pollfd){ .fd = s->tick_fd, .events = POLLIN };
+		fds[GRACE] = (struct pollfd){ .fd = s->grace_fd, .events = POLLIN };
+		fds[STOP] = (struct pollfd){ .fd = s->stop_fd, .events = POLLIN };
 		fds[EXTRA] = (struct pollfd){ .fd = hooks && hooks->on_extra ? hooks->extra_fd : -1,
 					      .events = POLLIN };
 		for (i = 0; i < s->pid_fd_count; i++)
@@ -404,18 +569,31 @@ void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
 		if (poll(fds, PIDS + s->pid_fd_count, -1) < 0) {
 			if (errno == EINTR)
 				continue;
+			s->end = CP_END_SIGNAL;
 			return;
 		}
-		if (fds[DURATION].revents)
-			return; /* --duration */
+		if (fds[STOP].revents) {
+			s->end = CP_END_OUTPUT;
+			return;
+		}
+		if (fds[DURATION].revents) {
+			s->end = CP_END_DURATION;
+			return;
+		}
+		if (fds[GRACE].revents) {
+			s->end = CP_END_SIGNAL; /* COMMAND did not end in time: stop without it */
+			return;
+		}
 		if (fds[TICK].revents) {
 			uint64_t expirations;
 
 			if (read(s->tick_fd, &expirations, sizeof(expirations)) > 0)
 				hooks->tick(hooks->ctx);
 		}
-		if (fds[EXTRA].revents && hooks->on_extra(hooks->ctx))
+		if (fds[EXTRA].revents && hooks->on_extra(hooks->ctx)) {
+			s->end = CP_END_HOOK;
 			return;
+		}
 		for (i = 0; i < s->pid_fd_count; i++) {
 			if (s->pid_fds[i] >= 0 && fds[PIDS + i].revents) {
 				close(s->pid_fds[i]);
@@ -423,81 +601,53 @@ void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
 				live--;
 			}
 		}
-		if (s->pid_fd_count && !live)
-			return; /* every -p target is gone */
-		if (fds[SIGNALS].revents) {
+		if (s->pid_fd_count && !live) {
+			s->end = CP_END_TARGETS; /* every -p target is gone */
+			return;
+		}
+		if (!fds[SIGNALS].revents)
+			continue;
+		{
 			struct signalfd_siginfo info;
 
 			if (read(s->signal_fd, &info, sizeof(info)) != sizeof(info))
 				continue;
 			if (info.ssi_signo == SIGCHLD) {
-				if (s->child_pid > 0 &&
-				    waitpid(s->child_pid, &s->child_status, WNOHANG) == s->child_pid) {
-					s->child_done = true;
+				if (s->child_pid > 0 && reap(s)) {
+					s->end = CP_END_TARGETS;
+					return;
+				}
+				/* Stopping: COMMAND itself ending is enough. */
+				if (stopping && s->child_done) {
+					s->end = CP_END_SIGNAL;
 					return;
 				}
 				continue;
 			}
-			/* SIGINT/SIGTERM/SIGHUP: a command gets it passed on once; then we stop. */
-			if (s->child_pid > 0 && !forwarded) {
-				kill(s->child_pid, info.ssi_signo);
-				forwarded = true;
-				continue;
+			s->stop_signal = (int)info.ssi_signo;
+			/* Without a COMMAND, or at the second request: stop now. */
+			if (s->child_pid <= 0 || s->child_done || stopping) {
+				s->end = CP_END_SIGNAL;
+				return;
 			}
-			return;
+			/*
+			 * A signal from the terminal (SI_KERNEL) went to the whole
+			 * foreground process group, COMMAND included: do not send it
+			 * twice. One from a process was meant for us: pass it on.
+			 */
+			if (info.ssi_code != SI_KERNEL)
+				kill(s->child_pid, (int)info.ssi_signo);
+			stopping = true;
+			arm(s->grace_fd, CP_STOP_GRACE_MS, false);
 		}
 	}
 }
 
-/* Exit status of a wait status, as a shell reports it. */
-static int shell_status(int status)
+void cp_session__stop_agent(struct cp_session *s)
 {
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return CP_EXIT_SETUP;
-}
-
-FILE *cp_session__open_output(const struct cp_session *s, const char *path)
-{
-	FILE *out;
-	int fd;
-
-	if (!path) {
-		/*
-		 * COMMAND writes to the same stdout: whole lines only, or its
-		 * output would land inside an event line at a buffer boundary.
-		 */
-		if (s->opts->command)
-			setvbuf(stdout, NULL, _IOLBF, 0);
-		return stdout;
-	}
-	fd = cp_output_file__open(path, &s->identity);
-	if (fd < 0) {
-		cp_say("cannot create %s: %s", path,
-		       fd == -ELOOP ? "it is a symbolic link" : strerror(-fd));
-		return NULL;
-	}
-	out = fdopen(fd, "w");
-	if (!out) {
-		cp_say("cannot open %s: %s", path, strerror(errno));
-		close(fd);
-	}
-	return out;
-}
-
-int cp_session__close_output(FILE *out, const char *path, int exit_code)
-{
-	if (!out || out == stdout) {
-		fflush(stdout);
-		return exit_code;
-	}
-	if (fclose(out) && !exit_code) {
-		cp_say("cannot write %s: %s", path, strerror(errno));
-		return CP_EXIT_SETUP;
-	}
-	return exit_code;
+	/* Wake, drain, join: every record committed so far is delivered. */
+	if (s->agent)
+		cp_agent__stop(s->agent);
 }
 
 void cp_session__report_files(const struct cp_session *s)
@@ -524,32 +674,58 @@ void cp_session__report_files(const struct cp_session *s)
 		       what, f->path, (f->probes_live_ns - f->first_mapped_ns) / 1e6, f->early_processes,
 		       f->early_processes == 1 ? "" : "es", f->held_processes);
 		if (f->early_processes > f->held_processes)
-			cp_say("warning: calls made by %u of them before the probes were live were not seen",
+			cp_say("warning: calls made by %u of them before the probes were live may not have been seen",
 			       f->early_processes - f->held_processes);
 	}
 	if (count > sizeof(files) / sizeof(files[0]))
 		cp_say("(%zu more library files not listed)", count - sizeof(files) / sizeof(files[0]));
 }
 
-int cp_session__exit_code(const struct cp_session *s)
+/* Exit status of a wait status, as a shell reports it. */
+static int shell_status(int status)
 {
-	if (!s->opts->command)
-		return 0;
-	if (!s->child_done) {
-		/* Stopped early (duration or a second signal): the command keeps running. */
-		cp_say("stopped before the command (pid %d) ended; it keeps running untraced",
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return CP_EXIT_SETUP;
+}
+
+int cp_session__finish(struct cp_session *s)
+{
+	int left = s->tracer && !s->system_wide ? cp_tracer__live_targets(s->tracer) : 0;
+	int output_error = cp_output__close(&s->output);
+	int code = 0;
+
+	if (s->opts->command && s->child_done)
+		code = shell_status(s->child_status);
+	if (s->opts->command && !s->child_done) {
+		cp_say("stopped before the command (pid %d) ended: it keeps running, untraced",
 		       s->child_pid);
-		return 0;
+		/* Cut short by a signal: the shell convention, whatever COMMAND does next. */
+		code = s->end == CP_END_SIGNAL ? 128 + s->stop_signal : 0;
 	}
-	return shell_status(s->child_status);
+	if (left > 0 && (!s->opts->command || !s->child_done || s->end != CP_END_TARGETS ||
+			 s->opts->exit_with_command))
+		cp_say("%d traced process%s still running, untraced from now on", left,
+		       left == 1 ? " is" : "es are");
+	if (output_error) {
+		cp_say("cannot write %s: %s", s->opts->output ? s->opts->output : "standard output",
+		       strerror(output_error));
+		code = CP_EXIT_SETUP;
+	}
+	return code;
 }
 
 void cp_session__close(struct cp_session *s)
 {
 	size_t i;
 
+	cp_agent__free(s->agent);
+	s->agent = NULL;
 	cp_tracer__free(s->tracer);
 	s->tracer = NULL;
+	cp_output__close(&s->output);
 	for (i = 0; i < s->pid_fd_count; i++)
 		if (s->pid_fds[i] >= 0)
 			close(s->pid_fds[i]);
@@ -559,8 +735,14 @@ void cp_session__close(struct cp_session *s)
 		close(s->timer_fd);
 	if (s->tick_fd >= 0)
 		close(s->tick_fd);
+	if (s->grace_fd >= 0)
+		close(s->grace_fd);
+	if (s->stop_fd >= 0)
+		close(s->stop_fd);
 	if (s->mask_changed)
 		pthread_sigmask(SIG_SETMASK, &s->original_mask, NULL);
+	cp_names__free(s->names);
+	cp_symbolizer__free(s->symbolizer);
 	cp_lib_set__free(s->cudarts);
 	cp_lib_set__free(s->libs);
 }

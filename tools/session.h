@@ -1,5 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* The setup and end shared by cuprobe's tracing commands (trace, stats, top). */
+/*
+ * A tracing session, shared by cuprobe's tracing commands (trace, stats,
+ * top): privileges, COMMAND, discovery, the tracer, the GPU agent with the
+ * name table and symbolizer it feeds, the output, the wait for the end
+ * (COMMAND's tree, -p targets, --duration, signals) and the exit status.
+ */
 #ifndef CUPROBE_SESSION_H
 #define CUPROBE_SESSION_H
 
@@ -11,36 +16,61 @@
 
 #include "cli_options.h"
 #include "cuprobe.h"
+#include "output_file.h"
 #include "spawn.h"
 
 #define CP_EXIT_SETUP 1
 #define CP_EXIT_USAGE 2
+#define CP_EXIT_CANNOT_EXECUTE 126
 #define CP_EXIT_NOT_FOUND 127
+
+/* After a stop request, how long COMMAND has to end before cuprobe stops anyway. */
+#define CP_STOP_GRACE_MS 500
 
 extern int cp_verbosity;
 /* One line on stderr, "cuprobe: " first. */
 void cp_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cp_log_to_stderr(void *ctx, enum cp_log_level level, const char *message);
 
+/* Why the wait ended. */
+enum cp_end {
+	CP_END_TARGETS,   /* COMMAND's tree (or COMMAND) ended, or every -p target */
+	CP_END_DURATION,  /* --duration passed */
+	CP_END_SIGNAL,    /* a stop was asked by a signal */
+	CP_END_HOOK,      /* the caller's hook asked (top's q) */
+	CP_END_OUTPUT,    /* the output cannot be written any more */
+};
+
 struct cp_session {
 	const struct cp_trace_options *opts;
+	enum cp_command command;
 	struct cp_identity identity;
 	char command_path[PATH_MAX];
 	struct cp_lib_set *libs;
 	struct cp_lib_set *cudarts;
 	struct cp_tracer *tracer;
 	bool system_wide;
+	/* What the agent feeds and the commands read. */
+	struct cp_symbolizer *symbolizer;
+	struct cp_names *names;
+	struct cp_agent *agent;
+	struct cp_output output;
+	/* COMMAND and the end. */
 	struct cp_child child;
+	pid_t child_pid;
+	int child_status;
+	bool child_done;
 	sigset_t original_mask;
 	bool mask_changed;
 	int signal_fd;
 	int timer_fd;
 	int tick_fd;
+	int grace_fd;
+	int stop_fd;           /* eventfd: a stop asked from another thread (output failed) */
 	int pid_fds[CP_CLI_MAX_PIDS];
 	size_t pid_fd_count;
-	pid_t child_pid;
-	int child_status;
-	bool child_done;
+	enum cp_end end;
+	int stop_signal;       /* the signal that asked for the stop, if any */
 };
 
 /* Parses COMMAND's options: -1 to go on, else the exit code (help printed, or the error said). */
@@ -52,13 +82,21 @@ int cp_session__parse(enum cp_command command, int argc, char **argv,
  * invoking user, COMMAND, privileges, BTF, the libraries to probe.
  * Returns 0, or the exit code after saying why.
  */
-int cp_session__open(struct cp_session *s, const struct cp_trace_options *opts);
+int cp_session__open(struct cp_session *s, enum cp_command command,
+		     const struct cp_trace_options *opts);
 /*
- * Loads and attaches the tracer and adds the -p targets. The caller fills
- * what its command needs in tracer_opts (aggregation, ...). 0 or an exit code.
+ * Loads and attaches the tracer, adds the -p targets and opens the output
+ * (-o FILE as a temporary file until the start is known good). The caller
+ * fills what its command needs in tracer_opts (aggregation, ...).
+ * 0 or an exit code.
  */
 int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts);
-/* Starts COMMAND, if any, held until it is in the traced set: 0 or an exit code. */
+/* Starts the GPU agent calling on_event: 0 or an exit code. */
+int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ctx);
+/*
+ * Starts COMMAND, if any, held until it is in the traced set, then makes
+ * the output file final: 0 or an exit code.
+ */
 int cp_session__start_command(struct cp_session *s);
 
 struct cp_wait_hooks {
@@ -68,20 +106,31 @@ struct cp_wait_hooks {
 	bool (*on_extra)(void *ctx); /* true: stop waiting */
 	void *ctx;
 };
-/* Blocks until COMMAND ends, every -p target ends, --duration passes or a signal. */
-void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks);
 /*
- * -o FILE, created as the invoking user and never through a symlink; stdout
- * when path is NULL. NULL after saying why.
+ * Blocks until the targets end (COMMAND's whole tree, or COMMAND alone with
+ * --exit-with-command; every -p target), --duration passes, the output
+ * fails or a stop is asked. A first SIGINT/SIGTERM/SIGHUP is passed on to
+ * COMMAND (unless it came from the terminal, which signalled COMMAND's
+ * process group itself); if COMMAND has not ended CP_STOP_GRACE_MS later,
+ * or a second one comes, tracing stops and COMMAND is left running.
  */
-FILE *cp_session__open_output(const struct cp_session *s, const char *path);
-/* Flushes or closes it; a failed write turns a 0 exit code into an error. */
-int cp_session__close_output(FILE *out, const char *path, int exit_code);
+void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks);
+/* Asks the wait to end: async-signal-safe, from any thread (a write to an eventfd). */
+void cp_session__request_stop(struct cp_session *s);
+/* Notes a failed write to the output and ends the wait. */
+void cp_session__output_failed(struct cp_session *s, int err);
+
+/* Stops the agent: every record committed so far is delivered. */
+void cp_session__stop_agent(struct cp_session *s);
 /* One stderr line per library file attached while tracing: delay, early processes. */
 void cp_session__report_files(const struct cp_session *s);
-/* COMMAND's status as a shell reports it; 0 without a command. */
-int cp_session__exit_code(const struct cp_session *s);
-/* Detaches and frees everything the session holds (stop the agent first). */
+/*
+ * Says what is left running and returns the exit status: COMMAND's status
+ * as a shell reports it when it ended; 128+N when signal N stopped tracing
+ * before it ended; 1 when the output could not be written; else 0.
+ */
+int cp_session__finish(struct cp_session *s);
+/* Detaches and frees everything the session holds (the agent is stopped first). */
 void cp_session__close(struct cp_session *s);
 
 #endif

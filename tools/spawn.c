@@ -104,7 +104,7 @@ int cp_resolve_command(const char *name, const struct cp_identity *id, char *out
 }
 
 int cp_child__prepare(struct cp_child *child, const char *path, char **argv,
-		      const struct cp_identity *id, const sigset_t *child_mask)
+		      const struct cp_identity *id, const sigset_t *child_mask, bool stdout_to_stderr)
 {
 	int go[2], report[2];
 	char byte;
@@ -135,6 +135,8 @@ int cp_child__prepare(struct cp_child *child, const char *path, char **argv,
 			_exit(127);
 		err = 0;
 		if (id->drop && (setgroups(1, &id->gid) || setgid(id->gid) || setuid(id->uid)))
+			err = errno;
+		if (!err && stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 			err = errno;
 		if (!err) {
 			sigprocmask(SIG_SETMASK, child_mask, NULL);

@@ -33,11 +33,13 @@ int cp_resolve_command(const char *name, const struct cp_identity *id, char *out
 
 /*
  * Forks a child that waits for cp_child__release, then drops to id, restores
- * child_mask and execs path with argv. The parent can add the pid to the
- * traced set before anything runs.
+ * child_mask and execs path with argv (its stdout on our stderr when
+ * stdout_to_stderr). The parent can add the pid to the traced set before
+ * anything runs.
  */
 int cp_child__prepare(struct cp_child *child, const char *path, char **argv,
-		      const struct cp_identity *id, const sigset_t *child_mask);
+		      const struct cp_identity *id, const sigset_t *child_mask,
+		      bool stdout_to_stderr);
 /* Lets the child exec: 0 when exec succeeded, else the child's -errno (it then exits 127). */
 int cp_child__release(struct cp_child *child);
 /* Kills and reaps a child that will not be released. */

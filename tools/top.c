@@ -62,6 +62,7 @@ static int on_event(void *arg, const union cp_event *event)
 	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
 		/* Gone from the view, and its rows from the maps: they stay bounded. */
 		cp_tracer__forget_pid(ctx->session->tracer, event->hdr.pid);
+		cp_names__forget_pid(ctx->names, event->hdr.pid);
 		ctx->exited++;
 	}
 	pthread_mutex_unlock(&ctx->lock);
@@ -232,11 +233,8 @@ static bool on_key(void *arg)
 int cp_cmd_top(int argc, char **argv)
 {
 	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts) };
-	struct cp_agent_opts agent_opts = { .sz = sizeof(agent_opts) };
 	struct cp_wait_hooks hooks = { 0 };
-	struct cp_symbolizer *symbolizer = NULL;
 	struct cp_trace_options opts;
-	struct cp_agent *agent = NULL;
 	struct cp_session session;
 	struct top_ctx *ctx;
 	SCREEN *screen = NULL;
@@ -258,28 +256,17 @@ int cp_cmd_top(int argc, char **argv)
 	ctx->interval_ms = opts.interval_ms ? opts.interval_ms : 1000;
 	tracer_opts.aggregate = true;
 	tracer_opts.no_call_records = true;
-	exit_code = cp_session__open(&session, &opts);
+	exit_code = cp_session__open(&session, CP_CMD_TOP, &opts);
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
 		goto cleanup;
-	exit_code = CP_EXIT_SETUP;
 	ctx->session = &session;
-	symbolizer = cp_symbolizer__new();
-	ctx->names = cp_names__new(symbolizer);
-	if (!symbolizer || !ctx->names) {
-		cp_say("out of memory");
+	ctx->names = session.names;
+	exit_code = cp_session__start_agent(&session, on_event, ctx);
+	if (exit_code)
 		goto cleanup;
-	}
-	cp_names__read_driver_records(ctx->names, true);
-	agent_opts.on_event = on_event;
-	agent_opts.ctx = ctx;
-	agent_opts.tracer = session.tracer;
-	agent = cp_agent__new(cp_tracer__ring_fd(session.tracer), &agent_opts);
-	if (!agent || cp_agent__start(agent)) {
-		cp_say("cannot start the GPU agent: %s", strerror(errno));
-		goto cleanup;
-	}
+	exit_code = CP_EXIT_SETUP;
 	screen = newterm(NULL, stdout, stdin);
 	if (!screen) {
 		cp_say("cannot drive this terminal (TERM=%s)", getenv("TERM") ? getenv("TERM") : "");
@@ -297,17 +284,18 @@ int cp_cmd_top(int argc, char **argv)
 	hooks.on_extra = on_key;
 	hooks.ctx = ctx;
 	cp_session__wait(&session, &hooks);
-	exit_code = 0;
+	cp_session__stop_agent(&session);
+	endwin();
+	delscreen(screen);
+	screen = NULL;
+	exit_code = cp_session__finish(&session);
 
 cleanup:
 	if (screen) {
 		endwin();
 		delscreen(screen);
 	}
-	cp_agent__free(agent);
 	cp_session__close(&session);
-	cp_names__free(ctx->names);
-	cp_symbolizer__free(symbolizer);
 	pthread_mutex_destroy(&ctx->lock);
 	free(ctx);
 	return exit_code;

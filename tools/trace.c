@@ -30,31 +30,37 @@
 
 /* What the agent's callback needs: runs on the agent thread only. */
 struct trace_output {
+	struct cp_session *session;
 	FILE *out;
-	struct cp_names *names;
 	bool json;
+	bool failed;
 	uint64_t start_ns;
 	uint64_t written;
-	int write_error;
 };
 
 static int on_event(void *ctx, const union cp_event *event)
 {
 	struct trace_output *output = ctx;
+	struct cp_names *names = output->session->names;
 	char line[8192];
 	int n;
 
-	cp_names__observe(output->names, event);
+	if (output->failed)
+		return 0; /* the output is gone: records are counted, tracing is stopping */
+	cp_names__observe(names, event);
 	if (output->json)
-		n = cp_format__json(event, output->names, line, sizeof(line));
+		n = cp_format__json(event, names, line, sizeof(line));
 	else
-		n = cp_format__text(event, output->names, output->start_ns, line, sizeof(line));
-	if (n < 0)
-		return 0; /* cannot happen with this buffer; never stop the agent for it */
-	if (fputs(line, output->out) == EOF || fputc('\n', output->out) == EOF) {
-		output->write_error = errno ? errno : EIO;
-		return -output->write_error; /* stops the agent: output is gone (EPIPE, ENOSPC) */
+		n = cp_format__text(event, names, output->start_ns, line, sizeof(line));
+	if (n >= 0 && (fputs(line, output->out) == EOF || fputc('\n', output->out) == EOF)) {
+		/* ENOSPC, EPIPE...: nothing more can be written; the session stops. */
+		output->failed = true;
+		cp_session__output_failed(output->session, errno);
+		return 0;
 	}
+	/* Forgotten only once its exit record was written: later records still name. */
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT)
+		cp_names__forget_pid(names, event->hdr.pid);
 	output->written++;
 	return 0;
 }
@@ -67,16 +73,15 @@ static uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static void print_summary(const struct cp_tracer *tracer, const struct cp_agent *agent,
-			  const struct cp_names *names)
+static void print_summary(const struct cp_session *s)
 {
 	struct cp_agent_stats stats;
 	struct cp_names_stats name_stats;
 	struct cp_counters counters;
-	bool have_counters = !cp_tracer__read_counters(tracer, &counters);
+	bool have_counters = !cp_tracer__read_counters(s->tracer, &counters);
 
-	cp_agent__stats(agent, &stats);
-	cp_names__stats(names, &name_stats);
+	cp_agent__stats(s->agent, &stats);
+	cp_names__stats(s->names, &name_stats);
 	fprintf(stderr, "cuprobe: %llu events delivered, %llu lost, %llu of %llu launches with unknown names\n",
 		(unsigned long long)stats.delivered,
 		have_counters ? (unsigned long long)counters.records_lost : 0ull,
@@ -94,6 +99,9 @@ static void print_summary(const struct cp_tracer *tracer, const struct cp_agent 
 	if (have_counters && counters.targets_overflow)
 		cp_say("warning: %llu processes did not fit in the traced set",
 		    (unsigned long long)counters.targets_overflow);
+	if (have_counters && counters.hold_failed)
+		cp_say("warning: %llu processes mapping a new driver file could not be held",
+		       (unsigned long long)counters.hold_failed);
 	if (name_stats.driver_named || name_stats.driver_checked)
 		cp_say("%llu kernels named from the driver's records (%llu probe-learned names checked against them, %llu disagreed%s)",
 		       (unsigned long long)name_stats.driver_named,
@@ -109,52 +117,28 @@ static void print_summary(const struct cp_tracer *tracer, const struct cp_agent 
 int cp_cmd_trace(int argc, char **argv)
 {
 	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts) };
-	struct cp_agent_opts agent_opts = { .sz = sizeof(agent_opts) };
-	struct trace_output output = { .out = stdout };
-	struct cp_symbolizer *symbolizer = NULL;
+	struct trace_output output = { 0 };
 	struct cp_trace_options opts;
-	struct cp_agent *agent = NULL;
 	struct cp_session session;
 	int exit_code;
 
 	exit_code = cp_session__parse(CP_CMD_TRACE, argc, argv, &opts);
 	if (exit_code >= 0)
 		return exit_code;
-	exit_code = cp_session__open(&session, &opts);
+	exit_code = cp_session__open(&session, CP_CMD_TRACE, &opts);
+	if (!exit_code)
+		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
 		goto cleanup;
-	exit_code = CP_EXIT_SETUP;
-	symbolizer = cp_symbolizer__new();
-	output.names = cp_names__new(symbolizer);
-	if (!symbolizer || !output.names) {
-		cp_say("out of memory");
-		goto cleanup;
-	}
-	cp_names__read_driver_records(output.names, true);
-	if (opts.command)
-		cp_symbolizer__add_file(symbolizer, session.command_path);
-	output.out = cp_session__open_output(&session, opts.output);
-	if (!output.out) {
-		output.out = stdout;
-		goto cleanup;
-	}
+	output.session = &session;
+	output.out = session.output.stream;
 	output.json = opts.json;
-	exit_code = cp_session__attach(&session, &tracer_opts);
+	output.start_ns = monotonic_ns();
+	exit_code = cp_session__start_agent(&session, on_event, &output);
 	if (exit_code)
 		goto cleanup;
-	exit_code = CP_EXIT_SETUP;
-
-	output.start_ns = monotonic_ns();
-	agent_opts.on_event = on_event;
-	agent_opts.tracer = session.tracer;
-	agent_opts.ctx = &output;
-	agent = cp_agent__new(cp_tracer__ring_fd(session.tracer), &agent_opts);
-	if (!agent || cp_agent__start(agent)) {
-		cp_say("cannot start the GPU agent: %s", strerror(errno));
-		goto cleanup;
-	}
-	if (!opts.json)
-		fprintf(output.out, "%s\n", cp_format__text_header());
+	if (!opts.json && fprintf(output.out, "%s\n", cp_format__text_header()) < 0)
+		cp_session__output_failed(&session, errno);
 	exit_code = cp_session__start_command(&session);
 	if (exit_code)
 		goto cleanup;
@@ -162,20 +146,11 @@ int cp_cmd_trace(int argc, char **argv)
 		cp_say("tracing (%u probes, %u links); Ctrl-C stops", cp_tracer__probe_count(session.tracer),
 		       cp_tracer__link_count(session.tracer));
 	cp_session__wait(&session, NULL);
-
-	/* Wake, drain, join: every record committed so far is delivered before the summary. */
-	cp_agent__stop(agent);
-	if (output.write_error)
-		cp_say("cannot write events: %s", strerror(output.write_error));
-	print_summary(session.tracer, agent, output.names);
+	cp_session__stop_agent(&session);
+	print_summary(&session);
 	cp_session__report_files(&session);
-	exit_code = cp_session__exit_code(&session);
-
+	exit_code = cp_session__finish(&session);
 cleanup:
-	cp_agent__free(agent);
 	cp_session__close(&session);
-	exit_code = cp_session__close_output(output.out, opts.output, exit_code);
-	cp_names__free(output.names);
-	cp_symbolizer__free(symbolizer);
 	return exit_code;
 }

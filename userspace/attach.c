@@ -263,6 +263,24 @@ int cp_tracer__release_held(struct cp_tracer *tracer)
 	return released;
 }
 
+int cp_tracer__live_targets(const struct cp_tracer *tracer)
+{
+	uint32_t key, next, *cursor = NULL;
+	int fd, live = 0;
+
+	if (!tracer)
+		return -EINVAL;
+	fd = bpf_map__fd(tracer->skel->maps.target_pids);
+	while (!bpf_map_get_next_key(fd, cursor, &next)) {
+		key = next;
+		cursor = &key;
+		/* The BPF side removes a process at its exit; check it still exists all the same. */
+		if (!kill((pid_t)key, 0) || errno == EPERM)
+			live++;
+	}
+	return live;
+}
+
 size_t cp_tracer__files(struct cp_tracer *tracer, struct cp_traced_file *out, size_t max)
 {
 	size_t i, count;
@@ -316,36 +334,44 @@ static void __attribute__((noreturn)) guardian_main(int pipe_fd, int held_fd)
 	_exit(0);
 }
 
+/*
+ * The guardian is forked twice, so that it is not our child: a caller that
+ * reaps every child it has (a subreaper following a command's tree) must
+ * not wait for it, and it outlives us by design.
+ */
 int cp_tracer__start_guardian(struct cp_tracer *tracer)
 {
-	int pipe_fds[2], held_fd = bpf_map__fd(tracer->skel->maps.held_pids);
+	int pipe_fds[2], held_fd = bpf_map__fd(tracer->skel->maps.held_pids), status, err = 0;
 	pid_t pid;
 
 	if (pipe2(pipe_fds, O_CLOEXEC))
 		return -errno;
 	pid = fork();
-	if (pid < 0) {
-		int err = -errno;
+	if (pid == 0) {
+		pid_t guardian = fork();
 
-		close(pipe_fds[0]);
+		if (guardian == 0)
+			guardian_main(pipe_fds[0], held_fd);
+		_exit(guardian < 0 ? 1 : 0);
+	}
+	if (pid < 0)
+		err = -errno;
+	else if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
+		err = -ECHILD;
+	close(pipe_fds[0]);
+	if (err) {
 		close(pipe_fds[1]);
 		return err;
 	}
-	if (pid == 0)
-		guardian_main(pipe_fds[0], held_fd);
-	close(pipe_fds[0]);
-	tracer->guardian_pid = pid;
 	tracer->guardian_fd = pipe_fds[1];
 	return 0;
 }
 
+/* Our end closed: the guardian continues whoever is still held (nobody, normally) and exits. */
 void cp_tracer__stop_guardian(struct cp_tracer *tracer)
 {
 	if (tracer->guardian_fd < 0)
 		return;
 	close(tracer->guardian_fd);
 	tracer->guardian_fd = -1;
-	while (waitpid(tracer->guardian_pid, NULL, 0) < 0 && errno == EINTR)
-		;
-	tracer->guardian_pid = 0;
 }

@@ -240,6 +240,8 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
  * process if it was held. Fills the event's outcome fields. 0 or -errno.
  */
 int cp_tracer__handle_attach(struct cp_tracer *tracer, struct cp_attach_event *event);
+/* Processes of the traced set still alive (COMMAND's tree, -p targets and their forks). */
+int cp_tracer__live_targets(const struct cp_tracer *tracer);
 /* Continue every process still held (no attach will come for it). Returns how many. */
 int cp_tracer__release_held(struct cp_tracer *tracer);
 
@@ -476,13 +478,21 @@ void cp_names__read_driver_records(struct cp_names *names, bool enable);
 /*
  * Learn from one record: names from CP_EV_NAME, stub names from
  * CP_EV_RT_LAUNCH (paired with the next launch of the same thread when that
- * handle has no name), and forget a process at its CP_EV_PROC exit. Call
- * once per record, in ring order, before formatting it.
+ * handle has no name), launch handles from the driver's records. Call once
+ * per record, in ring order, before formatting it. A process's names are
+ * kept after its exit record until cp_names__forget_pid: the caller decides
+ * when its last report is out.
  */
 void cp_names__observe(struct cp_names *names, const union cp_event *event);
 /* Name of a driver handle (CUfunction/CUkernel) of pid, or NULL when unknown. */
 const struct cp_name_entry *cp_names__lookup(const struct cp_names *names, uint32_t pid,
 					     uint64_t handle);
+/*
+ * The one naming path for a handle of pid: a probe-learned or stub name, or,
+ * for a handle made before cuprobe attached, the driver's record read from
+ * the process (when enabled and the process lives). NULL when unknown.
+ */
+const struct cp_name_entry *cp_names__resolve(struct cp_names *names, uint32_t pid, uint64_t handle);
 /* Name of a host stub address of pid, or NULL when unknown. */
 const struct cp_name_entry *cp_names__lookup_stub(const struct cp_names *names, uint32_t pid,
 						  uint64_t stub);
@@ -520,6 +530,75 @@ const char *cp_format__text_header(void);
 
 /* Appends src to buf as a JSON string body (escaped, no quotes). */
 int cp_json__escape(const char *src, char *buf, size_t len);
+/*
+ * Copies src to buf for a terminal or a text file: control characters
+ * (bytes < 0x20 and 0x7f) become \xNN. Returns the length, or -ENOSPC (buf
+ * then holds what fit).
+ */
+int cp_text__escape(const char *src, char *buf, size_t len);
+
+/* A growable string the report formatters append to (they never print). */
+struct cp_text {
+	char *data;
+	size_t len;
+	size_t capacity;
+	bool failed;     /* out of memory: data holds what fit */
+};
+void cp_text__clear(struct cp_text *text);
+void cp_text__free(struct cp_text *text);
+
+/*
+ * The one label of a kernel: its demangled name (cp_names__resolve), or
+ * "<graph 0x...>", or "<unnamed function 0x...>" (into buf). *mangled, when
+ * given, gets the mangled name or NULL.
+ */
+const char *cp_format__kernel_label(struct cp_names *names, uint32_t pid, uint64_t handle,
+				    bool graph, const char **mangled, char *buf, size_t len);
+
+/* One process's counts, as cuprobe stats reports them. */
+struct cp_report {
+	uint32_t pid;
+	const char *comm;
+	uint64_t time_ns;        /* CLOCK_MONOTONIC when the rows were read */
+	double since_start_s;    /* for the text header */
+	bool final;              /* its last report */
+	bool exited;
+	int exit_code;           /* wait status, when exited */
+	bool live;               /* read while it ran: tables may differ by the calls made meanwhile */
+	bool latency;            /* the API rows carry timings */
+	const struct cp_kernel_row *kernels;
+	size_t kernel_count;
+	const struct cp_api_row *apis;
+	size_t api_count;
+	const struct cp_mem_stat *memory; /* NULL when none */
+};
+/* Appends the report as text lines, or as one JSON object and a newline. 0 or -ENOMEM. */
+int cp_format__report_text(const struct cp_report *report, struct cp_names *names,
+			   struct cp_text *out);
+int cp_format__report_json(const struct cp_report *report, struct cp_names *names,
+			   struct cp_text *out);
+
+/* Device memory still live when a process exited, by allocating site. */
+struct cp_leak_site {
+	uint64_t allocations;
+	uint64_t bytes;
+	uint32_t kind;             /* enum cp_mem_kind */
+	uint32_t api;
+	const char *const *frames; /* symbolized, innermost first; NULL when not captured */
+	size_t frame_count;
+};
+
+struct cp_leak {
+	uint32_t pid;
+	const char *comm;
+	uint64_t allocations;
+	uint64_t bytes;
+	bool stacks;               /* stacks were asked for */
+	const struct cp_leak_site *sites;
+	size_t site_count;
+};
+int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *out);
+int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *out);
 
 #ifdef __cplusplus
 }

@@ -9,16 +9,39 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "cuprobe.h"
 
+/*
+ * Where a formatter writes: a caller's fixed buffer (one record), or a
+ * growable cp_text (reports). One put() for both.
+ */
 struct out_buf {
 	char *buf;
 	size_t len;
 	size_t used;
 	bool overflow;
+	struct cp_text *text;  /* growable: buf/len/used mirror it */
 };
+
+static bool grow(struct out_buf *out, size_t need)
+{
+	struct cp_text *text = out->text;
+	size_t capacity = text->capacity ? text->capacity : 1024;
+	char *bigger;
+
+	while (capacity < need)
+		capacity *= 2;
+	bigger = realloc(text->data, capacity);
+	if (!bigger)
+		return false;
+	text->data = out->buf = bigger;
+	text->capacity = out->len = capacity;
+	return true;
+}
 
 static void put(struct out_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -29,14 +52,53 @@ static void put(struct out_buf *out, const char *fmt, ...)
 
 	if (out->overflow)
 		return;
-	va_start(ap, fmt);
-	n = vsnprintf(out->buf + out->used, out->len - out->used, fmt, ap);
-	va_end(ap);
-	if (n < 0 || (size_t)n >= out->len - out->used) {
-		out->overflow = true;
-		return;
+	for (;;) {
+		va_start(ap, fmt);
+		n = out->len > out->used ?
+		    vsnprintf(out->buf + out->used, out->len - out->used, fmt, ap) : -1;
+		va_end(ap);
+		if (n >= 0 && (size_t)n < out->len - out->used)
+			break;
+		if (!out->text || !grow(out, out->used + (n > 0 ? (size_t)n : 0) + 256)) {
+			out->overflow = true;
+			return;
+		}
 	}
 	out->used += n;
+	if (out->text)
+		out->text->len = out->used;
+}
+
+void cp_text__clear(struct cp_text *text)
+{
+	text->len = 0;
+	text->failed = false;
+	if (text->data)
+		text->data[0] = '\0';
+}
+
+void cp_text__free(struct cp_text *text)
+{
+	free(text->data);
+	memset(text, 0, sizeof(*text));
+}
+
+/* An out_buf appending to text. */
+static struct out_buf text_out(struct cp_text *text)
+{
+	struct out_buf out = { .buf = text->data, .len = text->capacity, .used = text->len,
+			       .text = text };
+
+	return out;
+}
+
+static int text_done(struct out_buf *out)
+{
+	if (out->overflow) {
+		out->text->failed = true;
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 int cp_json__escape(const char *src, char *buf, size_t len)
@@ -75,24 +137,79 @@ int cp_json__escape(const char *src, char *buf, size_t len)
 	return (int)used;
 }
 
-static void put_json_string(struct out_buf *out, const char *key, const char *value)
+/* The one JSON string writer: a quoted, escaped value, or null. */
+static void put_json_value(struct out_buf *out, const char *value)
 {
 	char escaped[CP_NAME_MAX * 8];
 
 	if (!value) {
-		put(out, ",\"%s\":null", key);
+		put(out, "null");
 		return;
 	}
 	if (cp_json__escape(value, escaped, sizeof(escaped)) < 0) {
 		out->overflow = true;
 		return;
 	}
-	put(out, ",\"%s\":\"%s\"", key, escaped);
+	put(out, "\"%s\"", escaped);
+}
+
+static void put_json_string(struct out_buf *out, const char *key, const char *value)
+{
+	put(out, ",\"%s\":", key);
+	put_json_value(out, value);
+}
+
+int cp_text__escape(const char *src, char *buf, size_t len)
+{
+	size_t used = 0;
+	const unsigned char *p;
+
+	if (!src || !buf || !len)
+		return -EINVAL;
+	for (p = (const unsigned char *)src; *p; p++) {
+		bool control = *p < 0x20 || *p == 0x7f;
+		size_t n = control ? 4 : 1;
+
+		if (used + n >= len) {
+			buf[used] = '\0';
+			return -ENOSPC;
+		}
+		if (control)
+			snprintf(buf + used, 5, "\\x%02x", *p);
+		else
+			buf[used] = (char)*p;
+		used += n;
+	}
+	buf[used] = '\0';
+	return (int)used;
 }
 
 static void put_json_dims(struct out_buf *out, const char *key, const __u32 dims[3])
 {
 	put(out, ",\"%s\":[%u,%u,%u]", key, dims[0], dims[1], dims[2]);
+}
+
+/* The one decoder of a wait status (as the kernel keeps it): "signal" or "exit_status". */
+static void put_json_exit(struct out_buf *out, int wait_status)
+{
+	if (WIFSIGNALED(wait_status))
+		put(out, ",\"signal\":%d", WTERMSIG(wait_status));
+	else
+		put(out, ",\"exit_status\":%d", WEXITSTATUS(wait_status));
+}
+
+const char *cp_format__kernel_label(struct cp_names *names, uint32_t pid, uint64_t handle,
+				    bool graph, const char **mangled, char *buf, size_t len)
+{
+	const struct cp_name_entry *name = graph ? NULL : cp_names__resolve(names, pid, handle);
+
+	if (mangled)
+		*mangled = name ? name->mangled : NULL;
+	if (name)
+		return name->display;
+	snprintf(buf, len, graph ? "<graph 0x%llx>" : "<unnamed function 0x%llx>",
+		 (unsigned long long)handle);
+	return buf;
 }
 
 static const char *proc_kind_name(__u32 kind)
@@ -288,12 +405,8 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 		put(&out, ",\"kind\":\"%s\"", proc_kind_name(e->kind));
 		if (e->kind == CP_PROC_FORK)
 			put(&out, ",\"child_pid\":%u", e->child_pid);
-		if (e->kind == CP_PROC_EXIT) {
-			if (e->exit_code & 0x7f)
-				put(&out, ",\"signal\":%d", e->exit_code & 0x7f);
-			else
-				put(&out, ",\"exit_status\":%d", (e->exit_code >> 8) & 0xff);
-		}
+		if (e->kind == CP_PROC_EXIT)
+			put_json_exit(&out, e->exit_code);
 		break;
 	}
 	case CP_EV_RT_LAUNCH: {
@@ -350,11 +463,13 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 			    (unsigned long long)e->stream);
 			break;
 		}
-		name = cp_names__lookup(names, hdr->pid, e->function);
-		if (name)
-			put(&out, " %s", name->display);
-		else
-			put(&out, " <unnamed function 0x%llx>", (unsigned long long)e->function);
+		{
+			char label[64];
+
+			put(&out, " %s", cp_format__kernel_label((struct cp_names *)names, hdr->pid,
+							       e->function, false, NULL, label,
+							       sizeof(label)));
+		}
 		put(&out, " grid=(%u,%u,%u) block=(%u,%u,%u) smem=%u stream=0x%llx",
 		    e->grid[0], e->grid[1], e->grid[2], e->block[0], e->block[1], e->block[2],
 		    e->shared_mem_bytes, (unsigned long long)e->stream);
@@ -471,10 +586,10 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 
 		if (e->kind == CP_PROC_FORK)
 			put(&out, " child=%u", e->child_pid);
-		else if (e->kind == CP_PROC_EXIT && (e->exit_code & 0x7f))
-			put(&out, " exit signal=%d", e->exit_code & 0x7f);
+		else if (e->kind == CP_PROC_EXIT && WIFSIGNALED(e->exit_code))
+			put(&out, " exit signal=%d", WTERMSIG(e->exit_code));
 		else if (e->kind == CP_PROC_EXIT)
-			put(&out, " exit status=%d", (e->exit_code >> 8) & 0xff);
+			put(&out, " exit status=%d", WEXITSTATUS(e->exit_code));
 		break;
 	}
 	case CP_EV_RT_LAUNCH: {
@@ -494,4 +609,282 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		break;
 	}
 	return finish(&out);
+}
+
+/* ---- per-process reports (cuprobe stats) --------------------------------------- */
+
+static int by_launches_desc(const void *a, const void *b)
+{
+	const struct cp_kernel_row *x = a, *y = b;
+
+	return x->stat.launches < y->stat.launches ? 1 : x->stat.launches > y->stat.launches ? -1 : 0;
+}
+
+static int by_calls_desc(const void *a, const void *b)
+{
+	const struct cp_api_row *x = a, *y = b;
+
+	return x->stat.calls < y->stat.calls ? 1 : x->stat.calls > y->stat.calls ? -1 : 0;
+}
+
+/* The report's rows, most used first (copies: the caller's arrays stay as they are). */
+static int sorted_rows(const struct cp_report *r, struct cp_kernel_row **kernels,
+		       struct cp_api_row **apis)
+{
+	*kernels = calloc(r->kernel_count + 1, sizeof(**kernels));
+	*apis = calloc(r->api_count + 1, sizeof(**apis));
+	if (!*kernels || !*apis) {
+		free(*kernels);
+		free(*apis);
+		return -ENOMEM;
+	}
+	memcpy(*kernels, r->kernels, r->kernel_count * sizeof(**kernels));
+	memcpy(*apis, r->apis, r->api_count * sizeof(**apis));
+	qsort(*kernels, r->kernel_count, sizeof(**kernels), by_launches_desc);
+	qsort(*apis, r->api_count, sizeof(**apis), by_calls_desc);
+	return 0;
+}
+
+static void human_bytes(unsigned long long bytes, char *buf, size_t len)
+{
+	if (bytes >= (1ull << 30))
+		snprintf(buf, len, "%.2f GiB", bytes / (double)(1ull << 30));
+	else if (bytes >= (1ull << 20))
+		snprintf(buf, len, "%.2f MiB", bytes / (double)(1ull << 20));
+	else if (bytes >= (1ull << 10))
+		snprintf(buf, len, "%.2f KiB", bytes / 1024.0);
+	else
+		snprintf(buf, len, "%llu B", bytes);
+}
+
+static void human_ns(unsigned long long ns, char *buf, size_t len)
+{
+	if (!ns)
+		snprintf(buf, len, "-");
+	else if (ns >= 1000000000ull)
+		snprintf(buf, len, "%.1fs", ns / 1e9);
+	else if (ns >= 1000000ull)
+		snprintf(buf, len, "%.1fms", ns / 1e6);
+	else if (ns >= 1000ull)
+		snprintf(buf, len, "%.1fus", ns / 1e3);
+	else
+		snprintf(buf, len, "%lluns", ns);
+}
+
+#define REPORT_KERNELS_SHOWN 10
+
+int cp_format__report_text(const struct cp_report *r, struct cp_names *names, struct cp_text *text)
+{
+	struct out_buf out = text_out(text);
+	struct cp_kernel_row *kernels;
+	struct cp_api_row *apis;
+	const struct cp_mem_stat *mem = r->memory;
+	char label[128], a[32], b[32], c[32], d[32], escaped[1024];
+	size_t i;
+
+	if (sorted_rows(r, &kernels, &apis))
+		return -ENOMEM;
+	cp_text__escape(r->comm ? r->comm : "?", escaped, sizeof(escaped));
+	if (r->exited && WIFSIGNALED(r->exit_code))
+		put(&out, "== pid %u (%s) exited on signal %d, at %.3f s ==\n", r->pid, escaped,
+		    WTERMSIG(r->exit_code), r->since_start_s);
+	else if (r->exited)
+		put(&out, "== pid %u (%s) exited with status %d, at %.3f s ==\n", r->pid, escaped,
+		    WEXITSTATUS(r->exit_code), r->since_start_s);
+	else
+		put(&out, "== pid %u (%s)%s at %.3f s%s ==\n", r->pid, escaped,
+		    r->final ? " when tracing stopped," : "", r->since_start_s,
+		    r->live ? " (read while it runs: tables may differ by the calls made during the read)" : "");
+	put(&out, "  kernels: %zu%s\n", r->kernel_count,
+	    r->kernel_count > REPORT_KERNELS_SHOWN ? " (top 10 by launches)" : "");
+	if (r->kernel_count)
+		put(&out, "    %12s %16s  %s\n", "launches", "threads", "kernel");
+	for (i = 0; i < r->kernel_count && i < REPORT_KERNELS_SHOWN; i++) {
+		const char *shown = cp_format__kernel_label(names, r->pid, kernels[i].handle,
+							    kernels[i].stat.graph, NULL, label,
+							    sizeof(label));
+
+		cp_text__escape(shown, escaped, sizeof(escaped));
+		put(&out, "    %12llu %16llu  %s\n", (unsigned long long)kernels[i].stat.launches,
+		    (unsigned long long)kernels[i].stat.threads, escaped);
+	}
+	put(&out, "  api calls:\n");
+	if (r->latency)
+		put(&out, "    %12s %8s %9s %9s %9s %9s  %s\n", "calls", "errors", "mean", "p50<=",
+		    "p99<=", "max<=", "api");
+	else if (r->api_count)
+		put(&out, "    %12s  %s\n", "calls", "api");
+	for (i = 0; i < r->api_count; i++) {
+		const struct cp_api_stat *st = &apis[i].stat;
+
+		if (!r->latency) {
+			put(&out, "    %12llu  %s\n", (unsigned long long)st->calls,
+			    cp_api__name(apis[i].api));
+			continue;
+		}
+		human_ns(st->timed ? st->total_ns / st->timed : 0, a, sizeof(a));
+		human_ns(cp_histogram__percentile(st->histogram, 0.5), b, sizeof(b));
+		human_ns(cp_histogram__percentile(st->histogram, 0.99), c, sizeof(c));
+		human_ns(cp_histogram__percentile(st->histogram, 1.0), d, sizeof(d));
+		put(&out, "    %12llu %8llu %9s %9s %9s %9s  %s\n", (unsigned long long)st->calls,
+		    (unsigned long long)st->errors, a, b, c, d, cp_api__name(apis[i].api));
+	}
+	if (mem) {
+		human_bytes(mem->live_bytes, a, sizeof(a));
+		human_bytes(mem->peak_bytes, b, sizeof(b));
+		put(&out, "  device memory: %s live in %llu allocations, peak %s", a,
+		    (unsigned long long)mem->live_allocations, b);
+		if (mem->vmm_live_bytes || mem->vmm_peak_bytes || mem->reserved_bytes) {
+			human_bytes(mem->vmm_live_bytes, c, sizeof(c));
+			human_bytes(mem->reserved_bytes, d, sizeof(d));
+			put(&out, " (VMM physical %s live, %s of addresses reserved)", c, d);
+		}
+		put(&out, "; %llu allocations, %llu frees", (unsigned long long)mem->allocations,
+		    (unsigned long long)mem->frees);
+		if (mem->unknown_frees)
+			put(&out, " (%llu of pointers allocated before tracing)",
+			    (unsigned long long)mem->unknown_frees);
+		human_bytes(mem->host_live_bytes, c, sizeof(c));
+		put(&out, "\n  pinned host memory: %s live in %llu allocations\n", c,
+		    (unsigned long long)mem->host_live_allocations);
+	}
+	free(kernels);
+	free(apis);
+	return text_done(&out);
+}
+
+int cp_format__report_json(const struct cp_report *r, struct cp_names *names, struct cp_text *text)
+{
+	struct out_buf out = text_out(text);
+	struct cp_kernel_row *kernels;
+	struct cp_api_row *apis;
+	const struct cp_mem_stat *mem = r->memory;
+	char label[128];
+	size_t i;
+	int bucket;
+
+	if (sorted_rows(r, &kernels, &apis))
+		return -ENOMEM;
+	put(&out, "{\"type\":\"stats\",\"time_ns\":%llu,\"pid\":%u", (unsigned long long)r->time_ns,
+	    r->pid);
+	put_json_string(&out, "comm", r->comm);
+	put(&out, ",\"final\":%s,\"exited\":%s,\"live_read\":%s", r->final ? "true" : "false",
+	    r->exited ? "true" : "false", r->live ? "true" : "false");
+	if (r->exited)
+		put_json_exit(&out, r->exit_code);
+	put(&out, ",\"kernels\":[");
+	for (i = 0; i < r->kernel_count; i++) {
+		const char *mangled, *shown = cp_format__kernel_label(names, r->pid, kernels[i].handle,
+								     kernels[i].stat.graph, &mangled,
+								     label, sizeof(label));
+
+		put(&out, "%s{\"handle\":\"0x%llx\"", i ? "," : "", (unsigned long long)kernels[i].handle);
+		put_json_string(&out, "kernel", shown);
+		put_json_string(&out, "mangled", mangled);
+		put(&out, ",\"launches\":%llu,\"threads\":%llu,\"graph\":%s}",
+		    (unsigned long long)kernels[i].stat.launches,
+		    (unsigned long long)kernels[i].stat.threads, kernels[i].stat.graph ? "true" : "false");
+	}
+	put(&out, "],\"apis\":[");
+	for (i = 0; i < r->api_count; i++) {
+		const struct cp_api_stat *st = &apis[i].stat;
+		bool first = true;
+
+		put(&out, "%s{\"api\":\"%s\",\"calls\":%llu", i ? "," : "", cp_api__name(apis[i].api),
+		    (unsigned long long)st->calls);
+		if (r->latency) {
+			put(&out, ",\"timed\":%llu,\"errors\":%llu,\"mean_ns\":%llu,\"p50_ns\":%llu,"
+			    "\"p90_ns\":%llu,\"p99_ns\":%llu,\"max_ns\":%llu,\"histogram\":[",
+			    (unsigned long long)st->timed, (unsigned long long)st->errors,
+			    (unsigned long long)(st->timed ? st->total_ns / st->timed : 0),
+			    (unsigned long long)cp_histogram__percentile(st->histogram, 0.5),
+			    (unsigned long long)cp_histogram__percentile(st->histogram, 0.9),
+			    (unsigned long long)cp_histogram__percentile(st->histogram, 0.99),
+			    (unsigned long long)cp_histogram__percentile(st->histogram, 1.0));
+			for (bucket = 0; bucket < CP_HIST_BUCKETS; bucket++) {
+				if (!st->histogram[bucket])
+					continue;
+				put(&out, "%s{\"le_ns\":%llu,\"count\":%llu}", first ? "" : ",",
+				    bucket ? 1ull << bucket : 1ull,
+				    (unsigned long long)st->histogram[bucket]);
+				first = false;
+			}
+			put(&out, "]");
+		}
+		put(&out, "}");
+	}
+	put(&out, "]");
+	if (mem)
+		put(&out, ",\"memory\":{\"live_bytes\":%llu,\"peak_bytes\":%llu,\"live_allocations\":%llu,"
+		    "\"vmm_live_bytes\":%llu,\"vmm_peak_bytes\":%llu,\"reserved_bytes\":%llu,"
+		    "\"host_live_bytes\":%llu,\"host_live_allocations\":%llu,\"allocations\":%llu,"
+		    "\"frees\":%llu,\"unknown_frees\":%llu}",
+		    (unsigned long long)mem->live_bytes, (unsigned long long)mem->peak_bytes,
+		    (unsigned long long)mem->live_allocations, (unsigned long long)mem->vmm_live_bytes,
+		    (unsigned long long)mem->vmm_peak_bytes, (unsigned long long)mem->reserved_bytes,
+		    (unsigned long long)mem->host_live_bytes,
+		    (unsigned long long)mem->host_live_allocations,
+		    (unsigned long long)mem->allocations, (unsigned long long)mem->frees,
+		    (unsigned long long)mem->unknown_frees);
+	else
+		put(&out, ",\"memory\":null");
+	put(&out, "}\n");
+	free(kernels);
+	free(apis);
+	return text_done(&out);
+}
+
+int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *text)
+{
+	struct out_buf out = text_out(text);
+	char escaped[1024];
+	size_t i, f;
+
+	cp_text__escape(leak->comm ? leak->comm : "?", escaped, sizeof(escaped));
+	put(&out, "  LEAK: %llu device allocations, %llu bytes still live when pid %u (%s) exited\n",
+	    (unsigned long long)leak->allocations, (unsigned long long)leak->bytes, leak->pid, escaped);
+	for (i = 0; i < leak->site_count; i++) {
+		const struct cp_leak_site *site = &leak->sites[i];
+
+		put(&out, "    %llu bytes in %llu allocations (%s, %s)%s\n",
+		    (unsigned long long)site->bytes, (unsigned long long)site->allocations,
+		    cp_mem_kind__name(site->kind), cp_api__name(site->api),
+		    site->frames ? "" : leak->stacks ? " stack not captured" : " (--stacks shows where)");
+		for (f = 0; site->frames && f < site->frame_count; f++) {
+			cp_text__escape(site->frames[f], escaped, sizeof(escaped));
+			put(&out, "        #%zu %s\n", f, escaped);
+		}
+	}
+	return text_done(&out);
+}
+
+int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *text)
+{
+	struct out_buf out = text_out(text);
+	size_t i, f;
+
+	put(&out, "{\"type\":\"leak_report\",\"pid\":%u", leak->pid);
+	put_json_string(&out, "comm", leak->comm);
+	put(&out, ",\"allocations\":%llu,\"bytes\":%llu,\"sites\":[",
+	    (unsigned long long)leak->allocations, (unsigned long long)leak->bytes);
+	for (i = 0; i < leak->site_count; i++) {
+		const struct cp_leak_site *site = &leak->sites[i];
+
+		put(&out, "%s{\"allocations\":%llu,\"bytes\":%llu,\"kind\":\"%s\",\"api\":\"%s\",\"stack\":",
+		    i ? "," : "", (unsigned long long)site->allocations,
+		    (unsigned long long)site->bytes, cp_mem_kind__name(site->kind),
+		    cp_api__name(site->api));
+		if (!site->frames) {
+			put(&out, "null}");
+			continue;
+		}
+		put(&out, "[");
+		for (f = 0; f < site->frame_count; f++) {
+			put(&out, "%s", f ? "," : "");
+			put_json_value(&out, site->frames[f]);
+		}
+		put(&out, "]}");
+	}
+	put(&out, "]}\n");
+	return text_done(&out);
 }

@@ -297,6 +297,13 @@ const struct cp_name_entry *cp_names__lookup(const struct cp_names *names, uint3
 	return node ? &node->entry : NULL;
 }
 
+const struct cp_name_entry *cp_names__resolve(struct cp_names *names, uint32_t pid, uint64_t handle)
+{
+	const struct cp_name_entry *name = cp_names__lookup(names, pid, handle);
+
+	return name || !names ? name : name_from_driver(names, pid, handle);
+}
+
 const struct cp_name_entry *cp_names__lookup_stub(const struct cp_names *names, uint32_t pid,
 						  uint64_t stub)
 {
@@ -449,8 +456,8 @@ static void observe_launch(struct cp_names *names, const struct cp_launch_event 
 	const struct cp_name_entry *stub_name;
 	bool paired = slot->pid == event->hdr.pid && slot->tid == event->hdr.tid && slot->stub;
 
-	if (event->flags & CP_LAUNCH_GRAPH)
-		return;
+	if (event->flags & (CP_LAUNCH_GRAPH | CP_LAUNCH_HOST_FUNC))
+		return; /* a graph or a host function: no kernel to name */
 	names->stats.launches++;
 	if (paired) {
 		/* The runtime call that led to this driver launch, on this same thread. */
@@ -461,9 +468,7 @@ static void observe_launch(struct cp_names *names, const struct cp_launch_event 
 		memset(slot, 0, sizeof(*slot));
 	}
 	/* cudart passes the CUkernel itself as the CUfunction (lazy loading). */
-	if (!cp_names__lookup(names, event->hdr.pid, event->function))
-		name_from_driver(names, event->hdr.pid, event->function);
-	if (!cp_names__lookup(names, event->hdr.pid, event->function))
+	if (!cp_names__resolve(names, event->hdr.pid, event->function))
 		names->stats.launches_unnamed++;
 }
 
@@ -480,10 +485,6 @@ void cp_names__observe(struct cp_names *names, const union cp_event *event)
 		break;
 	case CP_EV_LAUNCH:
 		observe_launch(names, &event->launch);
-		break;
-	case CP_EV_PROC:
-		if (event->proc.kind == CP_PROC_EXIT)
-			cp_names__forget_pid(names, event->hdr.pid);
 		break;
 	default:
 		break;

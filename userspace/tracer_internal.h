@@ -43,8 +43,7 @@ struct cp_tracer {
 	struct tracked_file *files;
 	size_t file_count;
 	size_t file_capacity;
-	/* The guardian: continues held processes if this process dies. */
-	pid_t guardian_pid;
+	/* The guardian (not our child): continues held processes if this process dies. */
 	int guardian_fd;           /* the pipe's write end; its closing wakes the guardian */
 };
 
