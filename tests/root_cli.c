@@ -1,0 +1,422 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The command line as a user meets it, as root with the real cuprobe and the
+ * simulated driver: exit statuses after write errors, output files a failed
+ * start leaves alone, stops asked from a script, a command's whole tree,
+ * late-attached names in stats, bad input.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+
+struct run {
+	char *dir;
+	char *out;
+	char *err;
+	char *out_text;
+	char *err_text;
+	int status;
+	double elapsed;
+};
+
+static void run_init(struct run *r)
+{
+	require_root();
+	memset(r, 0, sizeof(*r));
+	r->dir = make_tmpdir();
+	r->out = path_join(r->dir, "stdout.txt");
+	r->err = path_join(r->dir, "stderr.txt");
+}
+
+static void run_free(struct run *r)
+{
+	remove_tree(r->dir);
+	free(r->dir);
+	free(r->out);
+	free(r->err);
+	free(r->out_text);
+	free(r->err_text);
+}
+
+static void run_argv(struct run *r, char **argv)
+{
+	struct run_opts o = { .stdout_path = r->out, .stderr_path = r->err };
+
+	r->status = run_program(argv, &o, &r->elapsed);
+	r->out_text = read_text(r->out);
+	r->err_text = read_text(r->err);
+	cr_assert_not_null(r->out_text);
+	cr_assert_not_null(r->err_text);
+}
+
+/* Runs `sh -c script` (for redirections a test needs). */
+static void run_shell(struct run *r, const char *script)
+{
+	char *argv[] = { "/bin/sh", "-c", (char *)script, NULL };
+
+	run_argv(r, argv);
+}
+
+/* ---- 1. write errors reach the exit status ------------------------------------ */
+
+Test(write_errors, trace_to_a_full_file_exits_1_whatever_the_command_did, .timeout = 120)
+{
+	const char *sizes[] = { "3", "2000" };
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		char *argv[] = { CUPROBE_BIN, "trace", "-o", "/dev/full", "--", DRV_LAUNCH,
+				 (char *)sizes[i], NULL };
+		struct run r;
+
+		run_init(&r);
+		run_argv(&r, argv);
+		cr_assert_eq(r.status, 1, "drv_launch %s: exit %d; stderr:\n%s", sizes[i], r.status,
+			     r.err_text);
+		cr_assert_not_null(strstr(r.err_text, "cannot write /dev/full: No space left on device"),
+				   "%s", r.err_text);
+		run_free(&r);
+	}
+}
+
+Test(write_errors, trace_to_a_full_stdout_exits_1, .timeout = 120)
+{
+	char script[1024];
+	struct run r;
+
+	run_init(&r);
+	snprintf(script, sizeof(script), "'%s' trace -- '%s' 3 > /dev/full", CUPROBE_BIN, DRV_LAUNCH);
+	run_shell(&r, script);
+	cr_assert_eq(r.status, 1, "stderr:\n%s", r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "cannot write standard output"), "%s", r.err_text);
+	run_free(&r);
+}
+
+Test(write_errors, stats_to_a_full_file_exits_1_with_a_message, .timeout = 120)
+{
+	char *argv[] = { CUPROBE_BIN, "stats", "-o", "/dev/full", "--", DRV_LAUNCH, "100", NULL };
+	struct run r;
+
+	run_init(&r);
+	run_argv(&r, argv);
+	cr_assert_eq(r.status, 1, "stderr:\n%s", r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "cannot write /dev/full"), "%s", r.err_text);
+	run_free(&r);
+}
+
+/* ---- 2. a failed start leaves the output file alone ------------------------------ */
+
+static void assert_untouched(const char *path, const char *want)
+{
+	char *text = read_text(path);
+
+	cr_assert_not_null(text, "%s is gone", path);
+	cr_assert_str_eq(text, want, "%s was changed", path);
+	free(text);
+}
+
+static size_t files_in(const char *dir)
+{
+	char command[512], *listing;
+	size_t n;
+	char *list_path = path_join(dir, "../listing.txt");
+
+	snprintf(command, sizeof(command), "ls -A '%s' > '%s'", dir, list_path);
+	cr_assert_eq(system(command), 0);
+	listing = read_text(list_path);
+	n = count_lines(listing);
+	free(listing);
+	unlink(list_path);
+	free(list_path);
+	return n;
+}
+
+Test(output_file, a_failed_start_leaves_an_existing_file_as_it_was, .timeout = 60)
+{
+	struct run r;
+	char *data, *bad_lib, *sub;
+
+	run_init(&r);
+	sub = path_join(r.dir, "out");
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	data = path_join(sub, "p.json");
+	bad_lib = path_join(r.dir, "notelf.so");
+	cr_assert(write_text(data, "data\n"));
+	cr_assert(write_text(bad_lib, "not an ELF file\n"));
+	{
+		char *argv[] = { CUPROBE_BIN, "trace", "--lib", bad_lib, "-d", "1", "-o", data, NULL };
+
+		run_argv(&r, argv);
+	}
+	cr_assert_neq(r.status, 0, "a library that is not ELF must fail the start");
+	cr_assert_not_null(strstr(r.err_text, "not an ELF file"), "%s", r.err_text);
+	assert_untouched(data, "data\n");
+	cr_assert_eq(files_in(sub), 1, "a temporary file was left behind");
+	free(r.out_text);
+	free(r.err_text);
+	{
+		char *argv[] = { CUPROBE_BIN, "trace", "-o", data, "--", "/etc/hostname", NULL };
+
+		run_argv(&r, argv);
+	}
+	cr_assert_eq(r.status, 126, "a command that is not executable: %d\n%s", r.status, r.err_text);
+	assert_untouched(data, "data\n");
+	cr_assert_eq(files_in(sub), 1, "a temporary file was left behind");
+	free(data);
+	free(bad_lib);
+	free(sub);
+	run_free(&r);
+}
+
+Test(output_file, a_thread_id_is_refused_and_leaves_the_file_alone, .timeout = 60)
+{
+	char *target_argv[] = { DRV_LAUNCH, "100000000", "2", NULL };
+	char tid_text[32], task_dir[64], *data;
+	struct run r;
+	pid_t target, tid = 0;
+	int status, i;
+
+	run_init(&r);
+	data = path_join(r.dir, "p.json");
+	cr_assert(write_text(data, "data\n"));
+	target = start_background(target_argv);
+	/* drv_launch with 2 threads: find a task of it that is not the leader. */
+	for (i = 0; i < 200 && !tid; i++) {
+		char command[256], *text;
+		char *list = path_join(r.dir, "tasks.txt");
+
+		usleep(10000);
+		snprintf(task_dir, sizeof(task_dir), "/proc/%d/task", target);
+		snprintf(command, sizeof(command), "ls '%s' > '%s'", task_dir, list);
+		if (!system(command) && (text = read_text(list))) {
+			char *line, *save = NULL;
+
+			for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+				if (atoi(line) != target)
+					tid = atoi(line);
+			free(text);
+		}
+		free(list);
+	}
+	cr_assert_neq(tid, 0, "no second thread in drv_launch");
+	snprintf(tid_text, sizeof(tid_text), "%d", tid);
+	{
+		char *argv[] = { CUPROBE_BIN, "trace", "-p", tid_text, "-d", "1", "-o", data, NULL };
+
+		run_argv(&r, argv);
+	}
+	kill(target, SIGKILL);
+	waitpid(target, &status, 0);
+	cr_assert_eq(r.status, 2, "stderr:\n%s", r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "is a thread of process"), "%s", r.err_text);
+	assert_untouched(data, "data\n");
+	free(data);
+	run_free(&r);
+}
+
+/* ---- 4. a stop asked of cuprobe stops it, whatever COMMAND's dispositions -------- */
+
+/* The pid in "the command (pid N)" of cuprobe's stderr, or 0. */
+static pid_t command_pid_said(const char *err_text)
+{
+	const char *at = strstr(err_text, "the command (pid ");
+
+	return at ? (pid_t)atoi(at + strlen("the command (pid ")) : 0;
+}
+
+Test(stop, a_background_cuprobe_stops_on_sigint_within_a_second, .timeout = 60)
+{
+	char script[2048], *timing, *events;
+	struct run r;
+	long long elapsed_ns;
+	int status;
+	pid_t left;
+
+	run_init(&r);
+	timing = path_join(r.dir, "timing.txt");
+	events = path_join(r.dir, "events.json");
+	/*
+	 * A non-interactive shell starts background jobs with SIGINT ignored:
+	 * drv_launch inherits that, so the SIGINT cuprobe passes on does nothing.
+	 */
+	snprintf(script, sizeof(script),
+		 "'%s' trace -v -o '%s' -- '%s' 100000000 2> '%s/cuprobe.err' &\n"
+		 "pid=$!\n"
+		 "i=0; until grep -q 'tracing (' '%s/cuprobe.err' 2>/dev/null; do sleep 0.05; i=$((i+1)); [ $i -gt 400 ] && exit 99; done\n"
+		 "sleep 0.2\n"
+		 "t0=$(date +%%s%%N)\n"
+		 "kill -INT $pid\n"
+		 "wait $pid; status=$?\n"
+		 "echo \"$status $(( $(date +%%s%%N) - t0 ))\" > '%s'\n",
+		 CUPROBE_BIN, events, DRV_LAUNCH, r.dir, r.dir, timing);
+	run_shell(&r, script);
+	cr_assert_eq(r.status, 0, "the script failed (%d): %s", r.status, r.err_text);
+	{
+		char *text = read_text(timing), *err = path_join(r.dir, "cuprobe.err");
+		char *err_text = read_text(err);
+
+		cr_assert_not_null(text);
+		cr_assert_eq(sscanf(text, "%d %lld", &status, &elapsed_ns), 2, "%s", text);
+		left = command_pid_said(err_text ? err_text : "");
+		if (left > 0)
+			kill(left, SIGKILL);
+		cr_assert_eq(status, 130, "exit status after SIGINT: %d; stderr:\n%s", status, err_text);
+		cr_assert_lt(elapsed_ns, 1000000000ll, "SIGINT to exit took %lld ms", elapsed_ns / 1000000);
+		cr_assert_gt(left, 0, "cuprobe must say it left the command running:\n%s", err_text);
+		cr_log_info("SIGINT to exit: %lld ms", elapsed_ns / 1000000);
+		free(text);
+		free(err);
+		free(err_text);
+	}
+	free(timing);
+	free(events);
+	run_free(&r);
+}
+
+Test(stop, a_command_that_dies_of_the_forwarded_sigint_gives_its_status, .timeout = 60)
+{
+	char *argv[] = { CUPROBE_BIN, "trace", "-v", "-o", NULL, "--", DRV_LAUNCH, "100000000", NULL };
+	struct run_opts o;
+	struct run r;
+	pid_t pid;
+
+	run_init(&r);
+	argv[4] = path_join(r.dir, "events.txt");
+	o = (struct run_opts){ .stdout_path = r.out, .stderr_path = r.err };
+	pid = spawn_program(argv, &o);
+	cr_assert(wait_for_text(r.err, "tracing (", 20), "cuprobe did not start");
+	kill(pid, SIGINT);
+	r.status = wait_program(pid, 20);
+	r.err_text = read_text(r.err);
+	/* drv_launch has SIGINT's default action here: it dies of it, cuprobe says so. */
+	cr_assert_eq(r.status, 130, "stderr:\n%s", r.err_text);
+	cr_assert_null(strstr(r.err_text, "keeps running"), "%s", r.err_text);
+	free(argv[4]);
+	run_free(&r);
+}
+
+/* ---- 9. the whole tree of COMMAND is traced ---------------------------------------- */
+
+static size_t count_text(const char *text, const char *needle)
+{
+	size_t n = 0;
+
+	for (; text && (text = strstr(text, needle)); text += strlen(needle))
+		n++;
+	return n;
+}
+
+Test(tree, descendants_that_outlive_the_command_are_traced_to_their_end, .timeout = 120)
+{
+	char script[1024];
+	char *argv[] = { CUPROBE_BIN, "trace", "-o", NULL, "--", "/bin/sh", "-c", script, NULL };
+	struct run r;
+	char *events_text;
+
+	run_init(&r);
+	argv[3] = path_join(r.dir, "events.txt");
+	snprintf(script, sizeof(script), "'%s' 3000 > /dev/null &", DRV_LAUNCH);
+	run_argv(&r, argv);
+	cr_assert_eq(r.status, 0, "stderr:\n%s", r.err_text);
+	events_text = read_text(argv[3]);
+	cr_assert_eq(count_text(events_text, " cuLaunchKernel "), 3000,
+		     "the orphaned drv_launch's launches, all of them");
+	cr_assert_null(strstr(r.err_text, "still running"), "%s", r.err_text);
+	free(events_text);
+	free(argv[3]);
+	run_free(&r);
+}
+
+Test(tree, exit_with_command_says_who_is_left, .timeout = 120)
+{
+	char script[1024];
+	char *argv[] = { CUPROBE_BIN, "trace", "--exit-with-command", "-o", NULL, "--", "/bin/sh",
+			 "-c", script, NULL };
+	char pid_file[512];
+	struct run r;
+	char *pid_text;
+
+	run_init(&r);
+	argv[4] = path_join(r.dir, "events.txt");
+	snprintf(pid_file, sizeof(pid_file), "%s/orphan.pid", r.dir);
+	snprintf(script, sizeof(script), "'%s' 100000000 > /dev/null & echo $! > '%s'", DRV_LAUNCH,
+		 pid_file);
+	run_argv(&r, argv);
+	pid_text = read_text(pid_file);
+	if (pid_text)
+		kill(atoi(pid_text), SIGKILL);
+	cr_assert_eq(r.status, 0, "stderr:\n%s", r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "1 traced process is still running, untraced from now on"),
+			   "%s", r.err_text);
+	free(pid_text);
+	free(argv[4]);
+	run_free(&r);
+}
+
+/* ---- 10. stats names kernels of a process attached late ------------------------------ */
+
+Test(late_names, stats_p_names_handles_made_before_the_attach, .timeout = 120)
+{
+	char *target_argv[] = { DRV_LAUNCH, "100000000", NULL };
+	char pid_text[32];
+	char *argv[] = { CUPROBE_BIN, "stats", "-d", "1", "-p", pid_text, NULL };
+	struct run r;
+	pid_t target;
+	int status;
+
+	run_init(&r);
+	target = start_background(target_argv);
+	usleep(300000); /* past cuModuleGetFunction: launching */
+	snprintf(pid_text, sizeof(pid_text), "%d", target);
+	run_argv(&r, argv);
+	kill(target, SIGKILL);
+	waitpid(target, &status, 0);
+	cr_assert_eq(r.status, 0, "stderr:\n%s", r.err_text);
+	cr_assert_not_null(strstr(r.out_text, "  vec_add\n"), "the kernel is named:\n%s", r.out_text);
+	cr_assert_null(strstr(r.out_text, "<unnamed"), "%s", r.out_text);
+	run_free(&r);
+}
+
+/* ---- 14. interval reports say they were read live ------------------------------------ */
+
+Test(live_reads, interval_reports_of_a_running_process_say_so, .timeout = 120)
+{
+	char *argv[] = { CUPROBE_BIN, "stats", "--json", "--interval", "0.2", "-o", NULL, "--",
+			 DRV_LAUNCH, "300000", NULL };
+	json_t *lines, *line;
+	size_t i, live = 0, final_exited = 0;
+	struct run r;
+
+	run_init(&r);
+	argv[6] = path_join(r.dir, "stats.json");
+	run_argv(&r, argv);
+	cr_assert_eq(r.status, 0, "stderr:\n%s", r.err_text);
+	lines = load_json_lines(argv[6]);
+	json_array_foreach(lines, i, line) {
+		if (strcmp(jstr(line, "type"), "stats"))
+			continue;
+		if (json_is_true(json_object_get(line, "exited"))) {
+			final_exited++;
+			cr_assert(json_is_false(json_object_get(line, "live_read")),
+				  "an exited process's rows no longer change");
+		} else {
+			live++;
+			cr_assert(json_is_true(json_object_get(line, "live_read")));
+		}
+	}
+	cr_assert_gt(live, 0, "no interval report while drv_launch ran");
+	cr_assert_eq(final_exited, 1);
+	json_decref(lines);
+	free(argv[6]);
+	run_free(&r);
+}
