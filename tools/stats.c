@@ -32,7 +32,6 @@ struct comm_entry {
 
 struct stats_ctx {
 	struct cp_session *session;
-	struct cp_proc_maps *maps;
 	FILE *out;
 	bool json;
 	bool latency;
@@ -175,7 +174,7 @@ static void symbolize_group(struct stats_ctx *ctx, uint32_t pid, struct leak_gro
 		group->frame_text[f] = malloc(1024);
 		if (!group->frame_text[f])
 			break;
-		cp_proc_maps__symbolize(ctx->maps, pid, ips[f], group->frame_text[f], 1024);
+		cp_symbolizer__symbolize(ctx->session->symbolizer, pid, ips[f], group->frame_text[f], 1024);
 		group->frames[f] = group->frame_text[f];
 	}
 	group->site.frames = group->frames;
@@ -252,7 +251,7 @@ static int on_event(void *arg, const union cp_event *event)
 	cp_names__observe(ctx->session->names, event);
 	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_CUDA_INIT) {
 		/* Alive and in cuInit: its libraries are mapped; keep them for leak stacks. */
-		cp_proc_maps__refresh(ctx->maps, event->hdr.pid);
+		cp_symbolizer__refresh(ctx->session->symbolizer, event->hdr.pid);
 		comm_of(ctx, event->hdr.pid);
 	} else if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
 		struct exit_info info = { .exited = true, .exit_code = event->proc.exit_code };
@@ -267,7 +266,7 @@ static int on_event(void *arg, const union cp_event *event)
 		}
 		/* Read, reported: now it goes, so the maps and tables stay bounded by live processes. */
 		cp_tracer__forget_pid(ctx->session->tracer, pid);
-		cp_proc_maps__forget(ctx->maps, pid);
+		cp_symbolizer__forget(ctx->session->symbolizer, pid);
 		cp_names__forget_pid(ctx->session->names, pid);
 	}
 	pthread_mutex_unlock(&ctx->lock);
@@ -307,7 +306,7 @@ static void report_all(struct stats_ctx *ctx, bool final)
 		n = pids_in(&snap, pids, sizeof(pids) / sizeof(pids[0]));
 		for (i = 0; i < n; i++) {
 			if (ctx->stacks)
-				cp_proc_maps__refresh(ctx->maps, pids[i]);
+				cp_symbolizer__refresh(ctx->session->symbolizer, pids[i]);
 			report_process(ctx, &snap, pids[i], &alive, final);
 		}
 		cp_stats_snapshot__release(&snap);
@@ -386,20 +385,13 @@ int cp_cmd_stats(int argc, char **argv)
 	ctx.latency = opts.latency;
 	ctx.stacks = opts.stacks;
 	exit_code = cp_session__open(&session, CP_CMD_STATS, &opts);
-	if (!exit_code) {
-		ctx.maps = cp_proc_maps__new();
-		if (!ctx.maps) {
-			cp_say("out of memory");
-			exit_code = CP_EXIT_SETUP;
-		}
-	}
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
 		goto cleanup;
 	ctx.out = session.output.stream;
 	for (i = 0; i < opts.pid_count; i++) {
-		cp_proc_maps__refresh(ctx.maps, opts.pids[i]);
+		cp_symbolizer__refresh(session.symbolizer, opts.pids[i]);
 		comm_of(&ctx, opts.pids[i]);
 	}
 	ctx.start_ns = monotonic_ns();
@@ -423,7 +415,6 @@ int cp_cmd_stats(int argc, char **argv)
 	exit_code = cp_session__finish(&session);
 cleanup:
 	cp_session__close(&session);
-	cp_proc_maps__free(ctx.maps);
 	cp_text__free(&ctx.text);
 	pthread_mutex_destroy(&ctx.lock);
 	return exit_code;

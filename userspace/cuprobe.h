@@ -301,20 +301,6 @@ int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid);
 __u64 cp_histogram__percentile(const __u64 histogram[CP_HIST_BUCKETS], double p);
 __u64 cp_histogram__total(const __u64 histogram[CP_HIST_BUCKETS]);
 
-/* ---- process maps, for symbolizing user stacks --------------------------- */
-
-/* The file mappings of processes, kept after they exit (refresh while they live). */
-struct cp_proc_maps;
-
-struct cp_proc_maps *cp_proc_maps__new(void);
-void cp_proc_maps__free(struct cp_proc_maps *maps);
-/* Reads /proc/PID/maps and keeps its file-backed executable mappings: 0 or -errno. */
-int cp_proc_maps__refresh(struct cp_proc_maps *maps, pid_t pid);
-void cp_proc_maps__forget(struct cp_proc_maps *maps, pid_t pid);
-/* "function+0x1c (path)", "0xADDR (path)" or "0xADDR": always writes out. */
-void cp_proc_maps__symbolize(const struct cp_proc_maps *maps, pid_t pid, uint64_t ip,
-			     char *out, size_t out_len);
-
 /* ---- the GPU agent ------------------------------------------------------- */
 
 /*
@@ -410,12 +396,26 @@ void cp_self_trace__free(struct cp_self_trace *self);
 
 /* ---- names: (pid, handle) -> kernel name -------------------------------- */
 
+/*
+ * The one symbolizer: each ELF file read once (its function symbols sorted),
+ * and the executable mappings of each process, kept after it exits.
+ */
 struct cp_symbolizer;
 
 struct cp_symbolizer *cp_symbolizer__new(void);
 void cp_symbolizer__free(struct cp_symbolizer *symbolizer);
 /* Make a file known by its identity, for stubs of processes already gone. */
 int cp_symbolizer__add_file(struct cp_symbolizer *symbolizer, const char *path);
+/*
+ * Reads /proc/PID/maps and keeps the process's files and executable
+ * mappings (read it while the process lives; the result outlives it).
+ * 0 or -errno (-ESRCH when it is gone).
+ */
+int cp_symbolizer__refresh(struct cp_symbolizer *symbolizer, pid_t pid);
+void cp_symbolizer__forget(struct cp_symbolizer *symbolizer, pid_t pid);
+/* "function+0x1c (path)", "0xADDR (path+0xOFFSET)" or "0xADDR": always writes out. */
+void cp_symbolizer__symbolize(struct cp_symbolizer *symbolizer, pid_t pid, uint64_t ip,
+			      char *out, size_t out_len);
 /*
  * The function symbol containing file_offset in the file (dev, inode),
  * found among the files added or those mapped by pid. dev is the kernel's

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Host-stub symbolization: cudaLaunchKernel's func is the host stub, whose
- * ELF symbol is the kernel's mangled name. The BPF side records the stub's
- * file identity and offset from its VMA, so the name can be found here even
- * after the process is gone, provided the file is known (added up front, or
- * seen in the process's maps while it lived).
+ * The one symbolizer: ELF function symbols of the files traced processes
+ * map, each file opened and read once (sorted symbols, load segments), and
+ * the executable mappings of each process, kept after it exits. It names
+ * host stubs (cudaLaunchKernel's func, found by file identity and offset
+ * from its VMA) and the frames of allocation stacks (by address in a pid).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,16 +21,43 @@
 
 #include "cuprobe.h"
 
-struct known_file {
-	char *path;
-	uint32_t dev;   /* kernel encoding */
+struct elf_symbol {
+	uint64_t start;  /* virtual address */
+	uint64_t size;   /* 0 is taken as 1: the exact address only */
+	unsigned int rank; /* .symtab before .dynsym for the same address */
+	char *name;
+};
+
+struct elf_segment {
+	uint64_t offset, filesz, vaddr;
+};
+
+/* One ELF file, by identity, read on first use. */
+struct elf_file {
+	char *path;          /* how to open it from here */
+	uint32_t dev;        /* kernel encoding */
 	uint64_t inode;
+	bool loaded;
+	int error;           /* why it could not be read (then nothing is tried again) */
+	struct elf_symbol *symbols;
+	size_t symbol_count;
+	struct elf_segment *segments;
+	size_t segment_count;
+};
+
+/* An executable file mapping of a process. */
+struct mapping {
+	pid_t pid;
+	uint64_t start, end, offset;
+	size_t file;         /* index in files */
+	char *shown;         /* the path as the process saw it */
 };
 
 struct cp_symbolizer {
-	struct known_file *files;
-	size_t count;
-	size_t capacity;
+	struct elf_file *files;
+	size_t file_count, file_capacity;
+	struct mapping *mappings;
+	size_t mapping_count, mapping_capacity;
 };
 
 static uint32_t kernel_dev(unsigned int dev_major, unsigned int dev_minor)
@@ -47,99 +74,371 @@ struct cp_symbolizer *cp_symbolizer__new(void)
 	return calloc(1, sizeof(struct cp_symbolizer));
 }
 
+static void unload(struct elf_file *file)
+{
+	size_t i;
+
+	for (i = 0; i < file->symbol_count; i++)
+		free(file->symbols[i].name);
+	free(file->symbols);
+	free(file->segments);
+	free(file->path);
+}
+
 void cp_symbolizer__free(struct cp_symbolizer *symbolizer)
 {
 	size_t i;
 
 	if (!symbolizer)
 		return;
-	for (i = 0; i < symbolizer->count; i++)
-		free(symbolizer->files[i].path);
+	for (i = 0; i < symbolizer->file_count; i++)
+		unload(&symbolizer->files[i]);
+	for (i = 0; i < symbolizer->mapping_count; i++)
+		free(symbolizer->mappings[i].shown);
 	free(symbolizer->files);
+	free(symbolizer->mappings);
 	free(symbolizer);
 }
 
-static const char *find_known(const struct cp_symbolizer *symbolizer, uint32_t dev, uint64_t inode)
+static long find_file(const struct cp_symbolizer *symbolizer, uint32_t dev, uint64_t inode)
 {
 	size_t i;
 
-	for (i = 0; i < symbolizer->count; i++)
+	for (i = 0; i < symbolizer->file_count; i++)
 		if (symbolizer->files[i].dev == dev && symbolizer->files[i].inode == inode)
-			return symbolizer->files[i].path;
-	return NULL;
+			return (long)i;
+	return -1;
 }
 
-static int remember(struct cp_symbolizer *symbolizer, const char *path, uint32_t dev, uint64_t inode)
+/* The index of (dev, inode), remembered with path when new; -ENOMEM. */
+static long remember(struct cp_symbolizer *symbolizer, const char *path, uint32_t dev, uint64_t inode)
 {
-	if (find_known(symbolizer, dev, inode))
-		return 0;
-	if (symbolizer->count == symbolizer->capacity) {
-		size_t capacity = symbolizer->capacity ? symbolizer->capacity * 2 : 16;
-		struct known_file *files = realloc(symbolizer->files, capacity * sizeof(*files));
+	long known = find_file(symbolizer, dev, inode);
+	struct elf_file *file;
+
+	if (known >= 0)
+		return known;
+	if (symbolizer->file_count == symbolizer->file_capacity) {
+		size_t capacity = symbolizer->file_capacity ? symbolizer->file_capacity * 2 : 16;
+		struct elf_file *files = realloc(symbolizer->files, capacity * sizeof(*files));
 
 		if (!files)
 			return -ENOMEM;
 		symbolizer->files = files;
-		symbolizer->capacity = capacity;
+		symbolizer->file_capacity = capacity;
 	}
-	symbolizer->files[symbolizer->count].path = strdup(path);
-	if (!symbolizer->files[symbolizer->count].path)
+	file = &symbolizer->files[symbolizer->file_count];
+	memset(file, 0, sizeof(*file));
+	file->path = strdup(path);
+	if (!file->path)
 		return -ENOMEM;
-	symbolizer->files[symbolizer->count].dev = dev;
-	symbolizer->files[symbolizer->count].inode = inode;
-	symbolizer->count++;
-	return 0;
+	file->dev = dev;
+	file->inode = inode;
+	return (long)symbolizer->file_count++;
 }
 
 int cp_symbolizer__add_file(struct cp_symbolizer *symbolizer, const char *path)
 {
 	struct stat st;
+	long index;
 
 	if (!symbolizer || !path)
 		return -EINVAL;
 	if (stat(path, &st))
 		return -errno;
-	return remember(symbolizer, path, kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino);
+	index = remember(symbolizer, path, kernel_dev(major(st.st_dev), minor(st.st_dev)), st.st_ino);
+	return index < 0 ? (int)index : 0;
 }
 
-/* Learns every file-backed mapping of pid (while it still exists). */
-static int learn_process_files(struct cp_symbolizer *symbolizer, pid_t pid)
+static int by_address(const void *a, const void *b)
+{
+	const struct elf_symbol *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return (int)x->rank - (int)y->rank;
+}
+
+/* Reads the function symbols of one table (SHT_SYMTAB or SHT_DYNSYM) into file. */
+static int read_table(Elf *elf, GElf_Word type, unsigned int rank, struct elf_file *file,
+		      size_t *capacity)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+	GElf_Sym sym;
+	size_t i;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != type || !shdr.sh_entsize)
+			continue;
+		data = elf_getdata(scn, NULL);
+		for (i = 0; data && i < shdr.sh_size / shdr.sh_entsize; i++) {
+			const char *name;
+
+			if (!gelf_getsym(data, i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
+			    sym.st_shndx == SHN_UNDEF || !sym.st_value)
+				continue;
+			name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+			if (!name || !*name)
+				continue;
+			if (file->symbol_count == *capacity) {
+				size_t grown = *capacity ? *capacity * 2 : 256;
+				struct elf_symbol *bigger = realloc(file->symbols, grown * sizeof(*bigger));
+
+				if (!bigger)
+					return -ENOMEM;
+				file->symbols = bigger;
+				*capacity = grown;
+			}
+			file->symbols[file->symbol_count] = (struct elf_symbol){
+				.start = sym.st_value, .size = sym.st_size, .rank = rank,
+				.name = strdup(name) };
+			if (!file->symbols[file->symbol_count].name)
+				return -ENOMEM;
+			file->symbol_count++;
+		}
+	}
+	return 0;
+}
+
+/* Opens the file once: its load segments and function symbols, sorted by address. */
+static int load(struct elf_file *file)
+{
+	size_t capacity = 0, count, i;
+	GElf_Phdr phdr;
+	int fd, err = 0;
+	Elf *elf;
+
+	if (file->loaded)
+		return file->error;
+	file->loaded = true;
+	fd = open(file->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return file->error = -errno;
+	elf = elf_begin(fd, ELF_C_READ, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getphdrnum(elf, &count)) {
+		err = -ENOEXEC;
+		goto out;
+	}
+	file->segments = calloc(count ? count : 1, sizeof(*file->segments));
+	if (!file->segments) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (i = 0; i < count; i++)
+		if (gelf_getphdr(elf, (int)i, &phdr) && phdr.p_type == PT_LOAD)
+			file->segments[file->segment_count++] = (struct elf_segment){
+				.offset = phdr.p_offset, .filesz = phdr.p_filesz, .vaddr = phdr.p_vaddr };
+	err = read_table(elf, SHT_SYMTAB, 0, file, &capacity);
+	if (!err)
+		err = read_table(elf, SHT_DYNSYM, 1, file, &capacity);
+	if (!err)
+		qsort(file->symbols, file->symbol_count, sizeof(*file->symbols), by_address);
+out:
+	elf_end(elf);
+	close(fd);
+	return file->error = err;
+}
+
+/* The symbol containing file_offset: 0, or -ENOENT. */
+static int lookup(struct elf_file *file, uint64_t file_offset, const struct elf_symbol **found,
+		  uint64_t *vaddr_out)
+{
+	size_t low = 0, high, i, scanned;
+	uint64_t vaddr = 0;
+	bool mapped = false;
+	int err = load(file);
+
+	if (err)
+		return err;
+	for (i = 0; i < file->segment_count; i++) {
+		const struct elf_segment *seg = &file->segments[i];
+
+		if (file_offset >= seg->offset && file_offset < seg->offset + seg->filesz) {
+			vaddr = file_offset - seg->offset + seg->vaddr;
+			mapped = true;
+			break;
+		}
+	}
+	if (!mapped || !file->symbol_count)
+		return -ENOENT;
+	/* The last symbol starting at or before vaddr... */
+	high = file->symbol_count;
+	while (low < high) {
+		size_t mid = low + (high - low) / 2;
+
+		if (file->symbols[mid].start <= vaddr)
+			low = mid + 1;
+		else
+			high = mid;
+	}
+	/* ...then back to the first (best ranked) of those that contain it. */
+	for (i = low, scanned = 0; i > 0 && scanned < 64; i--, scanned++) {
+		const struct elf_symbol *sym = &file->symbols[i - 1];
+		uint64_t size = sym->size ? sym->size : 1;
+
+		if (vaddr < sym->start + size) {
+			while (i > 1 && file->symbols[i - 2].start == sym->start &&
+			       vaddr < file->symbols[i - 2].start +
+				       (file->symbols[i - 2].size ? file->symbols[i - 2].size : 1))
+				sym = &file->symbols[--i - 1];
+			*found = sym;
+			*vaddr_out = vaddr;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+static bool shares_our_root(pid_t pid)
+{
+	struct stat ours, theirs;
+	char root[64];
+
+	snprintf(root, sizeof(root), "/proc/%d/root", pid);
+	return !stat("/", &ours) && !stat(root, &theirs) && ours.st_dev == theirs.st_dev &&
+	       ours.st_ino == theirs.st_ino;
+}
+
+static bool mapping_known(const struct cp_symbolizer *symbolizer, pid_t pid, uint64_t start,
+			  uint64_t end)
+{
+	size_t i;
+
+	for (i = 0; i < symbolizer->mapping_count; i++)
+		if (symbolizer->mappings[i].pid == pid && symbolizer->mappings[i].start == start &&
+		    symbolizer->mappings[i].end == end)
+			return true;
+	return false;
+}
+
+int cp_symbolizer__refresh(struct cp_symbolizer *symbolizer, pid_t pid)
 {
 	char maps_path[64], line[PATH_MAX + 256], path[PATH_MAX + 64];
 	struct cp_maps_entry entry;
+	bool same_root;
 	FILE *maps;
+	int err = 0;
 
+	if (!symbolizer || pid <= 0)
+		return -EINVAL;
 	snprintf(maps_path, sizeof(maps_path), "/proc/%d/maps", pid);
 	maps = fopen(maps_path, "re");
 	if (!maps)
-		return -errno;
-	while (fgets(line, sizeof(line), maps)) {
+		return errno == ENOENT ? -ESRCH : -errno;
+	/* A process sharing our root: its paths still open after it exits. */
+	same_root = shares_our_root(pid);
+	while (!err && fgets(line, sizeof(line), maps)) {
+		struct mapping *m;
+		long file;
+
 		if (cp_maps__parse_line(line, &entry) || entry.path[0] != '/' || !entry.inode)
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/root%s", pid, entry.path);
-		if (remember(symbolizer, path, kernel_dev(entry.dev_major, entry.dev_minor),
-			     entry.inode)) {
-			fclose(maps);
-			return -ENOMEM;
+		if (same_root)
+			snprintf(path, sizeof(path), "%s", entry.path);
+		else
+			snprintf(path, sizeof(path), "/proc/%d/root%s", pid, entry.path);
+		file = remember(symbolizer, path, kernel_dev(entry.dev_major, entry.dev_minor),
+				entry.inode);
+		if (file < 0) {
+			err = (int)file;
+			break;
 		}
+		if (entry.perms[2] != 'x' || mapping_known(symbolizer, pid, entry.start, entry.end))
+			continue;
+		if (symbolizer->mapping_count == symbolizer->mapping_capacity) {
+			size_t grown = symbolizer->mapping_capacity ? symbolizer->mapping_capacity * 2 : 64;
+			struct mapping *bigger = realloc(symbolizer->mappings, grown * sizeof(*bigger));
+
+			if (!bigger) {
+				err = -ENOMEM;
+				break;
+			}
+			symbolizer->mappings = bigger;
+			symbolizer->mapping_capacity = grown;
+		}
+		m = &symbolizer->mappings[symbolizer->mapping_count];
+		*m = (struct mapping){ .pid = pid, .start = entry.start, .end = entry.end,
+				       .offset = entry.offset, .file = (size_t)file,
+				       .shown = strdup(entry.path) };
+		if (!m->shown) {
+			err = -ENOMEM;
+			break;
+		}
+		symbolizer->mapping_count++;
 	}
 	fclose(maps);
-	return 0;
+	return err;
+}
+
+void cp_symbolizer__forget(struct cp_symbolizer *symbolizer, pid_t pid)
+{
+	size_t i, kept = 0;
+
+	if (!symbolizer)
+		return;
+	for (i = 0; i < symbolizer->mapping_count; i++) {
+		if (symbolizer->mappings[i].pid == pid)
+			free(symbolizer->mappings[i].shown);
+		else
+			symbolizer->mappings[kept++] = symbolizer->mappings[i];
+	}
+	symbolizer->mapping_count = kept;
 }
 
 int cp_symbolizer__resolve(struct cp_symbolizer *symbolizer, pid_t pid, uint32_t dev,
 			   uint64_t inode, uint64_t file_offset, char *out, size_t out_len)
 {
-	const char *path;
+	const struct elf_symbol *sym;
+	uint64_t vaddr;
+	long file;
+	int err;
 
 	if (!symbolizer || !out || !out_len || !inode)
 		return -EINVAL;
-	path = find_known(symbolizer, dev, inode);
-	if (!path && pid > 0 && !learn_process_files(symbolizer, pid))
-		path = find_known(symbolizer, dev, inode);
-	if (!path)
+	file = find_file(symbolizer, dev, inode);
+	if (file < 0 && pid > 0 && !cp_symbolizer__refresh(symbolizer, pid))
+		file = find_file(symbolizer, dev, inode);
+	if (file < 0)
 		return -ENOENT;
-	return cp_elf__symbol_at_offset(path, file_offset, out, out_len);
+	err = lookup(&symbolizer->files[file], file_offset, &sym, &vaddr);
+	if (err)
+		return err;
+	if (strlen(sym->name) >= out_len)
+		return -ENAMETOOLONG;
+	strcpy(out, sym->name);
+	return 0;
+}
+
+void cp_symbolizer__symbolize(struct cp_symbolizer *symbolizer, pid_t pid, uint64_t ip,
+			      char *out, size_t out_len)
+{
+	const struct elf_symbol *sym;
+	char shown[1024];
+	uint64_t vaddr;
+	size_t i;
+
+	if (!out || !out_len)
+		return;
+	for (i = 0; symbolizer && i < symbolizer->mapping_count; i++) {
+		const struct mapping *m = &symbolizer->mappings[i];
+		uint64_t file_offset = ip - m->start + m->offset;
+
+		if (m->pid != pid || ip < m->start || ip >= m->end)
+			continue;
+		if (!lookup(&symbolizer->files[m->file], file_offset, &sym, &vaddr)) {
+			cp_demangle(sym->name, shown, sizeof(shown));
+			snprintf(out, out_len, "%s+0x%llx (%s)", shown,
+				 (unsigned long long)(vaddr - sym->start), m->shown);
+		} else {
+			snprintf(out, out_len, "0x%llx (%s+0x%llx)", (unsigned long long)ip, m->shown,
+				 (unsigned long long)file_offset);
+		}
+		return;
+	}
+	snprintf(out, out_len, "0x%llx", (unsigned long long)ip);
 }
 
 /* Converts a file offset to the virtual address its PT_LOAD segment gives it. */
