@@ -599,6 +599,46 @@ Test(trace_errors, command_not_found)
 	run_free(&r);
 }
 
+/* A COMMAND that exists but cannot be run exits 126, as a shell's would; 127 is "not found". */
+Test(trace_errors, command_not_executable)
+{
+	struct run r;
+	char *argv[] = { NULL, "trace", "--json", "--", NULL, NULL };
+	char *plain;
+
+	run_init(&r);
+	plain = path_join(r.dir, "not-executable");
+	cr_assert(write_text(plain, "#!/bin/sh\nexit 0\n"));
+	cr_assert_eq(chmod(plain, 0644), 0);
+	argv[4] = plain;
+	run_cuprobe(&r, argv);
+	assert_one_error_line(&r, "not-executable: permission denied");
+	cr_assert_eq(r.status, 126);
+	free(plain);
+	run_free(&r);
+}
+
+/* Execute bits on a file the kernel cannot run: execve fails after the fork, still 126. */
+Test(trace_errors, command_in_no_executable_format, .timeout = 120)
+{
+	struct run r;
+	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "--lib", CUDA_SIM_LIB, "--", NULL,
+			 NULL };
+	char *text;
+
+	run_init(&r);
+	text = path_join(r.dir, "just-text");
+	cr_assert(write_text(text, "neither ELF nor #!\n"));
+	cr_assert_eq(chmod(text, 0755), 0);
+	argv[4] = r.events;
+	argv[8] = text;
+	run_cuprobe(&r, argv);
+	cr_assert_eq(r.status, 126, "cuprobe exited %d; stderr:\n%s", r.status, r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "just-text: Exec format error"), "%s", r.err_text);
+	free(text);
+	run_free(&r);
+}
+
 Test(trace_errors, lib_that_does_not_exist)
 {
 	struct run r;

@@ -42,7 +42,9 @@ const char cp_trace_usage[] =
 "At exit one summary line goes to stderr: events delivered, records lost to a\n"
 "full ring, and launches whose kernel name was never learned.\n"
 "Exit status: COMMAND's status (128+N if killed by signal N); otherwise 0;\n"
-"1 when tracing cannot start; 2 for bad usage; 127 when COMMAND is not found.\n";
+"1 when tracing cannot start; 2 for bad usage; 126 when COMMAND cannot be\n"
+"executed (permission denied, not an executable format); 127 when COMMAND is\n"
+"not found.\n";
 
 const char cp_stats_usage[] =
 "usage: cuprobe stats [-p PID]... [--interval SECS] [--latency] [--stacks] [--json]\n"
@@ -71,7 +73,8 @@ const char cp_stats_usage[] =
 "  -v, --verbose        more diagnostics on stderr\n"
 "  -h, --help           show this help\n"
 "\n"
-"Map overflows are counted and shown. Exit status as for cuprobe trace.\n";
+"Map overflows are counted and shown. Exit status as for cuprobe trace (126 when\n"
+"COMMAND cannot be executed, 127 when it is not found).\n";
 
 const char cp_top_usage[] =
 "usage: cuprobe top [--interval SECS] [--lib PATH]... [-d SECS]\n"

@@ -15,6 +15,7 @@
 
 #define CP_EXIT_SETUP 1
 #define CP_EXIT_USAGE 2
+#define CP_EXIT_CANNOT_EXECUTE 126 /* COMMAND exists but cannot be run: as a shell says it */
 #define CP_EXIT_NOT_FOUND 127
 
 extern int cp_verbosity;
