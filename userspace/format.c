@@ -39,17 +39,58 @@ static void put(struct out_buf *out, const char *fmt, ...)
 	out->used += n;
 }
 
+/*
+ * The length of the well-formed UTF-8 sequence that starts at p (2 to 4),
+ * or 0: the ranges of the second byte rule out overlong forms, surrogates
+ * (U+D800..U+DFFF) and code points past U+10FFFF (Unicode, table 3-7).
+ */
+static size_t utf8_sequence_len(const unsigned char *p)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t n, i;
+
+	if (*p >= 0xc2 && *p <= 0xdf)
+		n = 2;
+	else if (*p >= 0xe0 && *p <= 0xef)
+		n = 3;
+	else if (*p >= 0xf0 && *p <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (*p == 0xe0)
+		lo = 0xa0;
+	else if (*p == 0xed)
+		hi = 0x9f;
+	else if (*p == 0xf0)
+		lo = 0x90;
+	else if (*p == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	/* A NUL fails here first, so nothing past the string is read. */
+	for (i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/*
+ * Valid UTF-8 goes out as it is. A byte that is not part of valid UTF-8 is
+ * written as \u00XX of its value, so the output is always valid UTF-8 (and
+ * JSON); a decoder then reads it as U+0080..U+00FF, not as the raw byte.
+ */
 int cp_json__escape(const char *src, char *buf, size_t len)
 {
-	size_t used = 0;
+	size_t used = 0, step;
 	const unsigned char *p;
 
 	if (!src || !buf || !len)
 		return -EINVAL;
-	for (p = (const unsigned char *)src; *p; p++) {
+	for (p = (const unsigned char *)src; *p; p += step) {
 		char piece[8];
 		size_t n;
 
+		step = 1;
 		switch (*p) {
 		case '"': strcpy(piece, "\\\""); break;
 		case '\\': strcpy(piece, "\\\\"); break;
@@ -57,12 +98,14 @@ int cp_json__escape(const char *src, char *buf, size_t len)
 		case '\r': strcpy(piece, "\\r"); break;
 		case '\t': strcpy(piece, "\\t"); break;
 		default:
-			if (*p < 0x20 || *p >= 0x7f)
-				/* Bytes outside printable ASCII: never emit invalid UTF-8. */
+			if (*p >= 0x80)
+				step = utf8_sequence_len(p);
+			if (*p < 0x20 || *p == 0x7f || !step) {
 				snprintf(piece, sizeof(piece), "\\u%04x", *p);
-			else {
-				piece[0] = (char)*p;
-				piece[1] = '\0';
+				step = 1;
+			} else {
+				memcpy(piece, p, step);
+				piece[step] = '\0';
 			}
 		}
 		n = strlen(piece);
