@@ -488,3 +488,60 @@ Test(text, other_records)
 	cr_assert_not_null(strstr(cp_format__text_header(), "PID"));
 	cr_assert_not_null(strstr(cp_format__text_header(), "API"));
 }
+
+/* No byte of line is a control character: it stays one line and cannot drive a terminal. */
+static void assert_no_control_bytes(const char *line)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)line; *p; p++)
+		cr_assert(*p >= 0x20 && *p != 0x7f, "control byte %#x in text line: %s", *p, line);
+}
+
+Test(text, control_bytes_in_names_and_paths_are_escaped)
+{
+	/* A newline, an ANSI "clear screen" and DEL, as a hostile name could carry them. */
+	static const char evil[] = "k\nfake 1 2 cuLaunchKernel\x1b[2J\x7f\t";
+	static const char shown[] = "k\\x0afake 1 2 cuLaunchKernel\\x1b[2J\\x7f\\x09";
+	struct cp_names *names = cp_names__new(NULL);
+	union cp_event ev;
+	char buf[2048];
+
+	ev = blank(CP_EV_LAUNCH, CP_API_cuLaunchKernel);
+	ev.launch.function = 0x5000;
+	cr_assert_eq(cp_names__set(names, 1234, 0x5000, evil), 0);
+	cr_assert_gt(cp_format__text(&ev, names, 0, buf, sizeof(buf)), 0);
+	assert_no_control_bytes(buf);
+	cr_assert_not_null(strstr(buf, shown), "%s", buf);
+	cr_assert_not_null(strstr(buf, "grid=("), "the rest of the line is still there: %s", buf);
+
+	ev = blank(CP_EV_NAME, CP_API_cuModuleGetFunction);
+	ev.name.handle = 0x42;
+	strcpy(ev.name.name, evil);
+	ev.name.name_len = strlen(ev.name.name);
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	assert_no_control_bytes(buf);
+	cr_assert_not_null(strstr(buf, shown), "%s", buf);
+
+	ev = blank(CP_EV_MODULE, CP_API_cuModuleLoad);
+	strcpy(ev.module.path, "/tmp/a\nb\x1b]0;title\x07.cubin");
+	ev.module.path_len = strlen(ev.module.path);
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	assert_no_control_bytes(buf);
+	cr_assert_not_null(strstr(buf, "path=/tmp/a\\x0ab\\x1b]0;title\\x07.cubin"), "%s", buf);
+
+	ev = blank(CP_EV_ATTACH, CP_API_driver_mapped);
+	strcpy(ev.attach.name, "libcuda.so.1\r\x1b[K");
+	ev.attach.status = CP_ATTACH_COVERED;
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	assert_no_control_bytes(buf);
+	cr_assert_not_null(strstr(buf, " libcuda.so.1\\x0d\\x1b[K "), "%s", buf);
+
+	/* UTF-8 and other bytes from 0x80 pass through unchanged. */
+	ev = blank(CP_EV_MODULE, CP_API_cuModuleLoad);
+	strcpy(ev.module.path, "/home/jos\xc3\xa9/m.cubin");
+	ev.module.path_len = strlen(ev.module.path);
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	cr_assert_not_null(strstr(buf, "path=/home/jos\xc3\xa9/m.cubin"), "%s", buf);
+	cp_names__free(names);
+}

@@ -359,6 +359,26 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 	return finish(&out);
 }
 
+/*
+ * A name or path in a text line: control bytes (< 0x20, 0x7f) as \xNN, so
+ * that a record stays one line and its strings cannot drive the terminal.
+ */
+static void put_text_string(struct out_buf *out, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n;
+
+	while (*p) {
+		for (n = 0; p[n] >= 0x20 && p[n] != 0x7f; n++)
+			;
+		if (n)
+			put(out, "%.*s", (int)n, (const char *)p);
+		p += n;
+		if (*p)
+			put(out, "\\x%02x", *p++);
+	}
+}
+
 const char *cp_format__text_header(void)
 {
 	return "        TIME     PID     TID API                        DETAILS";
@@ -394,10 +414,11 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 			break;
 		}
 		name = cp_names__lookup(names, hdr->pid, e->function);
+		put(&out, " ");
 		if (name)
-			put(&out, " %s", name->display);
+			put_text_string(&out, name->display);
 		else
-			put(&out, " <unnamed function 0x%llx>", (unsigned long long)e->function);
+			put(&out, "<unnamed function 0x%llx>", (unsigned long long)e->function);
 		put(&out, " grid=(%u,%u,%u) block=(%u,%u,%u) smem=%u stream=0x%llx",
 		    e->grid[0], e->grid[1], e->grid[2], e->block[0], e->block[1], e->block[2],
 		    e->shared_mem_bytes, (unsigned long long)e->stream);
@@ -458,8 +479,10 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		const struct cp_module_event *e = &event->module;
 
 		put(&out, " %s handle=0x%llx", cp_module_op__name(e->op), (unsigned long long)e->handle);
-		if (e->path_len)
-			put(&out, " path=%s", e->path);
+		if (e->path_len) {
+			put(&out, " path=");
+			put_text_string(&out, e->path);
+		}
 		if (e->result)
 			put(&out, " failed=%d", e->result);
 		break;
@@ -482,7 +505,9 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 	case CP_EV_ATTACH: {
 		const struct cp_attach_event *e = &event->attach;
 
-		put(&out, " %s %s", e->name, cp_attach_status__name(e->status));
+		put(&out, " ");
+		put_text_string(&out, e->name);
+		put(&out, " %s", cp_attach_status__name(e->status));
 		if (e->status == CP_ATTACH_ATTACHED)
 			put(&out, " probes=%u after=%.3fms", e->probes,
 			    (e->probes_live_ns - e->hdr.time_ns) / 1e6);
@@ -506,7 +531,8 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 			break;
 		}
 		cp_demangle(e->name, display, sizeof(display));
-		put(&out, " handle=0x%llx %s", (unsigned long long)e->handle, display);
+		put(&out, " handle=0x%llx ", (unsigned long long)e->handle);
+		put_text_string(&out, display);
 		break;
 	}
 	case CP_EV_PROC: {
@@ -524,10 +550,11 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		const struct cp_rt_launch_event *e = &event->rt_launch;
 
 		name = cp_names__lookup_stub(names, hdr->pid, e->stub);
+		put(&out, " ");
 		if (name)
-			put(&out, " %s", name->display);
+			put_text_string(&out, name->display);
 		else
-			put(&out, " <unnamed stub 0x%llx>", (unsigned long long)e->stub);
+			put(&out, "<unnamed stub 0x%llx>", (unsigned long long)e->stub);
 		put(&out, " grid=(%u,%u,%u) block=(%u,%u,%u) smem=%u stream=0x%llx",
 		    e->grid[0], e->grid[1], e->grid[2], e->block[0], e->block[1], e->block[2],
 		    e->shared_mem_bytes, (unsigned long long)e->stream);
