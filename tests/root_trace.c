@@ -6,6 +6,8 @@
  * cuprobe (pid-filtered), so they can run at the same time.
  */
 #include <errno.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -597,6 +599,46 @@ Test(trace_errors, command_not_found)
 	run_free(&r);
 }
 
+/* A COMMAND that exists but cannot be run exits 126, as a shell's would; 127 is "not found". */
+Test(trace_errors, command_not_executable)
+{
+	struct run r;
+	char *argv[] = { NULL, "trace", "--json", "--", NULL, NULL };
+	char *plain;
+
+	run_init(&r);
+	plain = path_join(r.dir, "not-executable");
+	cr_assert(write_text(plain, "#!/bin/sh\nexit 0\n"));
+	cr_assert_eq(chmod(plain, 0644), 0);
+	argv[4] = plain;
+	run_cuprobe(&r, argv);
+	assert_one_error_line(&r, "not-executable: permission denied");
+	cr_assert_eq(r.status, 126);
+	free(plain);
+	run_free(&r);
+}
+
+/* Execute bits on a file the kernel cannot run: execve fails after the fork, still 126. */
+Test(trace_errors, command_in_no_executable_format, .timeout = 120)
+{
+	struct run r;
+	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "--lib", CUDA_SIM_LIB, "--", NULL,
+			 NULL };
+	char *text;
+
+	run_init(&r);
+	text = path_join(r.dir, "just-text");
+	cr_assert(write_text(text, "neither ELF nor #!\n"));
+	cr_assert_eq(chmod(text, 0755), 0);
+	argv[4] = r.events;
+	argv[8] = text;
+	run_cuprobe(&r, argv);
+	cr_assert_eq(r.status, 126, "cuprobe exited %d; stderr:\n%s", r.status, r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "just-text: Exec format error"), "%s", r.err_text);
+	free(text);
+	run_free(&r);
+}
+
 Test(trace_errors, lib_that_does_not_exist)
 {
 	struct run r;
@@ -734,6 +776,121 @@ Test(trace_output, file_and_command_belong_to_the_sudo_user, .timeout = 120)
 	free(ids);
 	free(uid_file);
 	free(script);
+	run_free(&r);
+}
+
+/*
+ * A user made for one test (useradd), with a group of its own as a
+ * supplementary group, removed by the fini even when the test fails.
+ */
+static char test_user[32], test_group[32];
+
+static void remove_test_user(void)
+{
+	char *userdel[] = { "/usr/sbin/userdel", test_user, NULL };
+	char *groupdel[] = { "/usr/sbin/groupdel", test_group, NULL };
+
+	if (test_user[0])
+		run_program(userdel, NULL, NULL);
+	if (test_group[0])
+		run_program(groupdel, NULL, NULL);
+}
+
+/* The groups `id -G` printed, as a set: true when they are exactly a and b. */
+static bool groups_are(const char *line, gid_t a, gid_t b)
+{
+	unsigned long g;
+	bool seen_a = false, seen_b = false;
+	char *end;
+
+	while (*line && *line != '\n') {
+		g = strtoul(line, &end, 10);
+		if (end == line)
+			return false;
+		if (g == a)
+			seen_a = true;
+		else if (g == b)
+			seen_b = true;
+		else
+			return false;
+		line = end + strspn(end, " ");
+	}
+	return seen_a && seen_b;
+}
+
+/* text has a line that is name ("HOME=") followed by value. */
+static void assert_line(const char *text, const char *name, const char *value)
+{
+	char *line = find_line(text, name, 0);
+
+	cr_assert_not_null(line, "no %s line in:\n%s", name, text);
+	cr_assert_str_eq(line + strlen(name), value, "%s, want %s%s", line, name, value);
+	free(line);
+}
+
+Test(trace_output, command_gets_the_sudo_users_groups_and_environment, .timeout = 120,
+     .fini = remove_test_user)
+{
+	struct run r;
+	char *useradd[] = { "/usr/sbin/useradd", "-M", "-N", "-g", "65534", "-G", test_group,
+			    "-d", NULL, "-s", "/usr/sbin/nologin", test_user, NULL };
+	char *groupadd[] = { "/usr/sbin/groupadd", test_group, NULL };
+	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "--lib", CUDA_SIM_LIB,
+			 "--", NULL, NULL };
+	char *home, *script, *text, uid_env[32], *env[] = { uid_env, "SUDO_GID=65534", NULL };
+	struct passwd *pw;
+	struct group *gr;
+
+	run_init(&r);
+	cr_assert_eq(chmod(r.dir, 0777), 0);
+	snprintf(test_group, sizeof(test_group), "cpg%d", (int)getpid());
+	cr_assert_eq(run_program(groupadd, NULL, NULL), 0, "groupadd %s failed", test_group);
+	snprintf(test_user, sizeof(test_user), "cpu%d", (int)getpid());
+	home = path_join(r.dir, "home");
+	useradd[8] = home;
+	cr_assert_eq(run_program(useradd, NULL, NULL), 0, "useradd %s failed", test_user);
+	pw = getpwnam(test_user);
+	gr = getgrnam(test_group);
+	cr_assert(pw && gr, "%s or %s not found after useradd", test_user, test_group);
+	snprintf(uid_env, sizeof(uid_env), "SUDO_UID=%u", (unsigned int)pw->pw_uid);
+
+	/* Only the supplementary group may execute COMMAND: cuprobe must see that too. */
+	script = path_join(r.dir, "show-identity");
+	cr_assert(write_text(script, "#!/bin/sh\nid -G\necho \"HOME=$HOME\"\necho \"USER=$USER\"\n"
+			     "echo \"LOGNAME=$LOGNAME\"\necho \"SHELL=$SHELL\"\n"));
+	cr_assert_eq(chown(script, 0, gr->gr_gid), 0);
+	cr_assert_eq(chmod(script, 0750), 0);
+	argv[4] = r.events;
+	argv[8] = script;
+	run_cuprobe_env(&r, argv, env, false);
+	cr_assert_eq(r.status, 0, "stderr:\n%s", r.err_text);
+	text = r.out_text;
+	cr_assert(groups_are(text, 65534, gr->gr_gid), "groups %.*s, want 65534 and %u",
+		  (int)strcspn(text, "\n"), text, (unsigned int)gr->gr_gid);
+	assert_line(text, "HOME=", home);
+	assert_line(text, "USER=", test_user);
+	assert_line(text, "LOGNAME=", test_user);
+	assert_line(text, "SHELL=", "/usr/sbin/nologin");
+	free(script);
+	free(home);
+	run_free(&r);
+}
+
+Test(trace_output, command_of_a_uid_without_passwd_entry_keeps_the_environment, .timeout = 120)
+{
+	struct run r;
+	char *env[] = { "SUDO_UID=3999999", "SUDO_GID=3999998", NULL };
+	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "--lib", CUDA_SIM_LIB,
+			 "--", "/bin/sh", "-c", "id -G; echo \"HOME=$HOME\"", NULL };
+
+	run_init(&r);
+	cr_assert_null(getpwuid(3999999), "uid 3999999 has a passwd entry on this machine");
+	cr_assert_eq(chmod(r.dir, 0777), 0);
+	argv[4] = r.events;
+	run_cuprobe_env(&r, argv, env, false);
+	cr_assert_eq(r.status, 0, "stderr:\n%s", r.err_text);
+	cr_assert_eq(strncmp(r.out_text, "3999998\n", 8), 0, "groups: %s", r.out_text);
+	assert_line(r.out_text, "HOME=", getenv("HOME") ? getenv("HOME") : "");
 	run_free(&r);
 }
 

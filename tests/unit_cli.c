@@ -17,6 +17,16 @@ static struct cp_trace_options opts;
 static char error[256];
 
 /* argv as getopt needs it: "trace" first, NULL last, writable. */
+static enum cp_parse_result parse_as(enum cp_command command, char **argv)
+{
+	int argc = 0;
+
+	while (argv[argc])
+		argc++;
+	memset(error, 'x', sizeof(error));
+	return cp_options__parse(command, argc, argv, &opts, error, sizeof(error));
+}
+
 static enum cp_parse_result parse(char **argv)
 {
 	int argc = 0;
@@ -263,9 +273,68 @@ Test(cli, parse_pid_and_seconds)
 	cr_assert_eq(cp_parse_pid("-5", &pid), -EINVAL);
 	cr_assert_eq(cp_parse_seconds("0.5", &ms), 0);
 	cr_assert_eq(ms, 500);
-	cr_assert_eq(cp_parse_seconds("1e9", &ms), 0);
+	cr_assert_eq(cp_parse_seconds("1000000000", &ms), 0);
 	cr_assert_eq(ms, 1000000000000ull);
-	cr_assert_eq(cp_parse_seconds("1e10", &ms), -ERANGE);
+	cr_assert_eq(cp_parse_seconds("1000000001", &ms), -ERANGE);
+	cr_assert_eq(cp_parse_seconds("99999999999999999999999", &ms), -ERANGE);
+}
+
+/* Spaces, signs, hex, octal-looking zeros, exponents, inf and nan: none is a number here. */
+Test(cli, numbers_are_plain_decimal)
+{
+	static const char *const bad_pids[] = { " 12", "12 ", "+1", "-1", "\t5", "0x10", "012",
+						"00", "1e3", "1.0" };
+	static const char *const bad_secs[] = { "0x10", " 1", "1 ", "+1", "-1", "1e3", "1E3",
+						"inf", "infinity", "nan", ".", "1..5", "1,5",
+						"0x1p3", "0.0", ".000", "" };
+	static const char *const bad_sizes[] = { "0x1000", " 4096", "4096 ", "+4096", "1e4",
+						 "010000x", "4096.0" };
+	uint64_t ms, bytes;
+	size_t i;
+	pid_t pid;
+
+	for (i = 0; i < sizeof(bad_pids) / sizeof(bad_pids[0]); i++) {
+		cr_assert_eq(cp_parse_pid(bad_pids[i], &pid), -EINVAL, "PID \"%s\" accepted",
+			     bad_pids[i]);
+		assert_error(PARSE("-p", (char *)bad_pids[i]), "-p/--pid");
+	}
+	for (i = 0; i < sizeof(bad_secs) / sizeof(bad_secs[0]); i++) {
+		cr_assert_eq(cp_parse_seconds(bad_secs[i], &ms), -EINVAL, "seconds \"%s\" accepted",
+			     bad_secs[i]);
+		assert_error(PARSE("-d", (char *)bad_secs[i]), "-d/--duration");
+		assert_error(parse_as(CP_CMD_STATS, (char *[]){ "stats", "--interval",
+							       (char *)bad_secs[i], NULL }),
+			     "--interval");
+	}
+	for (i = 0; i < sizeof(bad_sizes) / sizeof(bad_sizes[0]); i++) {
+		cr_assert_eq(cp_parse_size(bad_sizes[i], &bytes), -EINVAL, "size \"%s\" accepted",
+			     bad_sizes[i]);
+		assert_error(PARSE("--ring-size", (char *)bad_sizes[i]), "--ring-size");
+	}
+
+	/* What stays valid: plain digits, a fraction with or without a leading digit. */
+	cr_assert_eq(cp_parse_pid("10", &pid), 0);
+	cr_assert_eq(pid, 10);
+	cr_assert_eq(cp_parse_seconds("2", &ms), 0);
+	cr_assert_eq(ms, 2000);
+	cr_assert_eq(cp_parse_seconds("1.", &ms), 0);
+	cr_assert_eq(ms, 1000);
+	cr_assert_eq(cp_parse_seconds(".25", &ms), 0);
+	cr_assert_eq(ms, 250);
+	cr_assert_eq(cp_parse_seconds("0.0015", &ms), 0);
+	cr_assert_eq(ms, 2, "rounded to the nearest millisecond");
+	cr_assert_eq(cp_parse_seconds("2.0004999", &ms), 0);
+	cr_assert_eq(ms, 2000);
+	cr_assert_eq(cp_parse_seconds("0.9996", &ms), 0);
+	cr_assert_eq(ms, 1000);
+	cr_assert_eq(cp_parse_seconds("007", &ms), 0);
+	cr_assert_eq(ms, 7000);
+	cr_assert_eq(cp_parse_size("0016k", &bytes), 0);
+	cr_assert_eq(bytes, 16384);
+	cr_assert_eq(PARSE("-p", "7", "-d", ".5", "--ring-size", "64KiB"), CP_PARSE_OK);
+	cr_assert_eq(opts.pids[0], 7);
+	cr_assert_eq(opts.duration_ms, 500);
+	cr_assert_eq(opts.ring_bytes, 65536);
 }
 
 Test(identity, from_sudo_environment)
@@ -289,6 +358,10 @@ Test(identity, from_sudo_environment)
 	cr_assert_not(id.drop, "SUDO_UID=0 is root already");
 	if (geteuid() == 0) {
 		setenv("SUDO_UID", "nobody", 1);
+		cr_assert_eq(cp_identity__from_env(&id, false), -EINVAL);
+		setenv("SUDO_UID", " 65534", 1);
+		cr_assert_eq(cp_identity__from_env(&id, false), -EINVAL);
+		setenv("SUDO_UID", "+65534", 1);
 		cr_assert_eq(cp_identity__from_env(&id, false), -EINVAL);
 	}
 	unsetenv("SUDO_UID");

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* Output formats: JSON lines checked with a real parser (jansson), and text lines. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -313,18 +314,90 @@ Test(json_escape, quotes_backslashes_and_controls)
 	json_decref(v);
 }
 
-Test(json_escape, non_ascii_bytes_become_pure_ascii_escapes)
+/* Escapes src and decodes it again with jansson: the string a JSON reader gets. */
+static char *round_trip(const char *src)
 {
-	char buf[256];
-	const char *out;
+	char buf[1024], quoted[1100];
+	json_t *v;
+	char *decoded;
+
+	escape_checked(src, buf, sizeof(buf));
+	snprintf(quoted, sizeof(quoted), "\"%s\"", buf);
+	v = json_loads(quoted, JSON_DECODE_ANY, NULL);
+	cr_assert_not_null(v);
+	decoded = strdup(json_string_value(v));
+	json_decref(v);
+	return decoded;
+}
+
+Test(json_escape, valid_utf8_is_kept_as_it_is)
+{
+	static const char *const valid[] = {
+		"caf\xc3\xa9",                  /* é, U+00E9 */
+		"\xc2\x80 \xdf\xbf",            /* U+0080, U+07FF: the 2-byte ends */
+		"\xe0\xa0\x80 \xe2\x82\xac",    /* U+0800 (shortest 3-byte), € */
+		"\xed\x9f\xbf \xee\x80\x80",    /* U+D7FF and U+E000, around the surrogates */
+		"\xef\xbf\xbd",                 /* U+FFFD */
+		"\xf0\x90\x80\x80 \xf0\x9d\x84\x9e", /* U+10000 (shortest 4-byte), U+1D11E */
+		"\xf4\x8f\xbf\xbf",             /* U+10FFFF, the last code point */
+		"\xe6\xbc\xa2\xe5\xad\x97<float>(\xce\xbb)",
+	};
+	char buf[256], *back;
 	size_t i;
 
-	/* UTF-8 "é", a lone continuation byte and 0xff (never valid UTF-8). */
-	out = escape_checked("caf\xc3\xa9 \x80\xff", buf, sizeof(buf));
-	for (i = 0; out[i]; i++)
-		cr_assert_lt((unsigned char)out[i], 0x80, "non-ASCII byte left in %s", out);
-	cr_assert_null(strchr(out, 0x7f));
-	cr_assert_str_eq(out, "caf\\u00c3\\u00a9 \\u0080\\u00ff");
+	for (i = 0; i < sizeof(valid) / sizeof(valid[0]); i++) {
+		cr_assert_str_eq(escape_checked(valid[i], buf, sizeof(buf)), valid[i],
+				 "valid UTF-8 was changed: %s", buf);
+		back = round_trip(valid[i]);
+		cr_assert_str_eq(back, valid[i], "jansson read back %s", back);
+		free(back);
+	}
+	/* Escapes still apply around and between multi-byte characters. */
+	cr_assert_str_eq(escape_checked("\xc3\xa9\"\xc3\xa9\x01\x7f", buf, sizeof(buf)),
+			 "\xc3\xa9\\\"\xc3\xa9\\u0001\\u007f");
+
+	/* And through an event: a module path and a kernel name come back whole. */
+	union cp_event ev = blank(CP_EV_MODULE, CP_API_cuModuleLoad);
+	json_t *obj;
+
+	strcpy(ev.module.path, "/home/jos\xc3\xa9/\xe6\xa8\xa1\xe5\x9e\x8b.cubin");
+	ev.module.path_len = strlen(ev.module.path);
+	obj = to_json(&ev, NULL);
+	cr_assert_str_eq(jstr(obj, "path"), ev.module.path);
+	json_decref(obj);
+}
+
+Test(json_escape, bytes_outside_valid_utf8_become_escapes_of_their_value)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "\x80", "\\u0080" },                        /* lone continuation */
+		{ "\xbf\xbf", "\\u00bf\\u00bf" },
+		{ "\xff \xfe \xf5\x80\x80\x80", "\\u00ff \\u00fe \\u00f5\\u0080\\u0080\\u0080" },
+		{ "\xc0\xaf", "\\u00c0\\u00af" },             /* overlong '/' */
+		{ "\xc1\xbf", "\\u00c1\\u00bf" },             /* overlong U+007F */
+		{ "\xe0\x80\xaf", "\\u00e0\\u0080\\u00af" },  /* overlong 3-byte */
+		{ "\xf0\x8f\xbf\xbf", "\\u00f0\\u008f\\u00bf\\u00bf" }, /* overlong 4-byte */
+		{ "\xed\xa0\x80", "\\u00ed\\u00a0\\u0080" },  /* U+D800, a surrogate */
+		{ "\xed\xbf\xbf", "\\u00ed\\u00bf\\u00bf" },  /* U+DFFF */
+		{ "\xf4\x90\x80\x80", "\\u00f4\\u0090\\u0080\\u0080" }, /* U+110000 */
+		{ "ab\xe2\x82", "ab\\u00e2\\u0082" },          /* cut at the end */
+		{ "\xe2x\xe2\x82y", "\\u00e2x\\u00e2\\u0082y" },/* cut by ASCII */
+		{ "\xc3\xc3\xa9", "\\u00c3\xc3\xa9" },          /* a lead byte, then é */
+		{ "\xf0\x9d\x84", "\\u00f0\\u009d\\u0084" },  /* 4-byte without its last */
+	};
+	char buf[256], *back;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_assert_str_eq(escape_checked(cases[i].in, buf, sizeof(buf)), cases[i].out,
+				 "case %zu", i);
+	}
+	/* What a reader gets: each such byte as the code point of its value. */
+	back = round_trip("a\xff" "b");
+	cr_assert_str_eq(back, "a\xc3\xbf" "b");
+	free(back);
 	cr_assert_str_eq(escape_checked("\x7f", buf, sizeof(buf)), "\\u007f");
 }
 
@@ -338,6 +411,8 @@ Test(json_escape, too_small_buffer)
 	cr_assert_eq(cp_json__escape("\"", buf, 2), -ENOSPC, "half an escape must not fit");
 	cr_assert_eq(cp_json__escape("\x01", buf, 6), -ENOSPC);
 	cr_assert_eq(cp_json__escape("\x01", buf, 7), 6);
+	cr_assert_eq(cp_json__escape("\xe2\x82\xac", buf, 3), -ENOSPC, "never half a character");
+	cr_assert_eq(cp_json__escape("\xe2\x82\xac", buf, 4), 3);
 	cr_assert_eq(cp_json__escape("x", buf, 0), -EINVAL);
 }
 
@@ -412,4 +487,61 @@ Test(text, other_records)
 
 	cr_assert_not_null(strstr(cp_format__text_header(), "PID"));
 	cr_assert_not_null(strstr(cp_format__text_header(), "API"));
+}
+
+/* No byte of line is a control character: it stays one line and cannot drive a terminal. */
+static void assert_no_control_bytes(const char *line)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)line; *p; p++)
+		cr_assert(*p >= 0x20 && *p != 0x7f, "control byte %#x in text line: %s", *p, line);
+}
+
+Test(text, control_bytes_in_names_and_paths_are_escaped)
+{
+	/* A newline, an ANSI "clear screen" and DEL, as a hostile name could carry them. */
+	static const char evil[] = "k\nfake 1 2 cuLaunchKernel\x1b[2J\x7f\t";
+	static const char shown[] = "k\\x0afake 1 2 cuLaunchKernel\\x1b[2J\\x7f\\x09";
+	struct cp_names *names = cp_names__new(NULL);
+	union cp_event ev;
+	char buf[2048];
+
+	ev = blank(CP_EV_LAUNCH, CP_API_cuLaunchKernel);
+	ev.launch.function = 0x5000;
+	cr_assert_eq(cp_names__set(names, 1234, 0x5000, evil), 0);
+	cr_assert_gt(cp_format__text(&ev, names, 0, buf, sizeof(buf)), 0);
+	assert_no_control_bytes(buf);
+	cr_assert_not_null(strstr(buf, shown), "%s", buf);
+	cr_assert_not_null(strstr(buf, "grid=("), "the rest of the line is still there: %s", buf);
+
+	ev = blank(CP_EV_NAME, CP_API_cuModuleGetFunction);
+	ev.name.handle = 0x42;
+	strcpy(ev.name.name, evil);
+	ev.name.name_len = strlen(ev.name.name);
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	assert_no_control_bytes(buf);
+	cr_assert_not_null(strstr(buf, shown), "%s", buf);
+
+	ev = blank(CP_EV_MODULE, CP_API_cuModuleLoad);
+	strcpy(ev.module.path, "/tmp/a\nb\x1b]0;title\x07.cubin");
+	ev.module.path_len = strlen(ev.module.path);
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	assert_no_control_bytes(buf);
+	cr_assert_not_null(strstr(buf, "path=/tmp/a\\x0ab\\x1b]0;title\\x07.cubin"), "%s", buf);
+
+	ev = blank(CP_EV_ATTACH, CP_API_driver_mapped);
+	strcpy(ev.attach.name, "libcuda.so.1\r\x1b[K");
+	ev.attach.status = CP_ATTACH_COVERED;
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	assert_no_control_bytes(buf);
+	cr_assert_not_null(strstr(buf, " libcuda.so.1\\x0d\\x1b[K "), "%s", buf);
+
+	/* UTF-8 and other bytes from 0x80 pass through unchanged. */
+	ev = blank(CP_EV_MODULE, CP_API_cuModuleLoad);
+	strcpy(ev.module.path, "/home/jos\xc3\xa9/m.cubin");
+	ev.module.path_len = strlen(ev.module.path);
+	cr_assert_gt(cp_format__text(&ev, NULL, 0, buf, sizeof(buf)), 0);
+	cr_assert_not_null(strstr(buf, "path=/home/jos\xc3\xa9/m.cubin"), "%s", buf);
+	cp_names__free(names);
 }

@@ -2,7 +2,6 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +42,9 @@ const char cp_trace_usage[] =
 "At exit one summary line goes to stderr: events delivered, records lost to a\n"
 "full ring, and launches whose kernel name was never learned.\n"
 "Exit status: COMMAND's status (128+N if killed by signal N); otherwise 0;\n"
-"1 when tracing cannot start; 2 for bad usage; 127 when COMMAND is not found.\n";
+"1 when tracing cannot start; 2 for bad usage; 126 when COMMAND cannot be\n"
+"executed (permission denied, not an executable format); 127 when COMMAND is\n"
+"not found.\n";
 
 const char cp_stats_usage[] =
 "usage: cuprobe stats [-p PID]... [--interval SECS] [--latency] [--stacks] [--json]\n"
@@ -72,7 +73,8 @@ const char cp_stats_usage[] =
 "  -v, --verbose        more diagnostics on stderr\n"
 "  -h, --help           show this help\n"
 "\n"
-"Map overflows are counted and shown. Exit status as for cuprobe trace.\n";
+"Map overflows are counted and shown. Exit status as for cuprobe trace (126 when\n"
+"COMMAND cannot be executed, 127 when it is not found).\n";
 
 const char cp_top_usage[] =
 "usage: cuprobe top [--interval SECS] [--lib PATH]... [-d SECS]\n"
@@ -88,17 +90,30 @@ const char cp_top_usage[] =
 "  -v, --verbose        more diagnostics on stderr\n"
 "  -h, --help           show this help\n";
 
+/*
+ * The parsers below take plain decimal text only: strtol, strtoull and strtod
+ * would also take leading spaces, a sign, hex, exponents, "inf" and "nan".
+ */
+static const char *skip_digits(const char *p)
+{
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return p;
+}
+
 int cp_parse_pid(const char *text, pid_t *pid)
 {
-	char *end;
-	long value;
+	unsigned long long value = 0;
+	const char *p;
 
-	if (!text || !*text || !pid)
+	/* No leading zero either: "010" reads as octal to some tools. */
+	if (!text || !pid || *text < '1' || *text > '9' || *skip_digits(text))
 		return -EINVAL;
-	errno = 0;
-	value = strtol(text, &end, 10);
-	if (errno || *end || value <= 0 || value > INT_MAX)
-		return -EINVAL;
+	for (p = text; *p; p++) {
+		value = value * 10 + (unsigned int)(*p - '0');
+		if (value > INT_MAX)
+			return -EINVAL;
+	}
 	*pid = (pid_t)value;
 	return 0;
 }
@@ -109,11 +124,11 @@ int cp_parse_size(const char *text, uint64_t *bytes)
 	unsigned int shift = 0;
 	char *end;
 
-	if (!text || !*text || !bytes || *text == '-')
+	if (!text || !bytes || skip_digits(text) == text)
 		return -EINVAL;
 	errno = 0;
 	value = strtoull(text, &end, 10);
-	if (errno || end == text)
+	if (errno)
 		return -EINVAL;
 	if (*end) {
 		switch (*end) {
@@ -138,18 +153,41 @@ int cp_parse_size(const char *text, uint64_t *bytes)
 
 int cp_parse_seconds(const char *text, uint64_t *ms)
 {
-	char *end;
-	double value;
+	const char *whole_end, *frac, *frac_end, *p;
+	uint64_t whole = 0, part = 0;
+	bool nonzero = false;
+	int digit = 0;
 
-	if (!text || !*text || !ms)
+	if (!text || !ms)
 		return -EINVAL;
-	errno = 0;
-	value = strtod(text, &end);
-	if (errno || *end || end == text || !isfinite(value) || value <= 0)
+	/* DIGITS[.DIGITS] or .DIGITS, by hand: strtod's decimal point follows the locale. */
+	whole_end = skip_digits(text);
+	frac = *whole_end == '.' ? whole_end + 1 : whole_end;
+	frac_end = skip_digits(frac);
+	if (*frac_end || (whole_end == text && frac_end == frac))
 		return -EINVAL;
-	if (value > 1e9)
+	for (p = text; p < whole_end; p++) {
+		whole = whole * 10 + (unsigned int)(*p - '0');
+		nonzero |= *p != '0';
+		if (whole > 1000000000)
+			return -ERANGE;
+	}
+	/* Milliseconds: three digits of the fraction, rounded by the fourth. */
+	for (p = frac; p < frac_end; p++, digit++) {
+		nonzero |= *p != '0';
+		if (digit < 3)
+			part = part * 10 + (unsigned int)(*p - '0');
+		else if (digit == 3 && *p >= '5')
+			part++;
+	}
+	for (; digit < 3; digit++)
+		part *= 10;
+	if (!nonzero)
+		return -EINVAL;
+	*ms = whole * 1000 + part;
+	if (*ms > 1000000000000ull)
 		return -ERANGE;
-	*ms = (uint64_t)(value * 1000.0 + 0.5);
+	/* A tiny positive value must not become 0, which means "no limit". */
 	if (!*ms)
 		*ms = 1;
 	return 0;
@@ -256,7 +294,8 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 				return CP_PARSE_ERROR;
 			}
 			if (cp_parse_pid(optarg, &opts->pids[opts->pid_count])) {
-				snprintf(error, error_len, "invalid PID '%s': expected a positive integer",
+				snprintf(error, error_len,
+					 "invalid PID '%s' for -p/--pid: expected a positive decimal integer",
 					 optarg);
 				return CP_PARSE_ERROR;
 			}
@@ -298,7 +337,8 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 		case 'd':
 			if (cp_parse_seconds(optarg, &opts->duration_ms)) {
 				snprintf(error, error_len,
-					 "invalid duration '%s': expected seconds > 0", optarg);
+					 "invalid duration '%s' for -d/--duration: expected decimal seconds > 0",
+					 optarg);
 				return CP_PARSE_ERROR;
 			}
 			break;
@@ -306,7 +346,7 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 			if (cp_parse_size(optarg, &value) || value < 4096 || value > (1ull << 30) ||
 			    (value & (value - 1))) {
 				snprintf(error, error_len,
-					 "invalid ring size '%s': expected a power of two from 4K to 1G",
+					 "invalid ring size '%s' for --ring-size: expected a power of two from 4K to 1G",
 					 optarg);
 				return CP_PARSE_ERROR;
 			}
@@ -321,7 +361,8 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 		case OPT_INTERVAL:
 			if (cp_parse_seconds(optarg, &opts->interval_ms) || opts->interval_ms < 10) {
 				snprintf(error, error_len,
-					 "invalid interval '%s': expected seconds >= 0.01", optarg);
+					 "invalid interval '%s' for --interval: expected decimal seconds >= 0.01",
+					 optarg);
 				return CP_PARSE_ERROR;
 			}
 			break;

@@ -52,11 +52,17 @@ enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_tr
 enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char **argv,
 				       struct cp_trace_options *opts, char *error, size_t error_len);
 
-/* Parses a positive pid: 0 or -EINVAL. */
+/* Parses a positive pid, decimal digits only (no sign, space or leading 0): 0 or -EINVAL. */
 int cp_parse_pid(const char *text, pid_t *pid);
-/* Parses a size with an optional K, M or G suffix (powers of 1024): 0 or -EINVAL/-ERANGE. */
+/*
+ * Parses decimal digits with an optional K, M or G suffix (powers of 1024):
+ * 0 or -EINVAL/-ERANGE.
+ */
 int cp_parse_size(const char *text, uint64_t *bytes);
-/* Parses seconds, fractions allowed, into milliseconds (> 0): 0 or -EINVAL/-ERANGE. */
+/*
+ * Parses decimal seconds ("2", "1.5", ".5"; no sign, exponent or hex) into
+ * milliseconds, rounded, at least 1: 0 or -EINVAL (also for 0) / -ERANGE.
+ */
 int cp_parse_seconds(const char *text, uint64_t *ms);
 
 extern const char cp_trace_usage[];

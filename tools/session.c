@@ -281,6 +281,12 @@ int cp_session__parse(enum cp_command command, int argc, char **argv,
 	}
 }
 
+/* COMMAND's exit code when it cannot start: 126 found but not executable, else 127. */
+static int command_exit_code(int err)
+{
+	return err == -EACCES || err == -ENOEXEC ? CP_EXIT_CANNOT_EXECUTE : CP_EXIT_NOT_FOUND;
+}
+
 int cp_session__open(struct cp_session *s, enum cp_command command,
 		     const struct cp_trace_options *opts)
 {
@@ -304,8 +310,9 @@ int cp_session__open(struct cp_session *s, enum cp_command command,
 					 sizeof(s->command_path));
 		if (err) {
 			cp_say("%s: %s", opts->command[0],
-			       err == -ENOENT ? "command not found" : "permission denied");
-			return err == -ENOENT ? CP_EXIT_NOT_FOUND : CP_EXIT_CANNOT_EXECUTE;
+			       err == -ENOENT ? "command not found" :
+			       err == -EACCES ? "permission denied" : strerror(-err));
+			return command_exit_code(err);
 		}
 	}
 	if (check_privileges())
@@ -470,8 +477,7 @@ int cp_session__start_command(struct cp_session *s)
 				waitpid(s->child_pid, &s->child_status, 0);
 			s->child_pid = -1;
 			cp_say("%s: %s", s->opts->command[0], strerror(-err));
-			return err == -EACCES || err == -ENOEXEC ? CP_EXIT_CANNOT_EXECUTE :
-			       CP_EXIT_NOT_FOUND;
+			return command_exit_code(err);
 		}
 		if (cp_verbosity)
 			cp_say("started %s as pid %d", s->command_path, s->child_pid);

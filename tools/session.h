@@ -21,7 +21,7 @@
 
 #define CP_EXIT_SETUP 1
 #define CP_EXIT_USAGE 2
-#define CP_EXIT_CANNOT_EXECUTE 126
+#define CP_EXIT_CANNOT_EXECUTE 126 /* COMMAND exists but cannot be run: as a shell says it */
 #define CP_EXIT_NOT_FOUND 127
 
 /* After a stop request, how long COMMAND has to end before cuprobe stops anyway. */

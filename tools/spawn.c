@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +48,40 @@ int cp_identity__from_env(struct cp_identity *id, bool keep_root)
 	return 0;
 }
 
-/* Whether id may execute path: mode bits checked as that user would be. */
-static bool executable_by(const char *path, const struct cp_identity *id)
+/*
+ * The groups id runs with, as initgroups(name, gid) would set them: gid and
+ * the user's supplementary groups, or gid alone for a uid without a passwd
+ * entry. The caller frees *groups. 0 or -ENOMEM.
+ */
+static int user_groups(const struct cp_identity *id, const struct passwd *pw, gid_t **groups,
+		       int *count)
+{
+	int n = pw ? 32 : 1, tries;
+
+	for (tries = 0; tries < 4; tries++) {
+		*groups = malloc(n * sizeof(**groups));
+		if (!*groups)
+			return -ENOMEM;
+		**groups = id->gid;
+		*count = 1;
+		if (!pw)
+			return 0;
+		/* n becomes the size needed when the list did not fit. */
+		if (getgrouplist(pw->pw_name, id->gid, *groups, &n) >= 0) {
+			*count = n;
+			return 0;
+		}
+		free(*groups);
+	}
+	return -ENOMEM;
+}
+
+/* Whether id, with its groups, may execute path: mode bits checked as that user would be. */
+static bool executable_by(const char *path, const struct cp_identity *id, const gid_t *groups,
+			  int group_count)
 {
 	struct stat st;
+	int i;
 
 	if (stat(path, &st) || !S_ISREG(st.st_mode))
 		return false;
@@ -58,8 +89,9 @@ static bool executable_by(const char *path, const struct cp_identity *id)
 		return st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH);
 	if (st.st_uid == id->uid)
 		return st.st_mode & S_IXUSR;
-	if (st.st_gid == id->gid)
-		return st.st_mode & S_IXGRP;
+	for (i = 0; i < group_count; i++)
+		if (st.st_gid == groups[i])
+			return st.st_mode & S_IXGRP;
 	return st.st_mode & S_IXOTH;
 }
 
@@ -68,16 +100,22 @@ int cp_resolve_command(const char *name, const struct cp_identity *id, char *out
 	const char *path_env, *p, *end;
 	char candidate[PATH_MAX];
 	bool exists = false;
+	gid_t *groups = NULL;
+	int group_count = 0, err = -ENOENT;
 
 	if (!name || !*name)
 		return -ENOENT;
+	if (id->drop && user_groups(id, getpwuid(id->uid), &groups, &group_count))
+		return -ENOMEM;
 	if (strchr(name, '/')) {
 		if (access(name, F_OK))
-			return -ENOENT;
-		if (!executable_by(name, id))
-			return -EACCES;
-		snprintf(out, out_len, "%s", name);
-		return 0;
+			goto out;
+		err = -EACCES;
+		if (executable_by(name, id, groups, group_count)) {
+			snprintf(out, out_len, "%s", name);
+			err = 0;
+		}
+		goto out;
 	}
 	path_env = getenv("PATH");
 	if (!path_env || !*path_env)
@@ -95,37 +133,112 @@ int cp_resolve_command(const char *name, const struct cp_identity *id, char *out
 		if (access(candidate, F_OK))
 			continue;
 		exists = true;
-		if (executable_by(candidate, id)) {
+		if (executable_by(candidate, id, groups, group_count)) {
 			snprintf(out, out_len, "%s", candidate);
-			return 0;
+			err = 0;
+			goto out;
 		}
 	}
-	return exists ? -EACCES : -ENOENT;
+	err = exists ? -EACCES : -ENOENT;
+out:
+	free(groups);
+	return err;
+}
+
+/*
+ * What the child needs to become id as `sudo -u` makes it, prepared before
+ * the fork: the process has threads, so the child may only make
+ * async-signal-safe calls, which NSS look-ups and malloc are not.
+ */
+struct user_setup {
+	gid_t *groups;
+	int group_count;
+	char **env;     /* environ with the user's HOME, USER, LOGNAME, SHELL; NULL: environ */
+	char *vars[4];
+};
+
+static void user_setup__free(struct user_setup *u)
+{
+	size_t i;
+
+	free(u->groups);
+	free(u->env);
+	for (i = 0; i < sizeof(u->vars) / sizeof(u->vars[0]); i++)
+		free(u->vars[i]);
+}
+
+/* "NAME=value" in a new string, or NULL. */
+static char *env_var(const char *name, const char *value)
+{
+	size_t len = strlen(name) + strlen(value) + 2;
+	char *var = malloc(len);
+
+	if (var)
+		snprintf(var, len, "%s=%s", name, value);
+	return var;
+}
+
+static int user_setup__prepare(struct user_setup *u, const struct cp_identity *id)
+{
+	static const char *const names[] = { "HOME=", "USER=", "LOGNAME=", "SHELL=" };
+	const struct passwd *pw;
+	size_t n = 0, i, j, out = 0;
+
+	memset(u, 0, sizeof(*u));
+	if (!id->drop)
+		return 0;
+	pw = getpwuid(id->uid);
+	if (user_groups(id, pw, &u->groups, &u->group_count))
+		return -ENOMEM;
+	/* A uid without a passwd entry has no home or name to give: the environment stays. */
+	if (!pw)
+		return 0;
+	u->vars[0] = env_var("HOME", *pw->pw_dir ? pw->pw_dir : "/");
+	u->vars[1] = env_var("USER", pw->pw_name);
+	u->vars[2] = env_var("LOGNAME", pw->pw_name);
+	u->vars[3] = env_var("SHELL", *pw->pw_shell ? pw->pw_shell : "/bin/sh");
+	while (environ[n])
+		n++;
+	u->env = calloc(n + 5, sizeof(*u->env));
+	if (!u->env || !u->vars[0] || !u->vars[1] || !u->vars[2] || !u->vars[3]) {
+		user_setup__free(u);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < 4; j++)
+			if (!strncmp(environ[i], names[j], strlen(names[j])))
+				break;
+		if (j == 4)
+			u->env[out++] = environ[i];
+	}
+	for (j = 0; j < 4; j++)
+		u->env[out++] = u->vars[j];
+	return 0;
 }
 
 int cp_child__prepare(struct cp_child *child, const char *path, char **argv,
 		      const struct cp_identity *id, const sigset_t *child_mask, bool stdout_to_stderr)
 {
+	struct user_setup user;
 	int go[2], report[2];
 	char byte;
 	int err;
 
-	if (pipe2(go, O_CLOEXEC))
-		return -errno;
+	err = user_setup__prepare(&user, id);
+	if (err)
+		return err;
+	if (pipe2(go, O_CLOEXEC)) {
+		err = -errno;
+		goto free_user;
+	}
 	if (pipe2(report, O_CLOEXEC)) {
 		err = -errno;
-		close(go[0]);
-		close(go[1]);
-		return err;
+		goto close_go;
 	}
 	child->pid = fork();
 	if (child->pid < 0) {
 		err = -errno;
-		close(go[0]);
-		close(go[1]);
-		close(report[0]);
-		close(report[1]);
-		return err;
+		goto close_report;
 	}
 	if (child->pid == 0) {
 		close(go[1]);
@@ -134,13 +247,14 @@ int cp_child__prepare(struct cp_child *child, const char *path, char **argv,
 		if (read(go[0], &byte, 1) != 1)
 			_exit(127);
 		err = 0;
-		if (id->drop && (setgroups(1, &id->gid) || setgid(id->gid) || setuid(id->uid)))
+		if (id->drop && (setgroups(user.group_count, user.groups) || setgid(id->gid) ||
+				 setuid(id->uid)))
 			err = errno;
 		if (!err && stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 			err = errno;
 		if (!err) {
 			sigprocmask(SIG_SETMASK, child_mask, NULL);
-			execve(path, argv, environ);
+			execve(path, argv, user.env ? user.env : environ);
 			err = errno;
 		}
 		if (write(report[1], &err, sizeof(err)) < 0)
@@ -151,7 +265,18 @@ int cp_child__prepare(struct cp_child *child, const char *path, char **argv,
 	close(report[1]);
 	child->go_fd = go[1];
 	child->error_fd = report[0];
+	user_setup__free(&user);
 	return 0;
+
+close_report:
+	close(report[0]);
+	close(report[1]);
+close_go:
+	close(go[0]);
+	close(go[1]);
+free_user:
+	user_setup__free(&user);
+	return err;
 }
 
 int cp_child__release(struct cp_child *child)

@@ -25,14 +25,16 @@ struct cp_identity {
 int cp_identity__from_env(struct cp_identity *id, bool keep_root);
 
 /*
- * Resolves COMMAND like execvp would, as id would see it: a name with a '/'
- * is taken as is, others are looked up in PATH. 0 with the path in out, or
- * -ENOENT / -EACCES.
+ * Resolves COMMAND like execvp would, as id would see it (with the user's
+ * supplementary groups): a name with a '/' is taken as is, others are looked
+ * up in PATH. 0 with the path in out, or -ENOENT / -EACCES / -ENOMEM.
  */
 int cp_resolve_command(const char *name, const struct cp_identity *id, char *out, size_t out_len);
 
 /*
- * Forks a child that waits for cp_child__release, then drops to id, restores
+ * Forks a child that waits for cp_child__release, then drops to id as
+ * `sudo -u` does (the user's groups as initgroups sets them; HOME, USER,
+ * LOGNAME and SHELL from its passwd entry, when it has one), restores
  * child_mask and execs path with argv (its stdout on our stderr when
  * stdout_to_stderr). The parent can add the pid to the traced set before
  * anything runs.

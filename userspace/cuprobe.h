@@ -528,7 +528,11 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 /* The header line matching cp_format__text's columns. */
 const char *cp_format__text_header(void);
 
-/* Appends src to buf as a JSON string body (escaped, no quotes). */
+/*
+ * Writes src into buf as a JSON string body (escaped, no quotes): valid UTF-8
+ * as it is, bytes that are not part of valid UTF-8 as \u00XX of the byte.
+ * Returns the length written, -ENOSPC or -EINVAL.
+ */
 int cp_json__escape(const char *src, char *buf, size_t len);
 /*
  * Copies src to buf for a terminal or a text file: control characters

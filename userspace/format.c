@@ -101,17 +101,58 @@ static int text_done(struct out_buf *out)
 	return 0;
 }
 
+/*
+ * The length of the well-formed UTF-8 sequence that starts at p (2 to 4),
+ * or 0: the ranges of the second byte rule out overlong forms, surrogates
+ * (U+D800..U+DFFF) and code points past U+10FFFF (Unicode, table 3-7).
+ */
+static size_t utf8_sequence_len(const unsigned char *p)
+{
+	unsigned char lo = 0x80, hi = 0xbf;
+	size_t n, i;
+
+	if (*p >= 0xc2 && *p <= 0xdf)
+		n = 2;
+	else if (*p >= 0xe0 && *p <= 0xef)
+		n = 3;
+	else if (*p >= 0xf0 && *p <= 0xf4)
+		n = 4;
+	else
+		return 0;
+	if (*p == 0xe0)
+		lo = 0xa0;
+	else if (*p == 0xed)
+		hi = 0x9f;
+	else if (*p == 0xf0)
+		lo = 0x90;
+	else if (*p == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	/* A NUL fails here first, so nothing past the string is read. */
+	for (i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+/*
+ * Valid UTF-8 goes out as it is. A byte that is not part of valid UTF-8 is
+ * written as \u00XX of its value, so the output is always valid UTF-8 (and
+ * JSON); a decoder then reads it as U+0080..U+00FF, not as the raw byte.
+ */
 int cp_json__escape(const char *src, char *buf, size_t len)
 {
-	size_t used = 0;
+	size_t used = 0, step;
 	const unsigned char *p;
 
 	if (!src || !buf || !len)
 		return -EINVAL;
-	for (p = (const unsigned char *)src; *p; p++) {
+	for (p = (const unsigned char *)src; *p; p += step) {
 		char piece[8];
 		size_t n;
 
+		step = 1;
 		switch (*p) {
 		case '"': strcpy(piece, "\\\""); break;
 		case '\\': strcpy(piece, "\\\\"); break;
@@ -119,12 +160,14 @@ int cp_json__escape(const char *src, char *buf, size_t len)
 		case '\r': strcpy(piece, "\\r"); break;
 		case '\t': strcpy(piece, "\\t"); break;
 		default:
-			if (*p < 0x20 || *p >= 0x7f)
-				/* Bytes outside printable ASCII: never emit invalid UTF-8. */
+			if (*p >= 0x80)
+				step = utf8_sequence_len(p);
+			if (*p < 0x20 || *p == 0x7f || !step) {
 				snprintf(piece, sizeof(piece), "\\u%04x", *p);
-			else {
-				piece[0] = (char)*p;
-				piece[1] = '\0';
+				step = 1;
+			} else {
+				memcpy(piece, p, step);
+				piece[step] = '\0';
 			}
 		}
 		n = strlen(piece);
@@ -159,29 +202,35 @@ static void put_json_string(struct out_buf *out, const char *key, const char *va
 	put_json_value(out, value);
 }
 
+/*
+ * A name or path in a text line: control bytes (< 0x20, 0x7f) as \xNN, so
+ * that a record stays one line and its strings cannot drive the terminal.
+ */
+static void put_text_string(struct out_buf *out, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n;
+
+	while (*p) {
+		for (n = 0; p[n] >= 0x20 && p[n] != 0x7f; n++)
+			;
+		if (n)
+			put(out, "%.*s", (int)n, (const char *)p);
+		p += n;
+		if (*p)
+			put(out, "\\x%02x", *p++);
+	}
+}
+
 int cp_text__escape(const char *src, char *buf, size_t len)
 {
-	size_t used = 0;
-	const unsigned char *p;
+	struct out_buf out = { .buf = buf, .len = len };
 
 	if (!src || !buf || !len)
 		return -EINVAL;
-	for (p = (const unsigned char *)src; *p; p++) {
-		bool control = *p < 0x20 || *p == 0x7f;
-		size_t n = control ? 4 : 1;
-
-		if (used + n >= len) {
-			buf[used] = '\0';
-			return -ENOSPC;
-		}
-		if (control)
-			snprintf(buf + used, 5, "\\x%02x", *p);
-		else
-			buf[used] = (char)*p;
-		used += n;
-	}
-	buf[used] = '\0';
-	return (int)used;
+	buf[0] = '\0';
+	put_text_string(&out, src);
+	return out.overflow ? -ENOSPC : (int)out.used;
 }
 
 static void put_json_dims(struct out_buf *out, const char *key, const __u32 dims[3])
@@ -466,9 +515,10 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		{
 			char label[64];
 
-			put(&out, " %s", cp_format__kernel_label((struct cp_names *)names, hdr->pid,
-							       e->function, false, NULL, label,
-							       sizeof(label)));
+			put(&out, " ");
+			put_text_string(&out, cp_format__kernel_label((struct cp_names *)names, hdr->pid,
+								    e->function, false, NULL, label,
+								    sizeof(label)));
 		}
 		put(&out, " grid=(%u,%u,%u) block=(%u,%u,%u) smem=%u stream=0x%llx",
 		    e->grid[0], e->grid[1], e->grid[2], e->block[0], e->block[1], e->block[2],
@@ -530,8 +580,10 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		const struct cp_module_event *e = &event->module;
 
 		put(&out, " %s handle=0x%llx", cp_module_op__name(e->op), (unsigned long long)e->handle);
-		if (e->path_len)
-			put(&out, " path=%s", e->path);
+		if (e->path_len) {
+			put(&out, " path=");
+			put_text_string(&out, e->path);
+		}
 		if (e->result)
 			put(&out, " failed=%d", e->result);
 		break;
@@ -554,7 +606,9 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 	case CP_EV_ATTACH: {
 		const struct cp_attach_event *e = &event->attach;
 
-		put(&out, " %s %s", e->name, cp_attach_status__name(e->status));
+		put(&out, " ");
+		put_text_string(&out, e->name);
+		put(&out, " %s", cp_attach_status__name(e->status));
 		if (e->status == CP_ATTACH_ATTACHED)
 			put(&out, " probes=%u after=%.3fms", e->probes,
 			    (e->probes_live_ns - e->hdr.time_ns) / 1e6);
@@ -578,7 +632,8 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 			break;
 		}
 		cp_demangle(e->name, display, sizeof(display));
-		put(&out, " handle=0x%llx %s", (unsigned long long)e->handle, display);
+		put(&out, " handle=0x%llx ", (unsigned long long)e->handle);
+		put_text_string(&out, display);
 		break;
 	}
 	case CP_EV_PROC: {
@@ -596,10 +651,11 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		const struct cp_rt_launch_event *e = &event->rt_launch;
 
 		name = cp_names__lookup_stub(names, hdr->pid, e->stub);
+		put(&out, " ");
 		if (name)
-			put(&out, " %s", name->display);
+			put_text_string(&out, name->display);
 		else
-			put(&out, " <unnamed stub 0x%llx>", (unsigned long long)e->stub);
+			put(&out, "<unnamed stub 0x%llx>", (unsigned long long)e->stub);
 		put(&out, " grid=(%u,%u,%u) block=(%u,%u,%u) smem=%u stream=0x%llx",
 		    e->grid[0], e->grid[1], e->grid[2], e->block[0], e->block[1], e->block[2],
 		    e->shared_mem_bytes, (unsigned long long)e->stream);
@@ -679,21 +735,22 @@ int cp_format__report_text(const struct cp_report *r, struct cp_names *names, st
 	struct cp_kernel_row *kernels;
 	struct cp_api_row *apis;
 	const struct cp_mem_stat *mem = r->memory;
-	char label[128], a[32], b[32], c[32], d[32], escaped[1024];
+	char label[128], a[32], b[32], c[32], d[32];
 	size_t i;
 
 	if (sorted_rows(r, &kernels, &apis))
 		return -ENOMEM;
-	cp_text__escape(r->comm ? r->comm : "?", escaped, sizeof(escaped));
+	put(&out, "== pid %u (", r->pid);
+	put_text_string(&out, r->comm ? r->comm : "?");
 	if (r->exited && WIFSIGNALED(r->exit_code))
-		put(&out, "== pid %u (%s) exited on signal %d, at %.3f s ==\n", r->pid, escaped,
-		    WTERMSIG(r->exit_code), r->since_start_s);
+		put(&out, ") exited on signal %d, at %.3f s ==\n", WTERMSIG(r->exit_code),
+		    r->since_start_s);
 	else if (r->exited)
-		put(&out, "== pid %u (%s) exited with status %d, at %.3f s ==\n", r->pid, escaped,
-		    WEXITSTATUS(r->exit_code), r->since_start_s);
+		put(&out, ") exited with status %d, at %.3f s ==\n", WEXITSTATUS(r->exit_code),
+		    r->since_start_s);
 	else
-		put(&out, "== pid %u (%s)%s at %.3f s%s ==\n", r->pid, escaped,
-		    r->final ? " when tracing stopped," : "", r->since_start_s,
+		put(&out, ")%s at %.3f s%s ==\n", r->final ? " when tracing stopped," : "",
+		    r->since_start_s,
 		    r->live ? " (read while it runs: tables may differ by the calls made during the read)" : "");
 	put(&out, "  kernels: %zu%s\n", r->kernel_count,
 	    r->kernel_count > REPORT_KERNELS_SHOWN ? " (top 10 by launches)" : "");
@@ -704,9 +761,10 @@ int cp_format__report_text(const struct cp_report *r, struct cp_names *names, st
 							    kernels[i].stat.graph, NULL, label,
 							    sizeof(label));
 
-		cp_text__escape(shown, escaped, sizeof(escaped));
-		put(&out, "    %12llu %16llu  %s\n", (unsigned long long)kernels[i].stat.launches,
-		    (unsigned long long)kernels[i].stat.threads, escaped);
+		put(&out, "    %12llu %16llu  ", (unsigned long long)kernels[i].stat.launches,
+		    (unsigned long long)kernels[i].stat.threads);
+		put_text_string(&out, shown);
+		put(&out, "\n");
 	}
 	put(&out, "  api calls:\n");
 	if (r->latency)
@@ -837,12 +895,12 @@ int cp_format__report_json(const struct cp_report *r, struct cp_names *names, st
 int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *text)
 {
 	struct out_buf out = text_out(text);
-	char escaped[1024];
 	size_t i, f;
 
-	cp_text__escape(leak->comm ? leak->comm : "?", escaped, sizeof(escaped));
-	put(&out, "  LEAK: %llu device allocations, %llu bytes still live when pid %u (%s) exited\n",
-	    (unsigned long long)leak->allocations, (unsigned long long)leak->bytes, leak->pid, escaped);
+	put(&out, "  LEAK: %llu device allocations, %llu bytes still live when pid %u (",
+	    (unsigned long long)leak->allocations, (unsigned long long)leak->bytes, leak->pid);
+	put_text_string(&out, leak->comm ? leak->comm : "?");
+	put(&out, ") exited\n");
 	for (i = 0; i < leak->site_count; i++) {
 		const struct cp_leak_site *site = &leak->sites[i];
 
@@ -851,8 +909,9 @@ int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *text)
 		    cp_mem_kind__name(site->kind), cp_api__name(site->api),
 		    site->frames ? "" : leak->stacks ? " stack not captured" : " (--stacks shows where)");
 		for (f = 0; site->frames && f < site->frame_count; f++) {
-			cp_text__escape(site->frames[f], escaped, sizeof(escaped));
-			put(&out, "        #%zu %s\n", f, escaped);
+			put(&out, "        #%zu ", f);
+			put_text_string(&out, site->frames[f]);
+			put(&out, "\n");
 		}
 	}
 	return text_done(&out);
