@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* `cuprobe trace` option parsing, and the small parsers behind it. */
+#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 
@@ -228,7 +229,246 @@ Test(cli, help)
 {
 	cr_assert_eq(PARSE("-h"), CP_PARSE_HELP);
 	cr_assert_eq(PARSE("--json", "--help"), CP_PARSE_HELP);
-	cr_assert_not_null(strstr(cp_trace_usage, "--ring-size"));
+}
+
+/* ---- --help, the man page and the README list the options the parser takes -------- */
+
+#define MAX_LISTED 64
+
+struct listed {
+	char names[MAX_LISTED][32]; /* "--json", "-p" */
+	size_t count;
+};
+
+static void add_listed(struct listed *l, const char *name, size_t len)
+{
+	size_t i;
+
+	if (len >= sizeof(l->names[0]))
+		return;
+	for (i = 0; i < l->count; i++)
+		if (strlen(l->names[i]) == len && !strncmp(l->names[i], name, len))
+			return;
+	cr_assert_lt(l->count, MAX_LISTED);
+	memcpy(l->names[l->count], name, len);
+	l->names[l->count++][len] = '\0';
+}
+
+static bool listed_has(const struct listed *l, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < l->count; i++)
+		if (!strcmp(l->names[i], name))
+			return true;
+	return false;
+}
+
+/* Every "-x" and "--long-name" token of text (man page escapes \- first removed). */
+static void scan_options(const char *text, struct listed *l)
+{
+	const char *p = text;
+
+	while ((p = strchr(p, '-'))) {
+		const char *start = p;
+		size_t n;
+
+		if (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '-')) {
+			p++;
+			continue;
+		}
+		if (p[1] == '-' && islower((unsigned char)p[2])) {
+			for (n = 2; islower((unsigned char)p[n]) || p[n] == '-'; n++)
+				;
+			add_listed(l, start, n);
+			p += n;
+		} else if (isalpha((unsigned char)p[1]) && !isalnum((unsigned char)p[2]) && p[2] != '-') {
+			add_listed(l, start, 2);
+			p += 2;
+		} else {
+			p++;
+		}
+	}
+}
+
+static char *help_of(enum cp_command command)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&text, &len);
+
+	cr_assert_not_null(out);
+	cr_assert_eq(cp_usage__print(command, out), 0);
+	fclose(out);
+	return text;
+}
+
+/* The options lines of a --help ("  -p, --pid PID", "      --json"): the labels only. */
+static void help_options(enum cp_command command, struct listed *l)
+{
+	char *text = help_of(command), *line, *save = NULL;
+
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char label[64], *gap;
+
+		if (strncmp(line, "  -", 3) && strncmp(line, "      --", 8))
+			continue;
+		/* The label ends where two spaces start the help text. */
+		snprintf(label, sizeof(label), "%s", line);
+		gap = strstr(label + 6, "  ");
+		if (gap)
+			*gap = '\0';
+		scan_options(label, l);
+	}
+	free(text);
+}
+
+/*
+ * Whether the parser takes option for command: refused options are named as
+ * such ("does not apply", "unknown option"); any other outcome (accepted, or
+ * a complaint about its value or its use) means it knows the option.
+ */
+static bool parser_takes(enum cp_command command, const char *option)
+{
+	char *argv[] = { "cmd", (char *)option, "1", NULL };
+
+	if (parse_as(command, argv) != CP_PARSE_ERROR)
+		return true;
+	return !strstr(error, "does not apply") && !strstr(error, "unknown option");
+}
+
+Test(docs, every_option_the_parser_takes_is_in_the_help_and_back)
+{
+	size_t count, i;
+	const struct cp_option_doc *docs = cp_option_docs(&count);
+	enum cp_command command;
+
+	for (command = 0; command < CP_CMD_COUNT; command++) {
+		struct listed help = { 0 };
+
+		help_options(command, &help);
+		for (i = 0; i < count; i++) {
+			char long_name[40], short_name[4];
+			bool takes;
+
+			snprintf(long_name, sizeof(long_name), "--%s", docs[i].name);
+			takes = parser_takes(command, long_name);
+			cr_assert_eq(listed_has(&help, long_name), takes,
+				     "cuprobe %s: %s is %s by the parser but %s in --help",
+				     cp_command_doc(command)->name, long_name, takes ? "taken" : "refused",
+				     takes ? "missing" : "listed");
+			if (docs[i].short_name && takes) {
+				snprintf(short_name, sizeof(short_name), "-%c", docs[i].short_name);
+				cr_assert(listed_has(&help, short_name), "cuprobe %s: %s missing in --help",
+					  cp_command_doc(command)->name, short_name);
+				cr_assert(parser_takes(command, short_name));
+			}
+		}
+		for (i = 0; i < help.count; i++)
+			cr_assert(parser_takes(command, help.names[i]), "cuprobe %s --help lists %s, which the parser refuses",
+				  cp_command_doc(command)->name, help.names[i]);
+	}
+}
+
+/* The man page's options, per command section (".SS trace" ...). */
+Test(docs, the_man_page_lists_the_same_options_per_command)
+{
+	char *man = NULL, *section, *next;
+	size_t len = 0;
+	FILE *out = open_memstream(&man, &len);
+	enum cp_command command;
+
+	cr_assert_not_null(out);
+	cr_assert_eq(cp_usage__man(out, "test"), 0);
+	fclose(out);
+	cr_assert_not_null(strstr(man, ".TH CUPROBE 8"));
+	for (command = 0; command < CP_CMD_COUNT; command++) {
+		struct listed help = { 0 }, in_man = { 0 };
+		char heading[32], *p, *q;
+		size_t i;
+
+		snprintf(heading, sizeof(heading), "\n.SS %s\n", cp_command_doc(command)->name);
+		section = strstr(man, heading);
+		cr_assert_not_null(section, "no section %s", heading);
+		section = strdup(section + 1);
+		next = strstr(section + 1, "\n.SS ");
+		if (!next)
+			next = strstr(section, "\n.SH ");
+		if (next)
+			*next = '\0';
+		/* Only the option headings: the line after each .TP, with \- and \f escapes removed. */
+		for (p = strstr(section, ".TP\n"); p; p = strstr(p + 1, ".TP\n")) {
+			char line[256];
+
+			q = p + 4;
+			for (i = 0; q[0] && q[0] != '\n' && i < sizeof(line) - 1; q++) {
+				if (q[0] == '\\' && q[1] == '-') {
+					line[i++] = '-';
+					q++;
+				} else if (q[0] == '\\' && q[1] == 'f') {
+					q += 2;
+				} else {
+					line[i++] = q[0];
+				}
+			}
+			line[i] = '\0';
+			scan_options(line, &in_man);
+		}
+		help_options(command, &help);
+		cr_assert_eq(in_man.count, help.count, "cuprobe %s: %zu options in the man page, %zu in --help",
+			     cp_command_doc(command)->name, in_man.count, help.count);
+		for (i = 0; i < help.count; i++)
+			cr_assert(listed_has(&in_man, help.names[i]), "%s: %s not in the man page",
+				  cp_command_doc(command)->name, help.names[i]);
+		free(section);
+	}
+	free(man);
+}
+
+/* README's synopsis blocks ("sudo cuprobe trace [...]") against --help, per command. */
+Test(docs, the_readme_synopses_list_the_same_options)
+{
+	char *readme = read_text(README_PATH);
+	size_t count;
+	const struct cp_option_doc *docs = cp_option_docs(&count);
+	enum cp_command command;
+
+	cr_assert_not_null(readme);
+	for (command = 0; command < CP_CMD_COUNT; command++) {
+		struct listed help = { 0 }, synopsis = { 0 };
+		char start[64], *p, *end, *block;
+		size_t i;
+
+		snprintf(start, sizeof(start), "cuprobe %s [", cp_command_doc(command)->name);
+		p = strstr(readme, start);
+		cr_assert_not_null(p, "README has no synopsis \"%s...\"", start);
+		/* The synopsis runs to the end of its code block (or its paragraph). */
+		end = strstr(p, "```");
+		block = strndup(p, end ? (size_t)(end - p) : strcspn(p, "`"));
+		scan_options(block, &synopsis);
+		help_options(command, &help);
+		for (i = 0; i < count; i++) {
+			char long_name[40], short_name[4] = "";
+
+			snprintf(long_name, sizeof(long_name), "--%s", docs[i].name);
+			if (docs[i].short_name)
+				snprintf(short_name, sizeof(short_name), "-%c", docs[i].short_name);
+			/* Every command has --help and --verbose: synopses may leave them out. */
+			if (!listed_has(&help, long_name) || !strcmp(docs[i].name, "help") ||
+			    !strcmp(docs[i].name, "verbose"))
+				continue;
+			cr_assert(listed_has(&synopsis, long_name) ||
+				  (*short_name && listed_has(&synopsis, short_name)),
+				  "README's synopsis of cuprobe %s lacks %s", cp_command_doc(command)->name,
+				  long_name);
+		}
+		for (i = 0; i < synopsis.count; i++)
+			cr_assert(listed_has(&help, synopsis.names[i]),
+				  "README's synopsis of cuprobe %s has %s, which --help does not list",
+				  cp_command_doc(command)->name, synopsis.names[i]);
+		free(block);
+	}
+	free(readme);
 }
 
 Test(cli, parse_size_suffixes)

@@ -8,87 +8,252 @@
 
 #include "cli_options.h"
 
-const char cp_trace_usage[] =
-"usage: cuprobe trace [OPTIONS] [-- COMMAND [ARGS...]]\n"
-"\n"
-"Trace CUDA driver API calls (kernel launches with names, allocations, frees,\n"
-"copies, synchronizations, process start/exit) with kernel uprobes on\n"
-"libcuda.so.1. Nothing is injected into the traced programs.\n"
-"\n"
-"Targets (system-wide when neither -p nor COMMAND is given):\n"
-"  -p, --pid PID        trace this running process and the processes it forks\n"
-"                       (repeatable, up to 64); it must have libcuda.so.1 mapped\n"
-"                       unless --lib is given\n"
-"  -- COMMAND [ARGS]    start COMMAND once every probe is attached, trace it and\n"
-"                       its children, and exit with its exit status; under sudo\n"
-"                       it runs as the invoking user (SUDO_UID/SUDO_GID)\n"
-"\n"
-"Options:\n"
-"      --json           one JSON object per line (schema in README.md)\n"
-"  -o, --output FILE    write events to FILE (created as the invoking user,\n"
-"                       never through a symlink) instead of standard output\n"
-"      --lib PATH       also attach to this libcuda.so.1 (repeatable)\n"
-"      --runtime        also probe cudaLaunchKernel (libcudart, or static cudart\n"
-"                       in COMMAND) to name kernels through their host stubs\n"
-"      --cudart PATH    probe cudaLaunchKernel in this file (repeatable;\n"
-"                       implies --runtime)\n"
-"  -d, --duration SECS  stop after SECS seconds\n"
-"      --ring-size SIZE ring buffer size, a power of two (K/M/G suffixes);\n"
-"                       default 8M\n"
-"      --run-as-root    run COMMAND as root even under sudo\n"
-"  -v, --verbose        more diagnostics on stderr (repeat for libbpf's)\n"
-"  -h, --help           show this help\n"
-"\n"
-"At exit one summary line goes to stderr: events delivered, records lost to a\n"
-"full ring, and launches whose kernel name was never learned.\n"
-"Exit status: COMMAND's status (128+N if killed by signal N); otherwise 0;\n"
-"1 when tracing cannot start; 2 for bad usage; 126 when COMMAND cannot be\n"
-"executed (permission denied, not an executable format); 127 when COMMAND is\n"
-"not found.\n";
+/*
+ * Every option, once: the parser's getopt table, each command's --help and
+ * the man page (cuprobe-man, built beside cuprobe) are all made from it.
+ */
+enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
+       OPT_INTERVAL, OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND };
 
-const char cp_stats_usage[] =
-"usage: cuprobe stats [-p PID]... [--interval SECS] [--latency] [--stacks] [--json]\n"
-"                     [-o FILE] [--lib PATH]... [-d SECS] [-- COMMAND [ARGS...]]\n"
-"\n"
-"Count in BPF maps instead of streaming every call: per process, kernels by\n"
-"launches (and threads launched), API calls, device memory live and peak.\n"
-"Nothing per call crosses to userspace. A report is printed every interval\n"
-"and for each process when it exits; a process that exits with live device\n"
-"allocations gets a leak report.\n"
-"\n"
-"Targets: as for cuprobe trace (-p PID, -- COMMAND, or system-wide).\n"
-"\n"
-"Options:\n"
-"      --interval SECS  also report every SECS seconds (default: only at exit)\n"
-"      --latency        time every call with a return probe: log2 latency\n"
-"                       histograms, percentiles and the calls that failed\n"
-"      --stacks         record the allocating user stack of each allocation and\n"
-"                       print it, symbolized, in leak reports (the program needs\n"
-"                       frame pointers for deep stacks)\n"
-"      --json           one JSON object per report (schema in README.md)\n"
-"  -o, --output FILE    write reports to FILE (created as the invoking user)\n"
-"      --lib PATH       also attach to this libcuda.so.1 (repeatable)\n"
-"  -d, --duration SECS  stop after SECS seconds\n"
-"      --run-as-root    run COMMAND as root even under sudo\n"
-"  -v, --verbose        more diagnostics on stderr\n"
-"  -h, --help           show this help\n"
-"\n"
-"Map overflows are counted and shown. Exit status as for cuprobe trace (126 when\n"
-"COMMAND cannot be executed, 127 when it is not found).\n";
+#define TRACE (1u << CP_CMD_TRACE)
+#define STATS (1u << CP_CMD_STATS)
+#define TOP (1u << CP_CMD_TOP)
+#define PROBES (1u << CP_CMD_PROBES)
+#define TRACING (TRACE | STATS | TOP)
+#define ALL (TRACING | PROBES)
 
-const char cp_top_usage[] =
-"usage: cuprobe top [--interval SECS] [--lib PATH]... [-d SECS]\n"
-"\n"
-"A live view of every CUDA process on the host, refreshed every interval\n"
-"(default 1 s), sorted by kernel launch rate, with device memory and the\n"
-"most launched kernel. Counting happens in BPF maps; q quits.\n"
-"\n"
-"Options:\n"
-"      --interval SECS  refresh period (default 1)\n"
-"      --lib PATH       also attach to this libcuda.so.1 (repeatable)\n"
-"  -d, --duration SECS  quit after SECS seconds\n"
-"  -v, --verbose        more diagnostics on stderr\n"
-"  -h, --help           show this help\n";
+static const struct cp_option_doc option_docs[] = {
+	{ 'p', "pid", 'p', "PID", TRACE | STATS,
+	  "trace this running process and the processes it forks (repeatable, up to\n"
+	  "64); it must have libcuda.so.1 mapped unless --lib is given" },
+	{ OPT_JSON, "json", 0, NULL, TRACE | STATS,
+	  "one JSON object per line (schema in README.md); with a COMMAND and no -o,\n"
+	  "COMMAND's own standard output goes to standard error" },
+	{ 'o', "output", 'o', "FILE", TRACE | STATS,
+	  "write to FILE (created as the invoking user, never through a symlink;\n"
+	  "an existing FILE is replaced only once tracing has started)" },
+	{ OPT_LIB, "lib", 0, "PATH", ALL,
+	  "also attach to this libcuda.so.1 (repeatable); probes: check its exports" },
+	{ OPT_RUNTIME, "runtime", 0, NULL, TRACE,
+	  "also probe cudaLaunchKernel (libcudart, or static cudart in COMMAND) to\n"
+	  "name kernels through their host stubs" },
+	{ OPT_CUDART, "cudart", 0, "PATH", TRACE,
+	  "probe cudaLaunchKernel in this file (repeatable; implies --runtime)" },
+	{ OPT_INTERVAL, "interval", 0, "SECS", STATS | TOP,
+	  "stats: also report every SECS seconds (default: only at exit);\n"
+	  "top: refresh period (default 1)" },
+	{ OPT_LATENCY, "latency", 0, NULL, STATS,
+	  "time every call with a return probe: log2 latency histograms, percentiles\n"
+	  "and the calls that failed" },
+	{ OPT_STACKS, "stacks", 0, NULL, STATS,
+	  "record the allocating user stack of each allocation and print it,\n"
+	  "symbolized, in leak reports (the program needs frame pointers)" },
+	{ 'd', "duration", 'd', "SECS", TRACING,
+	  "stop after SECS seconds (COMMAND, if still running, is left running)" },
+	{ OPT_RING_SIZE, "ring-size", 0, "SIZE", TRACE | STATS,
+	  "ring buffer size, a power of two from 4K to 1G (K/M/G suffixes);\n"
+	  "default 8M" },
+	{ OPT_RUN_AS_ROOT, "run-as-root", 0, NULL, TRACE | STATS,
+	  "run COMMAND as root even under sudo" },
+	{ OPT_EXIT_WITH_COMMAND, "exit-with-command", 0, NULL, TRACE | STATS,
+	  "stop when COMMAND exits, even if processes it started still run (they\n"
+	  "are counted); by default tracing lasts until its whole tree has exited" },
+	{ 'v', "verbose", 'v', NULL, TRACING,
+	  "more diagnostics on stderr (repeat for libbpf's)" },
+	{ 'h', "help", 'h', NULL, ALL, "show this help" },
+};
+
+static const struct cp_command_doc command_docs[] = {
+	[CP_CMD_TRACE] = { "trace", "[OPTIONS] [-- COMMAND [ARGS...]]",
+	  "Trace CUDA driver API calls (kernel launches with names, allocations, frees,\n"
+	  "virtual memory, memsets, copies, synchronizations, events, module loads,\n"
+	  "process start/exit) with kernel uprobes on libcuda.so.1. Nothing is\n"
+	  "injected into the traced programs.\n"
+	  "\n"
+	  "Targets: -p PID, -- COMMAND, or, with neither, every process on the host.\n"
+	  "COMMAND starts once every probe is attached, as the invoking user under\n"
+	  "sudo, and is traced with every process it starts. A process that maps a\n"
+	  "driver file no probe covers yet is held until its probes are live.",
+	  "At exit one summary line goes to stderr: events delivered, records lost to a\n"
+	  "full ring, and launches whose kernel name was never learned.\n"
+	  "A first SIGINT/SIGTERM/SIGHUP is passed on to COMMAND (unless it came from\n"
+	  "the terminal, which signalled COMMAND itself); if COMMAND has not ended\n"
+	  "0.5 s later, or at a second one, tracing stops and COMMAND is left running.\n"
+	  "Exit status: COMMAND's status (128+N if killed by signal N); 128+N when\n"
+	  "signal N stopped tracing before COMMAND ended; otherwise 0; 1 when tracing\n"
+	  "cannot start or the output cannot be written; 2 for bad usage; 126 when\n"
+	  "COMMAND cannot be executed; 127 when COMMAND is not found." },
+	[CP_CMD_STATS] = { "stats", "[OPTIONS] [-- COMMAND [ARGS...]]",
+	  "Count in BPF maps instead of streaming every call: per process, kernels by\n"
+	  "launches (and threads launched), API calls, device memory live and peak.\n"
+	  "Nothing per call crosses to userspace. A report is printed every interval\n"
+	  "and for each process when it exits; a process that exits with live device\n"
+	  "allocations gets a leak report. Targets as for cuprobe trace.",
+	  "Map overflows are counted and shown. Signals and exit status as for\n"
+	  "cuprobe trace." },
+	[CP_CMD_TOP] = { "top", "[OPTIONS]",
+	  "A live view of every CUDA process on the host, refreshed every interval,\n"
+	  "sorted by kernel launch rate, with device memory and the most launched\n"
+	  "kernel. Counting happens in BPF maps; q quits. Needs a terminal.",
+	  "Exit status: 0; 1 when tracing cannot start; 2 for bad usage." },
+	[CP_CMD_PROBES] = { "probes", "[--lib PATH]...",
+	  "Without --lib: the probe catalogue, one line per API (symbol, family, BPF\n"
+	  "programs), then the exports of traced families deliberately not probed,\n"
+	  "with the reason. With --lib PATH: what that libcuda exports in a traced\n"
+	  "family that cuprobe does not probe, and the catalogued symbols it lacks.\n"
+	  "Reads files only: needs no root.",
+	  "Exit status: 0; 1 when a file cannot be read as ELF; 2 for bad usage." },
+};
+
+#define OPTION_COUNT (sizeof(option_docs) / sizeof(option_docs[0]))
+
+const struct cp_option_doc *cp_option_docs(size_t *count)
+{
+	*count = OPTION_COUNT;
+	return option_docs;
+}
+
+const struct cp_command_doc *cp_command_doc(enum cp_command command)
+{
+	return (unsigned int)command < CP_CMD_COUNT ? &command_docs[command] : NULL;
+}
+
+/* "  -o, --output FILE" / "      --json": the option as --help lists it. */
+static int option_label(const struct cp_option_doc *o, char *buf, size_t len)
+{
+	if (o->short_name)
+		return snprintf(buf, len, "  -%c, --%s%s%s", o->short_name, o->name,
+				o->arg ? " " : "", o->arg ? o->arg : "");
+	return snprintf(buf, len, "      --%s%s%s", o->name, o->arg ? " " : "",
+			o->arg ? o->arg : "");
+}
+
+/* text as one paragraph (its newlines are spaces), wrapped into [indent, width) columns. */
+static void print_wrapped(FILE *out, const char *text, int indent, int width)
+{
+	int column = indent;
+	const char *p = text;
+
+	while (*p) {
+		size_t word;
+
+		while (*p == ' ' || *p == '\n')
+			p++;
+		word = strcspn(p, " \n");
+		if (!word)
+			break;
+		if (column > indent && column + 1 + (int)word > width) {
+			fprintf(out, "\n%*s", indent, "");
+			column = indent;
+		}
+		fprintf(out, "%s%.*s", column > indent ? " " : "", (int)word, p);
+		column += (column > indent ? 1 : 0) + (int)word;
+		p += word;
+	}
+	fputc('\n', out);
+}
+
+int cp_usage__print(enum cp_command command, FILE *out)
+{
+	const struct cp_command_doc *doc = cp_command_doc(command);
+	char label[64];
+	size_t i;
+	int n;
+
+	if (!doc)
+		return -EINVAL;
+	fprintf(out, "usage: cuprobe %s %s\n\n%s\n\nOptions:\n", doc->name, doc->synopsis,
+		doc->description);
+	for (i = 0; i < OPTION_COUNT; i++) {
+		const struct cp_option_doc *o = &option_docs[i];
+
+		if (!(o->commands & (1u << command)))
+			continue;
+		n = option_label(o, label, sizeof(label));
+		fprintf(out, "%s", label);
+		/* The help column starts at 23; a longer label puts it on the next line. */
+		if (n > 22)
+			fprintf(out, "\n%23s", "");
+		else
+			fprintf(out, "%*s", 23 - n, "");
+		print_wrapped(out, o->help, 23, 79);
+	}
+	fprintf(out, "\n%s\n", doc->trailer);
+	return ferror(out) ? -EIO : 0;
+}
+
+/* troff-safe text: backslashes doubled, '-' as \-, a leading '.' or '\'' guarded. */
+static void man_text(FILE *out, const char *text)
+{
+	const char *p;
+	bool line_start = true;
+
+	for (p = text; *p; p++) {
+		if (line_start && (*p == '.' || *p == '\''))
+			fputs("\\&", out);
+		if (*p == '\\')
+			fputs("\\e", out);
+		else if (*p == '-')
+			fputs("\\-", out);
+		else
+			fputc(*p, out);
+		line_start = *p == '\n';
+	}
+}
+
+int cp_usage__man(FILE *out, const char *version)
+{
+	unsigned int command;
+	size_t i;
+
+	fprintf(out, ".TH CUPROBE 8 \"\" \"cuprobe %s\" \"System Administration\"\n", version);
+	fputs(".SH NAME\ncuprobe \\- what processes do to the GPU, traced with kernel uprobes on the CUDA driver\n"
+	      ".SH SYNOPSIS\n", out);
+	for (command = 0; command < CP_CMD_COUNT; command++) {
+		fprintf(out, ".B cuprobe %s\n", command_docs[command].name);
+		man_text(out, command_docs[command].synopsis);
+		fputs("\n.br\n", out);
+	}
+	fputs(".SH DESCRIPTION\n"
+	      "Kernel uprobes on the CUDA driver API (libcuda.so.1) fire in any process; BPF\n"
+	      "programs write what happened into BPF maps and a ring buffer, and a GPU agent\n"
+	      "thread hands the records to an output. Nothing is injected into the traced\n"
+	      "programs. Loading and attaching needs root (CAP_BPF, CAP_PERFMON,\n"
+	      "CAP_SYS_ADMIN) and a kernel with BTF.\n", out);
+	fputs(".SH COMMANDS\n", out);
+	for (command = 0; command < CP_CMD_COUNT; command++) {
+		fprintf(out, ".SS %s\n", command_docs[command].name);
+		man_text(out, command_docs[command].description);
+		fputs("\n.PP\n", out);
+		for (i = 0; i < OPTION_COUNT; i++) {
+			const struct cp_option_doc *o = &option_docs[i];
+
+			if (!(o->commands & (1u << command)))
+				continue;
+			fputs(".TP\n", out);
+			if (o->short_name)
+				fprintf(out, "\\fB\\-%c\\fR, ", o->short_name);
+			fprintf(out, "\\fB\\-\\-");
+			man_text(out, o->name);
+			fprintf(out, "\\fR");
+			if (o->arg)
+				fprintf(out, " \\fI%s\\fR", o->arg);
+			fputc('\n', out);
+			man_text(out, o->help);
+			fputc('\n', out);
+		}
+		fputs(".PP\n", out);
+		man_text(out, command_docs[command].trailer);
+		fputc('\n', out);
+	}
+	fputs(".SH FILES\n"
+	      "Output files given with \\fB\\-o\\fR are created as the invoking user\n"
+	      "(SUDO_UID/SUDO_GID) and never through a symbolic link.\n"
+	      ".SH SEE ALSO\n"
+	      "The README of the cuprobe sources: the JSON schemas, what the tracks and\n"
+	      "reports mean, and how it works.\n", out);
+	return ferror(out) ? -EIO : 0;
+}
 
 /*
  * The parsers below take plain decimal text only: strtol, strtoull and strtod
@@ -193,46 +358,39 @@ int cp_parse_seconds(const char *text, uint64_t *ms)
 	return 0;
 }
 
-enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
-       OPT_INTERVAL, OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND };
+/* The getopt tables, from option_docs. */
+static struct option long_options[OPTION_COUNT + 1];
+static char short_options[2 + 2 * OPTION_COUNT + 1];
 
-static const struct option long_options[] = {
-	{ "pid", required_argument, NULL, 'p' },
-	{ "json", no_argument, NULL, OPT_JSON },
-	{ "output", required_argument, NULL, 'o' },
-	{ "lib", required_argument, NULL, OPT_LIB },
-	{ "runtime", no_argument, NULL, OPT_RUNTIME },
-	{ "cudart", required_argument, NULL, OPT_CUDART },
-	{ "duration", required_argument, NULL, 'd' },
-	{ "ring-size", required_argument, NULL, OPT_RING_SIZE },
-	{ "run-as-root", no_argument, NULL, OPT_RUN_AS_ROOT },
-	{ "exit-with-command", no_argument, NULL, OPT_EXIT_WITH_COMMAND },
-	{ "interval", required_argument, NULL, OPT_INTERVAL },
-	{ "latency", no_argument, NULL, OPT_LATENCY },
-	{ "stacks", no_argument, NULL, OPT_STACKS },
-	{ "verbose", no_argument, NULL, 'v' },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 },
-};
+static void make_getopt_tables(void)
+{
+	size_t i, n = 0;
 
-/* Which options each command takes: a bit per option, by its getopt value. */
+	/* "+": stop at the first non-option, so COMMAND's own options stay its own. */
+	short_options[n++] = '+';
+	short_options[n++] = ':';
+	for (i = 0; i < OPTION_COUNT; i++) {
+		long_options[i] = (struct option){ option_docs[i].name,
+						   option_docs[i].arg ? required_argument : no_argument,
+						   NULL, option_docs[i].value };
+		if (!option_docs[i].short_name)
+			continue;
+		short_options[n++] = option_docs[i].short_name;
+		if (option_docs[i].arg)
+			short_options[n++] = ':';
+	}
+	short_options[n] = '\0';
+}
+
+/* Whether command takes option (by its getopt value). */
 static bool command_takes(enum cp_command command, int option)
 {
-	switch (option) {
-	case 'v': case 'h': case 'd': case OPT_LIB:
-		return true;
-	case 'p': case 'o': case OPT_JSON: case OPT_RUN_AS_ROOT: case OPT_RING_SIZE:
-	case OPT_EXIT_WITH_COMMAND:
-		return command != CP_CMD_TOP;
-	case OPT_RUNTIME: case OPT_CUDART:
-		return command == CP_CMD_TRACE;
-	case OPT_INTERVAL:
-		return command != CP_CMD_TRACE;
-	case OPT_LATENCY: case OPT_STACKS:
-		return command == CP_CMD_STATS;
-	default:
-		return true; /* ':' and '?' are handled as errors below */
-	}
+	size_t i;
+
+	for (i = 0; i < OPTION_COUNT; i++)
+		if (option_docs[i].value == option)
+			return option_docs[i].commands & (1u << command);
+	return true; /* ':' and '?' are handled as errors below */
 }
 
 /* "-p" or "--latency": the option as a user types it (argv may hold only its value). */
@@ -255,7 +413,7 @@ static const char *option_name(int option, char *text, size_t len)
 
 static const char *command_name(enum cp_command command)
 {
-	return command == CP_CMD_STATS ? "stats" : command == CP_CMD_TOP ? "top" : "trace";
+	return command_docs[command].name;
 }
 
 enum cp_parse_result cp_trace_options__parse(int argc, char **argv, struct cp_trace_options *opts,
@@ -273,10 +431,10 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 
 	memset(opts, 0, sizeof(*opts));
 	error[0] = '\0';
-	/* "+": stop at the first non-option, so COMMAND's own options stay its own. */
+	make_getopt_tables();
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:p:o:d:vh", long_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
 		/* A value given as its own argument ("-o --") is not the end of options. */
 		if (optarg && optind > 1 && optarg == argv[optind - 1])
 			value_at = optind - 1;
@@ -404,6 +562,10 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 	}
 	if (opts->command && command == CP_CMD_TOP) {
 		snprintf(error, error_len, "cuprobe top watches the whole host: no COMMAND");
+		return CP_PARSE_ERROR;
+	}
+	if (opts->command && command == CP_CMD_PROBES) {
+		snprintf(error, error_len, "cuprobe probes reads files: no COMMAND");
 		return CP_PARSE_ERROR;
 	}
 	if (opts->command && opts->pid_count) {

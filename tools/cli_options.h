@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define CP_CLI_MAX_PIDS 64
@@ -34,7 +35,31 @@ struct cp_trace_options {
 	bool stacks;         /* --stacks: allocating stacks in leak reports */
 };
 
-enum cp_command { CP_CMD_TRACE, CP_CMD_STATS, CP_CMD_TOP };
+enum cp_command { CP_CMD_TRACE, CP_CMD_STATS, CP_CMD_TOP, CP_CMD_PROBES, CP_CMD_COUNT };
+
+/* One option, as the parser, --help and the man page know it. */
+struct cp_option_doc {
+	int value;              /* getopt's value: the short option's letter, or an OPT_ code */
+	const char *name;       /* long name */
+	char short_name;        /* 0 when none */
+	const char *arg;        /* the value's name in the help ("PID"); NULL for a flag */
+	unsigned int commands;  /* a bit (1 << enum cp_command) per command that takes it */
+	const char *help;       /* one paragraph: --help wraps it, so do man readers */
+};
+
+struct cp_command_doc {
+	const char *name;
+	const char *synopsis;   /* after "cuprobe NAME " */
+	const char *description;
+	const char *trailer;    /* signals, exit status */
+};
+
+const struct cp_option_doc *cp_option_docs(size_t *count);
+const struct cp_command_doc *cp_command_doc(enum cp_command command);
+/* A command's --help, made from the option table: 0 or -EIO. */
+int cp_usage__print(enum cp_command command, FILE *out);
+/* The man page cuprobe(8), every command, from the same table: 0 or -EIO. */
+int cp_usage__man(FILE *out, const char *version);
 
 enum cp_parse_result {
 	CP_PARSE_OK = 0,
@@ -65,8 +90,5 @@ int cp_parse_size(const char *text, uint64_t *bytes);
  */
 int cp_parse_seconds(const char *text, uint64_t *ms);
 
-extern const char cp_trace_usage[];
-extern const char cp_stats_usage[];
-extern const char cp_top_usage[];
 
 #endif

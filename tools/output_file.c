@@ -16,21 +16,29 @@
 
 #define MAX_GROUPS 256
 
-/* Runs fn(arg) with the effective ids of id (when it drops), then back to root. */
+/*
+ * Runs fn(arg) with the effective ids and groups of id (when it drops), so
+ * a directory writable through one of the user's groups works, then back
+ * to root.
+ */
 static int as_user(const struct cp_identity *id, int (*fn)(void *), void *arg)
 {
-	gid_t saved_groups[MAX_GROUPS];
-	int group_count = 0, err;
+	gid_t saved_groups[MAX_GROUPS], *groups;
+	int group_count = 0, user_group_count, err;
 
 	if (!id->drop)
 		return fn(arg);
 	group_count = getgroups(MAX_GROUPS, saved_groups);
 	if (group_count < 0)
 		return -errno;
-	if (setgroups(1, &id->gid) || setegid(id->gid) || seteuid(id->uid))
+	err = cp_identity__groups(id, &groups, &user_group_count);
+	if (err)
+		return err;
+	if (setgroups(user_group_count, groups) || setegid(id->gid) || seteuid(id->uid))
 		err = -errno;
 	else
 		err = fn(arg);
+	free(groups);
 	/* Back to root; failing here would leave us half-privileged, so give up. */
 	if (seteuid(0) || setegid(0) || setgroups(group_count, saved_groups))
 		abort();

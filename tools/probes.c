@@ -5,31 +5,12 @@
  * no root.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cuprobe.h"
 #include "session.h"
 #include "probes.h"
-
-static const char probes_usage[] =
-"usage: cuprobe probes [--lib PATH]...\n"
-"\n"
-"Without --lib: the probe catalogue, one line per API: the symbol, its family,\n"
-"and the BPF programs on its entry and return; then the exports of traced\n"
-"families that are deliberately not probed, with the reason.\n"
-"\n"
-"With --lib PATH (a libcuda.so.1; repeatable): what that file exports in a\n"
-"traced family that cuprobe does not probe (excluded, with the reason, or\n"
-"unknown to the catalogue), and a count of the catalogued symbols it lacks.\n"
-"Needs no root.\n"
-"\n"
-"Options:\n"
-"      --lib PATH       check this driver file's exports\n"
-"  -h, --help           show this help\n"
-"\n"
-"Exit status: 0; 1 when a file cannot be read as ELF; 2 for bad usage.\n";
 
 static void list_catalogue(void)
 {
@@ -111,44 +92,23 @@ static int check_file(const char *path)
 
 int cp_cmd_probes(int argc, char **argv)
 {
-	static const struct option options[] = {
-		{ "lib", required_argument, NULL, 'l' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *libs[16];
-	int n = 0, option, i, code = 0;
+	struct cp_trace_options opts;
+	int code;
+	size_t i;
 
-	opterr = 0;
-	optind = 1;
-	while ((option = getopt_long(argc, argv, "+h", options, NULL)) != -1) {
-		switch (option) {
-		case 'h':
-			fputs(probes_usage, stdout);
-			return 0;
-		case 'l':
-			if (n == (int)(sizeof(libs) / sizeof(libs[0]))) {
-				cp_say("too many --lib (at most 16)");
-				return CP_EXIT_USAGE;
-			}
-			libs[n++] = optarg;
-			break;
-		default:
-			cp_say("%s: unknown option or missing value (see cuprobe probes --help)",
-			       argv[optind - 1]);
-			return CP_EXIT_USAGE;
-		}
-	}
-	if (optind < argc) {
-		cp_say("unexpected argument '%s' (see cuprobe probes --help)", argv[optind]);
-		return CP_EXIT_USAGE;
-	}
-	if (!n) {
+	code = cp_session__parse(CP_CMD_PROBES, argc, argv, &opts);
+	if (code >= 0)
+		return code;
+	if (!opts.lib_count) {
 		list_catalogue();
-		return 0;
+	} else {
+		for (i = 0; i < opts.lib_count; i++)
+			if (check_file(opts.libs[i]))
+				code = CP_EXIT_SETUP;
 	}
-	for (i = 0; i < n; i++)
-		if (check_file(libs[i]))
-			code = CP_EXIT_SETUP;
-	return code;
+	if (fflush(stdout) || ferror(stdout)) {
+		cp_say("cannot write standard output: %s", strerror(errno));
+		return CP_EXIT_SETUP;
+	}
+	return code < 0 ? 0 : code;
 }

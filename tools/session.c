@@ -265,16 +265,18 @@ static int pidfd_open_(pid_t pid)
 int cp_session__parse(enum cp_command command, int argc, char **argv,
 		      struct cp_trace_options *opts)
 {
-	static const char *const names[] = { "trace", "stats", "top" };
-	static const char *const usages[] = { cp_trace_usage, cp_stats_usage, cp_top_usage };
 	char error[256];
 
 	switch (cp_options__parse(command, argc, argv, opts, error, sizeof(error))) {
 	case CP_PARSE_HELP:
-		fputs(usages[command], stdout);
+		/* Asked for: a help that cannot be written is a failure too. */
+		if (cp_usage__print(command, stdout) || fflush(stdout)) {
+			cp_say("cannot write the help: %s", strerror(errno));
+			return CP_EXIT_SETUP;
+		}
 		return 0;
 	case CP_PARSE_ERROR:
-		cp_say("%s (see cuprobe %s --help)", error, names[command]);
+		cp_say("%s (see cuprobe %s --help)", error, cp_command_doc(command)->name);
 		return CP_EXIT_USAGE;
 	default:
 		return -1;

@@ -76,6 +76,11 @@ static int user_groups(const struct cp_identity *id, const struct passwd *pw, gi
 	return -ENOMEM;
 }
 
+int cp_identity__groups(const struct cp_identity *id, gid_t **groups, int *count)
+{
+	return user_groups(id, getpwuid(id->uid), groups, count);
+}
+
 /* Whether id, with its groups, may execute path: mode bits checked as that user would be. */
 static bool executable_by(const char *path, const struct cp_identity *id, const gid_t *groups,
 			  int group_count)

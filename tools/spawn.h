@@ -23,6 +23,8 @@ struct cp_identity {
 
 /* Reads SUDO_UID/SUDO_GID when running as root: 0, or -EINVAL for bad values. */
 int cp_identity__from_env(struct cp_identity *id, bool keep_root);
+/* id's groups as initgroups would set them (gid first); the caller frees *groups. 0 or -ENOMEM. */
+int cp_identity__groups(const struct cp_identity *id, gid_t **groups, int *count);
 
 /*
  * Resolves COMMAND like execvp would, as id would see it (with the user's
