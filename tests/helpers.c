@@ -243,6 +243,123 @@ pid_t start_background(char *const argv[])
 	return pid;
 }
 
+static char *find_in_path(const char *name)
+{
+	const char *path = getenv("PATH");
+	char *dirs, *dir, *save = NULL, *found = NULL;
+
+	dirs = strdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+	cr_assert_not_null(dirs);
+	for (dir = strtok_r(dirs, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
+		char *candidate = path_join(dir, name);
+
+		if (!access(candidate, X_OK))
+			found = candidate;
+		else
+			free(candidate);
+	}
+	free(dirs);
+	return found;
+}
+
+/* Runs `tmux -S SOCKET -f /dev/null ARGS...`, its stdout into out_path; true when it exits 0. */
+static bool tmux_run(struct tmux *t, const char *out_path, const char *const *args)
+{
+	struct run_opts opts = { .stdout_path = out_path };
+	char *argv[16];
+	int n = 0, i;
+
+	if (!t->dir)
+		return false;
+	argv[n++] = t->program;
+	argv[n++] = "-S";
+	argv[n++] = t->socket;
+	argv[n++] = "-f";
+	argv[n++] = "/dev/null";
+	for (i = 0; args[i]; i++) {
+		cr_assert_lt(n, 15, "too many tmux arguments");
+		argv[n++] = (char *)args[i];
+	}
+	argv[n] = NULL;
+	return run_program(argv, &opts, NULL) == 0;
+}
+
+void tmux_start(struct tmux *t, int cols, int rows, const char *shell_command)
+{
+	char width[16], height[16];
+	const char *args[] = { "new-session", "-d", "-s", "test", "-x", width, "-y", height,
+			       shell_command, NULL };
+
+	memset(t, 0, sizeof(*t));
+	t->program = find_in_path("tmux");
+	cr_assert_not_null(t->program, "tmux is not installed (tests/install-deps.sh installs it)");
+	t->dir = make_tmpdir();
+	t->socket = path_join(t->dir, "socket");
+	snprintf(width, sizeof(width), "%d", cols);
+	snprintf(height, sizeof(height), "%d", rows);
+	cr_assert(tmux_run(t, NULL, args), "tmux new-session (%dx%d) failed: %s", cols, rows,
+		  shell_command);
+}
+
+char *tmux_capture(struct tmux *t)
+{
+	const char *args[] = { "capture-pane", "-p", "-t", "test", NULL };
+	char *path, *text = NULL;
+
+	if (!t->dir)
+		return NULL;
+	path = path_join(t->dir, "capture");
+	if (tmux_run(t, path, args))
+		text = read_text(path);
+	free(path);
+	return text;
+}
+
+bool tmux_resize(struct tmux *t, int cols, int rows)
+{
+	char width[16], height[16], expected[40];
+	const char *resize[] = { "resize-window", "-t", "test", "-x", width, "-y", height, NULL };
+	const char *size[] = { "display-message", "-p", "-t", "test",
+			       "#{pane_width}x#{pane_height}", NULL };
+	char *path, *text;
+	bool done;
+
+	if (!t->dir)
+		return false;
+	snprintf(width, sizeof(width), "%d", cols);
+	snprintf(height, sizeof(height), "%d", rows);
+	snprintf(expected, sizeof(expected), "%dx%d\n", cols, rows);
+	if (!tmux_run(t, NULL, resize))
+		return false;
+	path = path_join(t->dir, "size");
+	text = tmux_run(t, path, size) ? read_text(path) : NULL;
+	done = text && !strcmp(text, expected);
+	free(text);
+	free(path);
+	return done;
+}
+
+bool tmux_send_keys(struct tmux *t, const char *keys)
+{
+	const char *args[] = { "send-keys", "-t", "test", keys, NULL };
+
+	return tmux_run(t, NULL, args);
+}
+
+void tmux_stop(struct tmux *t)
+{
+	const char *args[] = { "kill-server", NULL };
+
+	if (!t->dir)
+		return;
+	tmux_run(t, NULL, args); /* fails when the server has already gone */
+	remove_tree(t->dir);
+	free(t->dir);
+	free(t->socket);
+	free(t->program);
+	memset(t, 0, sizeof(*t));
+}
+
 bool parse_cuprobe_summary(const char *text, struct cuprobe_summary *out)
 {
 	const char *p = text;

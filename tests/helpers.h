@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* Shared helpers of cuprobe's Criterion tests: processes, files, JSON lines. */
+/* Shared helpers of cuprobe's Criterion tests: processes, files, JSON lines, tmux. */
 #ifndef CUPROBE_TEST_HELPERS_H
 #define CUPROBE_TEST_HELPERS_H
 
@@ -54,6 +54,32 @@ bool wait_for_text(const char *path, const char *needle, double timeout_s);
 
 /* Starts argv in the background (stdio on /dev/null); returns its pid. */
 pid_t start_background(char *const argv[]);
+
+/*
+ * A real terminal for interactive programs: a tmux server of the test's own,
+ * never a user's (its socket is in a private directory: tmux -S, and no
+ * configuration file is read), with one detached session running a shell
+ * command. Only tmux_start() fails the test (when tmux cannot run at all);
+ * once the command has ended the session and the server are gone, and the
+ * other functions say so by returning false or NULL. tmux_stop() kills the
+ * server.
+ */
+struct tmux {
+	char *program;          /* tmux, found on PATH */
+	char *dir;              /* private: the server's socket, what tmux prints */
+	char *socket;
+};
+
+/* Starts shell_command (tmux runs it with $SHELL -c) in a window of cols x rows. */
+void tmux_start(struct tmux *t, int cols, int rows, const char *shell_command);
+/* The visible pane as text, one line per row (malloc'd), or NULL. */
+char *tmux_capture(struct tmux *t);
+/* Resizes the window (the program gets SIGWINCH); true once the pane has that size. */
+bool tmux_resize(struct tmux *t, int cols, int rows);
+/* Sends keys by tmux's names: "q", "C-c", "Enter", "Space". */
+bool tmux_send_keys(struct tmux *t, const char *keys);
+/* Kills the server (and the command, by SIGHUP) and frees t; safe to call twice. */
+void tmux_stop(struct tmux *t);
 
 /* cuprobe's summary line on stderr. */
 struct cuprobe_summary {

@@ -8,4 +8,4 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
 	build-essential cmake pkg-config clang llvm \
 	libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libiberty-dev libncurses-dev \
-	libcriterion-dev libjansson-dev
+	libcriterion-dev libjansson-dev tmux

@@ -119,6 +119,32 @@ static void bytes_text(unsigned long long bytes, char *buf, size_t len)
 		snprintf(buf, len, "%llu", bytes);
 }
 
+/*
+ * Puts text on screen row y from column 0, cut to what the row shows: nothing
+ * on a row past the bottom, nothing past the last column, and never the
+ * bottom-right cell (ncurses cannot advance the cursor past it). Bytes that
+ * are not printable ASCII become '?', so each byte takes exactly one column.
+ * Works at every size, 1x1 included (where nothing is drawn). Never printw:
+ * ncurses formats into a buffer sized from the largest screen seen so far,
+ * and lines longer than that crashed top in a 12x3 or 25x3 terminal.
+ */
+static void put_line(int y, const char *text, int height, int width)
+{
+	char visible[1024];
+	int room = width, n;
+
+	if (y < 0 || y >= height || width <= 0)
+		return;
+	if (y == height - 1)
+		room--;
+	if (room > (int)sizeof(visible))
+		room = sizeof(visible);
+	for (n = 0; n < room && text[n]; n++)
+		visible[n] = text[n] >= ' ' && text[n] <= '~' ? text[n] : '?';
+	if (n)
+		mvaddnstr(y, 0, visible, n);
+}
+
 static void refresh_view(void *arg)
 {
 	struct top_ctx *ctx = arg;
@@ -129,6 +155,7 @@ static void refresh_view(void *arg)
 	unsigned long long now = monotonic_ns();
 	double seconds = ctx->previous_ns ? (now - ctx->previous_ns) / 1e9 : 0;
 	int line = 0, height, width;
+	char text[1024];
 
 	if (cp_tracer__snapshot(ctx->session->tracer, 0, &snap))
 		return;
@@ -173,20 +200,26 @@ static void refresh_view(void *arg)
 
 	getmaxyx(stdscr, height, width);
 	erase();
+	snprintf(text, sizeof(text), "cuprobe top - %zu CUDA processes - every %.1f s - q quits",
+		 count, ctx->interval_ms / 1000.0);
 	attron(A_BOLD);
-	mvprintw(line++, 0, "cuprobe top - %zu CUDA processes - every %.1f s - q quits", count,
-		 ctx->interval_ms / 1000.0);
+	put_line(line++, text, height, width);
 	attroff(A_BOLD);
 	if (!cp_tracer__read_counters(ctx->session->tracer, &counters) &&
-	    (counters.kernel_stats_full || counters.mem_stats_full || counters.live_allocs_full))
-		mvprintw(line++, 0, "warning: maps full: %llu kernel, %llu memory, %llu allocation updates dropped",
+	    (counters.kernel_stats_full || counters.mem_stats_full || counters.live_allocs_full)) {
+		snprintf(text, sizeof(text),
+			 "warning: maps full: %llu kernel, %llu memory, %llu allocation updates dropped",
 			 (unsigned long long)counters.kernel_stats_full,
 			 (unsigned long long)counters.mem_stats_full,
 			 (unsigned long long)counters.live_allocs_full);
+		put_line(line++, text, height, width);
+	}
 	line++;
+	/* The bar spans the row: "TOP KERNEL" padded to a width put_line cuts. */
+	snprintf(text, sizeof(text), "%7s %-16s %11s %12s %9s %9s  %-*s", "PID", "COMMAND",
+		 "LAUNCH/S", "LAUNCHES", "DEV LIVE", "DEV PEAK", width, "TOP KERNEL");
 	attron(A_REVERSE);
-	mvprintw(line++, 0, "%7s %-16s %11s %12s %9s %9s  %-*s", "PID", "COMMAND", "LAUNCH/S",
-		 "LAUNCHES", "DEV LIVE", "DEV PEAK", width > 80 ? width - 80 : 0, "TOP KERNEL");
+	put_line(line++, text, height, width);
 	attroff(A_REVERSE);
 	pthread_mutex_lock(&ctx->lock);
 	for (i = 0; i < count && line < height; i++) {
@@ -204,13 +237,14 @@ static void refresh_view(void *arg)
 			snprintf(kernel, sizeof(kernel), "%s", name->display);
 		else
 			snprintf(kernel, sizeof(kernel), "<unnamed 0x%llx>", rows[i].top_handle);
-		mvprintw(line++, 0, "%7u %-16.16s %11.0f %12llu %9s %9s  %.*s", rows[i].pid,
-			 rows[i].comm, rows[i].rate, rows[i].launches, live, peak,
-			 width > 80 ? width - 80 : 0, kernel);
+		/* The kernel takes the rest of the row, cut where the screen ends. */
+		snprintf(text, sizeof(text), "%7u %-16.16s %11.0f %12llu %9s %9s  %s", rows[i].pid,
+			 rows[i].comm, rows[i].rate, rows[i].launches, live, peak, kernel);
+		put_line(line++, text, height, width);
 	}
 	pthread_mutex_unlock(&ctx->lock);
-	if (!count && line < height)
-		mvprintw(line++, 0, "(no CUDA activity seen yet)");
+	if (!count)
+		put_line(line, "(no CUDA activity seen yet)", height, width);
 	refresh();
 }
 

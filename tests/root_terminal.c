@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `cuprobe top` in a real terminal: tmux runs it in a detached window that is
+ * resized while drv_launch runs on the simulated driver. top must live
+ * through every size (it crashed in 12x3 and 25x3: ncurses' printw formats
+ * into a buffer sized from the largest screen seen, so the first sizes are
+ * the small ones), show the workload at a normal size, and exit 0 on `q`.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+
+#define INTERVAL_S 0.2
+
+struct top_run {
+	struct tmux tmux;
+	char *dir;
+	char *pid_path;    /* cuprobe's pid, written by the shell that execs it */
+	char *status_path; /* "exit=N" once cuprobe has ended (N: 128+signal when killed) */
+	char *err_path;    /* cuprobe's stderr */
+	pid_t cuprobe;
+	pid_t workload;
+};
+
+static struct top_run run;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void sleep_s(double seconds)
+{
+	struct timespec ts = { (time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9) };
+
+	while (nanosleep(&ts, &ts))
+		;
+}
+
+/*
+ * The pane runs a shell that starts cuprobe through a second shell: that one
+ * writes its pid and execs cuprobe (so the pid is cuprobe's), and the first
+ * writes cuprobe's exit status when it ends.
+ */
+static void start_top(int cols, int rows)
+{
+	char *script, *command = NULL, *pid;
+	FILE *file;
+
+	require_root();
+	run.dir = make_tmpdir();
+	run.pid_path = path_join(run.dir, "pid");
+	run.status_path = path_join(run.dir, "status");
+	run.err_path = path_join(run.dir, "stderr");
+	script = path_join(run.dir, "top.sh");
+	file = fopen(script, "we");
+	cr_assert_not_null(file);
+	fprintf(file, "sh -c 'echo $$ > \"$0\"; exec \"$@\"' '%s' \\\n", run.pid_path);
+	fprintf(file, "\t'%s' top --interval %.1f --lib '%s' 2> '%s'\n", CUPROBE_BIN, INTERVAL_S,
+		CUDA_SIM_LIB, run.err_path);
+	fprintf(file, "echo \"exit=$?\" > '%s'\n", run.status_path);
+	cr_assert_eq(fclose(file), 0);
+	cr_assert(asprintf(&command, "sh '%s'", script) > 0);
+	tmux_start(&run.tmux, cols, rows, command);
+	free(command);
+	free(script);
+	cr_assert(wait_for_text(run.pid_path, "\n", 10), "cuprobe top did not start in tmux");
+	pid = read_text(run.pid_path);
+	run.cuprobe = (pid_t)strtol(pid, NULL, 10);
+	free(pid);
+	cr_assert_gt(run.cuprobe, 0);
+}
+
+static void stop_all(void)
+{
+	if (run.workload > 0) {
+		kill(run.workload, SIGKILL);
+		wait_program(run.workload, 0);
+	}
+	tmux_stop(&run.tmux);
+	remove_tree(run.dir);
+	free(run.dir);
+	free(run.pid_path);
+	free(run.status_path);
+	free(run.err_path);
+	memset(&run, 0, sizeof(run));
+}
+
+/* Running, neither ended (the status file) nor a zombie waiting to be reaped. */
+static bool cuprobe_alive(void)
+{
+	char path[64], *stat, *state;
+	bool alive;
+
+	if (!access(run.status_path, F_OK) || kill(run.cuprobe, 0))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)run.cuprobe);
+	stat = read_text(path);
+	state = stat ? strrchr(stat, ')') : NULL;
+	alive = state && state[1] == ' ' && state[2] != 'Z' && state[2] != 'X';
+	free(stat);
+	return alive;
+}
+
+static void assert_alive(const char *when)
+{
+	char *status, *err;
+
+	if (cuprobe_alive())
+		return;
+	wait_for_text(run.status_path, "\n", 3); /* let the shell write the status */
+	status = read_text(run.status_path);
+	err = read_text(run.err_path);
+	cr_assert_fail("cuprobe top (pid %d) died %s: %s; its stderr: %s", (int)run.cuprobe, when,
+		       status ? strtok(status, "\n") : "no exit status written",
+		       err ? err : "(none)");
+}
+
+/* Polls the pane until it shows every needle (NULL-terminated); the last capture, or NULL. */
+static char *wait_for_pane(const char *const *needles, double timeout_s, const char *when)
+{
+	double deadline = now_s() + timeout_s;
+	char *text = NULL;
+
+	for (;;) {
+		size_t i;
+
+		assert_alive(when);
+		free(text);
+		text = tmux_capture(&run.tmux);
+		for (i = 0; text && needles[i] && strstr(text, needles[i]); i++)
+			;
+		if (text && !needles[i])
+			return text;
+		if (now_s() > deadline)
+			return text;
+		sleep_s(0.1);
+	}
+}
+
+/* Every line of a capture fits in cols, and there are no more than rows of them. */
+static void assert_fits(const char *text, int cols, int rows)
+{
+	const char *line = text;
+	int count = 0;
+
+	while (line && *line) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+
+		cr_assert_leq(len, (size_t)cols, "a %zu-column line in a %dx%d pane: %.*s", len,
+			      cols, rows, (int)len, line);
+		count++;
+		line = end ? end + 1 : NULL;
+	}
+	cr_assert_leq(count, rows, "%d lines in a %dx%d pane", count, cols, rows);
+}
+
+/* At a normal size: the title and the workload's own row (its pid, then its name). */
+static void assert_shows_workload(int cols, int rows)
+{
+	char row[64], when[64], *text;
+	const char *needles[] = { "cuprobe top - ", "    PID COMMAND", row, NULL };
+
+	snprintf(row, sizeof(row), "%7d drv_launch ", (int)run.workload);
+	snprintf(when, sizeof(when), "at %dx%d", cols, rows);
+	text = wait_for_pane(needles, 10, when);
+	cr_assert_not_null(text, "no capture of the pane at %dx%d", cols, rows);
+	cr_assert(strstr(text, needles[0]) && strstr(text, needles[1]) && strstr(text, row),
+		  "at %dx%d the pane does not show the header and drv_launch's row (\"%s\"):\n%s",
+		  cols, rows, row, text);
+	assert_fits(text, cols, rows);
+	free(text);
+}
+
+/* A size too small for the header: the title cut to the width, nothing past the pane. */
+static void assert_small(int cols, int rows)
+{
+	char title[16], when[64], *text;
+	const char *needles[] = { title, NULL };
+	int shown = cols < 11 ? cols : 11;
+
+	/* The last row never gets its last column: a one-row pane shows one column less. */
+	if (rows == 1)
+		shown = cols - 1 < 11 ? cols - 1 : 11;
+	snprintf(title, sizeof(title), "%.*s", shown, "cuprobe top");
+	snprintf(when, sizeof(when), "at %dx%d", cols, rows);
+	text = wait_for_pane(needles, 5, when);
+	cr_assert_not_null(text, "no capture of the pane at %dx%d", cols, rows);
+	cr_assert(!strncmp(text, title, strlen(title)),
+		  "at %dx%d the pane does not start with \"%s\":\n%s", cols, rows, title, text);
+	assert_fits(text, cols, rows);
+	free(text);
+}
+
+Test(top, survives_every_terminal_size_and_quits_on_q, .fini = stop_all, .timeout = 150)
+{
+	/* Small first: that is when ncurses' printw buffer was smaller than a line. */
+	static const struct {
+		int cols, rows;
+		bool normal;
+	} sizes[] = {
+		{ 25, 3 }, { 1, 1 }, { 12, 3 }, { 25, 3 }, { 80, 24, true }, { 200, 50, true },
+		{ 25, 3 }, { 12, 3 }, { 1, 1 }, { 3, 2 }, { 40, 1 }, { 80, 24, true },
+	};
+	char *const workload[] = { DRV_LAUNCH, "100000000", NULL };
+	const char *title[] = { "cuprobe top", NULL };
+	char *text, *status;
+	size_t i;
+
+	start_top(12, 3);
+	/* Drawn once attached: the title, cut to 12 columns. */
+	text = wait_for_pane(title, 60, "while attaching at 12x3");
+	cr_assert(text && strstr(text, "cuprobe top"), "top drew nothing at 12x3: %s", text);
+	free(text);
+	/* Runs for longer than the test: killed at the end. */
+	run.workload = start_background(workload);
+	sleep_s(5 * INTERVAL_S);
+	assert_alive("at 12x3 with the workload running");
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		int cols = sizes[i].cols, rows = sizes[i].rows;
+		char when[64];
+		bool resized = tmux_resize(&run.tmux, cols, rows);
+
+		snprintf(when, sizeof(when), "after a resize to %dx%d", cols, rows);
+		sleep_s(3 * INTERVAL_S);
+		assert_alive(when);
+		cr_assert(resized, "tmux could not resize the window to %dx%d", cols, rows);
+		if (sizes[i].normal)
+			assert_shows_workload(cols, rows);
+		else
+			assert_small(cols, rows);
+		assert_alive(when);
+	}
+	cr_assert_eq(kill(run.workload, 0), 0, "drv_launch ended before the test did");
+
+	cr_assert(tmux_send_keys(&run.tmux, "q"));
+	cr_assert(wait_for_text(run.status_path, "\n", 10),
+		  "cuprobe top did not exit within 10 s of q");
+	status = read_text(run.status_path);
+	cr_assert_str_eq(status, "exit=0\n", "cuprobe top ended with %s", status);
+	free(status);
+}
