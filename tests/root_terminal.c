@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * `cuprobe top` in a real terminal: tmux runs it in a detached window that is
- * resized while drv_launch runs on the simulated driver. top must live
- * through every size (it crashed in 12x3 and 25x3: ncurses' printw formats
- * into a buffer sized from the largest screen seen, so the first sizes are
- * the small ones), show the workload at a normal size, and exit 0 on `q`.
+ * cuprobe in a real terminal (tmux, detached windows of the test's own):
+ *  - `cuprobe top` resized while drv_launch runs on the simulated driver must
+ *    live through every size (it crashed in 12x3 and 25x3: ncurses' printw
+ *    formats into a buffer sized from the largest screen seen, so the first
+ *    sizes are the small ones), show the workload at a normal size, and
+ *    exit 0 on `q`;
+ *  - `cuprobe trace -- COMMAND` and Ctrl-C: one press reaches COMMAND once
+ *    (the terminal signals the whole group; cuprobe must not pass it on
+ *    again), a second press stops cuprobe at once with 130.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -250,4 +254,147 @@ Test(top, survives_every_terminal_size_and_quits_on_q, .fini = stop_all, .timeou
 	status = read_text(run.status_path);
 	cr_assert_str_eq(status, "exit=0\n", "cuprobe top ended with %s", status);
 	free(status);
+}
+
+/* ---- Ctrl-C in a terminal: cuprobe trace -- COMMAND in the foreground ---------------- */
+
+struct trace_run {
+	struct tmux tmux;
+	char *dir;
+	char *status_path;  /* "exit=N" once cuprobe ended */
+	char *err_path;
+	char *count_path;   /* one line per SIGINT COMMAND received */
+	char *ready_path;   /* COMMAND is running */
+	char *command_pid_path;
+};
+
+static struct trace_run trace;
+
+/*
+ * The pane's shell runs cuprobe in the foreground (so Ctrl-C reaches the
+ * whole group: the shell, cuprobe, COMMAND); the shell survives it with a
+ * handler (a handler, unlike SIG_IGN, is not inherited) and writes
+ * cuprobe's exit status. COMMAND counts the SIGINTs it gets and keeps
+ * running, or, with dies, is drv_launch and dies of the first.
+ */
+static void start_trace(bool dies)
+{
+	char *script, *command = NULL;
+	FILE *file;
+
+	require_root();
+	memset(&trace, 0, sizeof(trace));
+	trace.dir = make_tmpdir();
+	trace.status_path = path_join(trace.dir, "status");
+	trace.err_path = path_join(trace.dir, "stderr");
+	trace.count_path = path_join(trace.dir, "count");
+	trace.ready_path = path_join(trace.dir, "ready");
+	trace.command_pid_path = path_join(trace.dir, "command.pid");
+	script = path_join(trace.dir, "trace.sh");
+	file = fopen(script, "we");
+	cr_assert_not_null(file);
+	fprintf(file, "trap ':' INT\n");
+	if (dies)
+		fprintf(file, "'%s' trace -v -o /dev/null -- '%s' 100000000 2> '%s'\n", CUPROBE_BIN,
+			DRV_LAUNCH, trace.err_path);
+	else
+		/*
+		 * perl counts every delivery (its handler runs once per signal
+		 * received, where a shell's trap folds close ones together).
+		 */
+		fprintf(file,
+			"'%s' trace -v -o /dev/null -- perl -e '"
+			"open(my $p, \">\", $ARGV[0]); print $p \"$$\\n\"; close $p; "
+			"$SIG{INT} = sub { open(my $c, \">>\", $ARGV[1]); print $c \"sigint\\n\"; close $c; }; "
+			"open(my $r, \">\", $ARGV[2]); print $r \"\\n\"; close $r; "
+			"sleep 1 while 1;' '%s' '%s' '%s' 2> '%s'\n",
+			CUPROBE_BIN, trace.command_pid_path, trace.count_path, trace.ready_path,
+			trace.err_path);
+	fprintf(file, "echo \"exit=$?\" > '%s'\nsleep 600\n", trace.status_path);
+	cr_assert_eq(fclose(file), 0);
+	cr_assert(asprintf(&command, "sh '%s'", script) > 0);
+	tmux_start(&trace.tmux, 120, 30, command);
+	free(command);
+	free(script);
+	cr_assert(wait_for_text(trace.err_path, "tracing (", 30), "cuprobe trace did not start");
+	if (!dies)
+		cr_assert(wait_for_text(trace.ready_path, "\n", 10), "COMMAND did not start");
+}
+
+static void stop_trace(void)
+{
+	char *pid = read_text(trace.command_pid_path);
+
+	if (pid)
+		kill((pid_t)strtol(pid, NULL, 10), SIGKILL); /* left running by design */
+	free(pid);
+	tmux_stop(&trace.tmux);
+	remove_tree(trace.dir);
+	free(trace.dir);
+	free(trace.status_path);
+	free(trace.err_path);
+	free(trace.count_path);
+	free(trace.ready_path);
+	free(trace.command_pid_path);
+}
+
+static size_t sigints_received(void)
+{
+	char *text = read_text(trace.count_path);
+	size_t n = text ? count_lines(text) : 0;
+
+	free(text);
+	return n;
+}
+
+static void assert_exit(const char *want, double within_s)
+{
+	char *status, *err;
+
+	cr_assert(wait_for_text(trace.status_path, "\n", within_s), "cuprobe did not exit within %.1f s",
+		  within_s);
+	status = read_text(trace.status_path);
+	err = read_text(trace.err_path);
+	cr_assert_str_eq(status, want, "cuprobe ended with %s; stderr:\n%s", status, err);
+	free(status);
+	free(err);
+}
+
+Test(ctrl_c, one_press_reaches_the_command_once, .fini = stop_trace, .timeout = 120)
+{
+	start_trace(false);
+	cr_assert(tmux_send_keys(&trace.tmux, "C-c"));
+	/* The grace period passes: cuprobe stops, COMMAND (which survives SIGINT) runs on. */
+	assert_exit("exit=130\n", 5);
+	sleep_s(0.3);
+	cr_assert_eq(sigints_received(), 1, "COMMAND got %zu SIGINTs for one Ctrl-C",
+		     sigints_received());
+	cr_assert(wait_for_text(trace.err_path, "keeps running", 1));
+}
+
+Test(ctrl_c, a_second_press_stops_at_once_and_exits_130, .fini = stop_trace, .timeout = 120)
+{
+	struct timespec start, end;
+
+	start_trace(false);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	cr_assert(tmux_send_keys(&trace.tmux, "C-c"));
+	cr_assert(tmux_send_keys(&trace.tmux, "C-c"));
+	assert_exit("exit=130\n", 5);
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	cr_assert_lt((end.tv_sec - start.tv_sec) + (end.tv_nsec - start.tv_nsec) / 1e9, 1.0,
+		     "two Ctrl-C took longer than a second to stop cuprobe");
+	sleep_s(0.3);
+	cr_assert_eq(sigints_received(), 2, "COMMAND got %zu SIGINTs for two Ctrl-C",
+		     sigints_received());
+}
+
+Test(ctrl_c, a_command_that_dies_of_it_gives_its_status, .fini = stop_trace, .timeout = 120)
+{
+	start_trace(true);
+	cr_assert(tmux_send_keys(&trace.tmux, "C-c"));
+	/* drv_launch dies of SIGINT: 128 + 2, its status as a shell reports it. */
+	assert_exit("exit=130\n", 5);
+	cr_assert(!wait_for_text(trace.err_path, "keeps running", 0.2),
+		  "COMMAND died: nothing keeps running");
 }

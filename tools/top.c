@@ -223,20 +223,15 @@ static void refresh_view(void *arg)
 	attroff(A_REVERSE);
 	pthread_mutex_lock(&ctx->lock);
 	for (i = 0; i < count && line < height; i++) {
-		const struct cp_name_entry *name =
-			cp_names__lookup(ctx->names, rows[i].pid, rows[i].top_handle);
-		char live[16], peak[16], kernel[512];
+		char live[16], peak[16], label[64];
+		const char *kernel = "-";
 
 		bytes_text(rows[i].live_bytes, live, sizeof(live));
 		bytes_text(rows[i].peak_bytes, peak, sizeof(peak));
-		if (!rows[i].top_launches)
-			snprintf(kernel, sizeof(kernel), "-");
-		else if (rows[i].top_graph)
-			snprintf(kernel, sizeof(kernel), "<graph 0x%llx>", rows[i].top_handle);
-		else if (name)
-			snprintf(kernel, sizeof(kernel), "%s", name->display);
-		else
-			snprintf(kernel, sizeof(kernel), "<unnamed 0x%llx>", rows[i].top_handle);
+		/* The one naming path: probe-learned, stub, or the driver's record of a late attach. */
+		if (rows[i].top_launches)
+			kernel = cp_format__kernel_label(ctx->names, rows[i].pid, rows[i].top_handle,
+							 rows[i].top_graph, NULL, label, sizeof(label));
 		/* The kernel takes the rest of the row, cut where the screen ends. */
 		snprintf(text, sizeof(text), "%7u %-16.16s %11.0f %12llu %9s %9s  %s", rows[i].pid,
 			 rows[i].comm, rows[i].rate, rows[i].launches, live, peak, kernel);
