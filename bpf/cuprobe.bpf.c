@@ -6,18 +6,15 @@
  * agent a process mapped a CUDA library file no probe covers yet.
  *
  * Which program goes on which symbol, and the cookie each gets, come from
- * the catalogue (cuprobe_catalogue.h). One program serves every symbol of
- * the same signature; the cookie carries the API id, the family, a kind
- * (memory kind, copy direction, ...) and where the arguments are. The hot
- * path (launches, copies, syncs, frees) is one entry probe per call; only
- * calls that return something through a pointer, or whose result matters,
- * add a return probe.
+ * the catalogue (cuprobe_catalogue.h). The calls are decoded by the same
+ * code users' programs get (cuprobe.bpf.h): one program per family serves
+ * every variant, the cookie saying which API, what kind and where the
+ * arguments are. The hot path (launches, copies, syncs, frees) is one entry
+ * probe per call; only calls that return something through a pointer, or
+ * whose result matters, add a return probe.
  */
 #include "vmlinux.h"
-#include <bpf/bpf_helpers.h>
-#include <bpf/bpf_tracing.h>
-#include <bpf/bpf_core_read.h>
-#include "cuprobe_events.h"
+#include "cuprobe.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -41,23 +38,12 @@ const volatile bool watch_mappings = false;
 const volatile bool watch_runtime = false;
 /* Stop a traced process that maps an uncovered file until the agent attached. */
 const volatile bool hold_new_mappers = false;
+const volatile bool hold_for_stacks = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 * 1024 * 1024); /* resized by the loader */
 } events SEC(".maps");
-
-/*
- * Thread group ids being traced when filter_by_pid. System-wide, the CUDA
- * processes known so far (seeded by the loader, grown by cuInit), so that
- * exits are reported for them and not for every process on the host.
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u8);
-} target_pids SEC(".maps");
 
 /*
  * Per-CPU counters: probe hits per API, records attempted/lost, overflows.
@@ -76,46 +62,6 @@ struct {
 
 /* When the consumer was last woken; shared by all CPUs, races are harmless. */
 __u64 last_wakeup_ns = 0;
-
-/* State carried from an entry probe to its return probe, per thread. */
-struct pending_call {
-	__u64 cookie;
-	__u64 a, b, c, bytes, stream; /* the arguments the cookie points at */
-	__s64 stack_id;  /* allocating user stack, when record_stacks */
-	__u64 caller;    /* return address of the call, when record_stacks */
-};
-
-/*
- * Entry state is keyed by thread and stack pointer: at the return probe the
- * stack pointer is the entry's plus the popped return address, so a probed
- * call made inside another (nesting, recursion) keeps its own state. LRU:
- * state whose return never comes (longjmp, exceptions) ages out.
- */
-struct call_key {
-	__u64 pid_tgid;
-	__u64 sp;       /* the stack pointer at entry */
-};
-
-static __always_inline struct call_key entry_key(struct pt_regs *regs, __u64 pid_tgid)
-{
-	struct call_key key = { .pid_tgid = pid_tgid, .sp = PT_REGS_SP(regs) };
-
-	return key;
-}
-
-static __always_inline struct call_key return_key(struct pt_regs *regs, __u64 pid_tgid)
-{
-	struct call_key key = { .pid_tgid = pid_tgid, .sp = PT_REGS_SP(regs) - 8 };
-
-	return key;
-}
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct call_key);
-	__type(value, struct pending_call);
-} pending SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -167,13 +113,6 @@ struct {
 	__type(value, __u64);
 } vmm_ranges SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 4096);
-	__uint(key_size, sizeof(__u32));
-	__uint(value_size, CP_STACK_DEPTH * sizeof(__u64));
-} stacks SEC(".maps");
-
 /* When each thread entered the call being timed (measure_latency). */
 struct call_start {
 	__u64 time_ns;
@@ -184,7 +123,7 @@ struct call_start {
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
-	__type(key, struct call_key);
+	__type(key, struct cuprobe_call_key);
 	__type(value, struct call_start);
 } call_starts SEC(".maps");
 
@@ -206,6 +145,18 @@ struct {
 	__type(key, __u32);
 	__type(value, struct cp_file_key);
 } held_pids SEC(".maps");
+
+/*
+ * Processes whose memory map the agent read after their last executable
+ * mapping (hold_for_stacks): their stacks can be named even if they exit
+ * before the agent reads the records.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, __u8);
+} maps_read SEC(".maps");
 
 /* ---- helpers shared by every program ------------------------------------- */
 
@@ -246,12 +197,12 @@ static __always_inline void *lookup_or_init(void *map, const void *key, const vo
 	return row;
 }
 
-/* True when this process is one we were asked to trace. */
+/* True when this process is one we were asked to trace (rodata: no look-up system-wide). */
 static __always_inline bool traced(__u32 tgid)
 {
 	if (!filter_by_pid)
 		return true;
-	if (bpf_map_lookup_elem(&target_pids, &tgid))
+	if (bpf_map_lookup_elem(&cuprobe_targets, &tgid))
 		return true;
 	count(CP_CNT_FILTERED);
 	return false;
@@ -265,7 +216,7 @@ struct call {
 	__u64 now;
 	__u32 api;
 	struct counter_slots *slots;
-	__u64 args[8];  /* the register arguments, once load_args has run */
+	struct cuprobe_args args;  /* the arguments, once load_args has run */
 };
 
 static __always_inline struct cp_api_stat *api_row(__u32 tgid, __u32 api)
@@ -286,7 +237,7 @@ static __always_inline struct cp_mem_stat *mem_row(__u32 tgid)
 /*
  * The entry of every probed call: the pid filter, the API hit counted, the
  * clock read once, the (pid, API) call counted and the start noted when
- * timing. False when the process is not traced.
+ * timing, the arguments copied out. False when the process is not traced.
  */
 static __always_inline bool enter(struct pt_regs *regs, struct call *c)
 {
@@ -308,11 +259,12 @@ static __always_inline bool enter(struct pt_regs *regs, struct call *c)
 	}
 	if (measure_latency) {
 		struct call_start start = { .time_ns = c->now, .api = c->api };
-		struct call_key key = entry_key(regs, c->pid_tgid);
+		struct cuprobe_call_key key = { .pid_tgid = c->pid_tgid, .sp = PT_REGS_SP(regs) };
 
 		if (bpf_map_update_elem(&call_starts, &key, &start, BPF_ANY))
 			count_in(c->slots, CP_CNT_CALL_START_FULL);
 	}
+	cuprobe_load_args(&c->args, regs, c->cookie);
 	return true;
 }
 
@@ -368,55 +320,12 @@ static __always_inline void *call_record(struct call *c, __u32 type, __u64 size)
 	return record;
 }
 
-/*
- * The integer arguments, x86-64 SysV: six registers, then the stack slots
- * above the return address. The registers are copied out once, each load
- * pinned (barrier_var) so the compiler cannot fold them into a computed
- * context offset, which the verifier refuses.
- */
-static __always_inline void load_args(struct call *c)
-{
-	__u64 a1 = PT_REGS_PARM1(c->regs), a2 = PT_REGS_PARM2(c->regs), a3 = PT_REGS_PARM3(c->regs);
-	__u64 a4 = PT_REGS_PARM4(c->regs), a5 = PT_REGS_PARM5(c->regs), a6 = c->regs->r9;
-
-	barrier_var(a1);
-	barrier_var(a2);
-	barrier_var(a3);
-	barrier_var(a4);
-	barrier_var(a5);
-	barrier_var(a6);
-	c->args[0] = a1;
-	c->args[1] = a2;
-	c->args[2] = a3;
-	c->args[3] = a4;
-	c->args[4] = a5;
-	c->args[5] = a6;
-}
-
-/* The n-th (1-based) argument; 0 for position 0 (absent). load_args first. */
-static __always_inline __u64 arg_at(struct call *c, __u32 n)
-{
-	__u64 value = 0;
-
-	if (n == 0)
-		return 0;
-	if (n <= 6)
-		return c->args[(n - 1) & 7]; /* the mask bounds the index for the verifier */
-	bpf_probe_read_user(&value, sizeof(value), (void *)(PT_REGS_SP(c->regs) + 8 * (n - 6)));
-	return value;
-}
-
-static __always_inline __u64 cookie_arg(struct call *c, __u32 shift)
-{
-	return arg_at(c, CP_COOKIE_ARG(c->cookie, shift));
-}
-
 /* ---- aggregation ------------------------------------------------------------ */
 
 /* A timed call returned: latency into the (pid, api) histogram, errors counted. */
 static __always_inline void returned(struct pt_regs *regs, __u64 pid_tgid, int result)
 {
-	struct call_key key = return_key(regs, pid_tgid);
+	struct cuprobe_call_key key = { .pid_tgid = pid_tgid, .sp = PT_REGS_SP(regs) - 8 };
 	struct call_start *start;
 	struct cp_api_stat *row;
 	__u64 elapsed;
@@ -473,197 +382,37 @@ int BPF_KRETPROBE(api_return, int result)
 	return 0;
 }
 
-/* ---- launches ------------------------------------------------------------- */
+/* ---- entry probes: one per family ----------------------------------------- */
 
-/*
- * cuLaunchKernel(f, gx, gy, gz, bx, by, bz, sharedMem, hStream, params, extra)
- * cuLaunchCooperativeKernel has the same first nine arguments. The first six
- * travel in registers, blockDimZ, sharedMemBytes and hStream on the stack.
- */
+/* Every launch family entry point: kernels (cooperative, Ex), graphs, host functions, legacy. */
 SEC("uprobe")
-int BPF_KPROBE(launch_kernel, __u64 function, __u64 gx, __u64 gy, __u64 gz, __u64 bx)
+int BPF_KPROBE(launch)
 {
 	struct cp_launch_event *event;
-	__u64 on_stack[3] = {}; /* blockDimZ, sharedMemBytes, hStream */
+	struct cuda_launch l;
 	struct call c;
-	bool fault;
-	__u64 by;
 
 	if (!enter(ctx, &c))
 		return 0;
-	by = ctx->r9;
-	/* One read for the three stack arguments above the return address. */
-	fault = bpf_probe_read_user(on_stack, sizeof(on_stack), (void *)(PT_REGS_SP(ctx) + 8)) != 0;
-	if (aggregate)
-		count_launch(c.pid_tgid >> 32, function,
-			     (__u64)(__u32)gx * (__u32)gy * (__u32)gz * (__u32)bx * (__u32)by *
-			     (__u32)on_stack[0], false);
+	cuda_decode_launch(&c.args, &l);
+	if (aggregate && l.kind != CP_LAUNCH_KIND_HOST_FUNC)
+		count_launch(c.pid_tgid >> 32, l.function,
+			     (__u64)l.grid[0] * l.grid[1] * l.grid[2] * l.block[0] * l.block[1] *
+			     l.block[2], l.kind == CP_LAUNCH_KIND_GRAPH);
 	event = call_record(&c, CP_EV_LAUNCH, sizeof(*event));
 	if (!event)
 		return 0;
-	event->function = function;
-	event->grid[0] = gx;
-	event->grid[1] = gy;
-	event->grid[2] = gz;
-	event->block[0] = bx;
-	event->block[1] = by;
-	event->block[2] = on_stack[0];
-	event->shared_mem_bytes = on_stack[1];
-	event->stream = on_stack[2];
-	event->flags = (CP_COOKIE_KIND(c.cookie) == CP_LAUNCH_KIND_COOPERATIVE ? CP_LAUNCH_COOPERATIVE : 0) |
-		       (fault ? CP_LAUNCH_CONFIG_FAULT : 0);
+	event->function = l.function;
+	event->stream = l.stream;
+	__builtin_memcpy(event->grid, l.grid, sizeof(event->grid));
+	__builtin_memcpy(event->block, l.block, sizeof(event->block));
+	event->shared_mem_bytes = l.shared_mem_bytes;
+	event->flags = l.flags;
 	submit(event, c.now, false);
 	return 0;
 }
 
-/* The leading fields of CUlaunchConfig, as cuda.h lays them out. */
-struct launch_config_prefix {
-	__u32 grid[3];
-	__u32 block[3];
-	__u32 shared_mem_bytes;
-	__u32 pad;
-	__u64 stream;
-};
-
-/* cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra) */
-SEC("uprobe")
-int BPF_KPROBE(launch_kernel_ex, __u64 config, __u64 function)
-{
-	struct launch_config_prefix cfg = {};
-	struct cp_launch_event *event;
-	struct call c;
-	bool fault;
-	int i;
-
-	if (!enter(ctx, &c))
-		return 0;
-	fault = bpf_probe_read_user(&cfg, sizeof(cfg), (void *)config) != 0;
-	if (aggregate)
-		count_launch(c.pid_tgid >> 32, function,
-			     (__u64)cfg.grid[0] * cfg.grid[1] * cfg.grid[2] * cfg.block[0] *
-			     cfg.block[1] * cfg.block[2], false);
-	event = call_record(&c, CP_EV_LAUNCH, sizeof(*event));
-	if (!event)
-		return 0;
-	event->flags = CP_LAUNCH_EX | (fault ? CP_LAUNCH_CONFIG_FAULT : 0);
-	event->function = function;
-	for (i = 0; i < 3; i++) {
-		event->grid[i] = cfg.grid[i];
-		event->block[i] = cfg.block[i];
-	}
-	event->shared_mem_bytes = cfg.shared_mem_bytes;
-	event->stream = cfg.stream;
-	submit(event, c.now, false);
-	return 0;
-}
-
-/*
- * cuGraphLaunch(exec, stream), cuLaunchHostFunc(stream, fn, data) and the
- * legacy cuLaunch(f) / cuLaunchGrid(f, w, h) / cuLaunchGridAsync(f, w, h, stream):
- * the cookie says where the handle (A), the grid (B, C) and the stream are.
- */
-SEC("uprobe")
-int BPF_KPROBE(launch_other)
-{
-	struct cp_launch_event *event;
-	__u32 kind, flags = 0;
-	__u64 function;
-	struct call c;
-
-	if (!enter(ctx, &c))
-		return 0;
-	load_args(&c);
-	kind = CP_COOKIE_KIND(c.cookie);
-	function = cookie_arg(&c, CP_SHIFT_A);
-	if (kind == CP_LAUNCH_KIND_GRAPH)
-		flags = CP_LAUNCH_GRAPH;
-	else if (kind == CP_LAUNCH_KIND_HOST_FUNC)
-		flags = CP_LAUNCH_HOST_FUNC;
-	else
-		flags = CP_LAUNCH_LEGACY;
-	if (aggregate && kind != CP_LAUNCH_KIND_HOST_FUNC)
-		count_launch(c.pid_tgid >> 32, function, 0, kind == CP_LAUNCH_KIND_GRAPH);
-	event = call_record(&c, CP_EV_LAUNCH, sizeof(*event));
-	if (!event)
-		return 0;
-	__builtin_memset((char *)event + sizeof(event->hdr), 0, sizeof(*event) - sizeof(event->hdr));
-	event->function = function;
-	event->stream = cookie_arg(&c, CP_SHIFT_STREAM);
-	event->flags = flags;
-	if (kind == CP_LAUNCH_KIND_LEGACY) {
-		event->grid[0] = CP_COOKIE_ARG(c.cookie, CP_SHIFT_B) ? cookie_arg(&c, CP_SHIFT_B) : 1;
-		event->grid[1] = CP_COOKIE_ARG(c.cookie, CP_SHIFT_C) ? cookie_arg(&c, CP_SHIFT_C) : 1;
-		event->grid[2] = 1;
-	}
-	submit(event, c.now, false);
-	return 0;
-}
-
-/* ---- calls whose result is read on return ---------------------------------- */
-
-/* Takes the entry state of this thread's returning call; false when there is none. */
-static __always_inline bool take_call(struct pt_regs *regs, __u64 pid_tgid,
-				      struct pending_call *call)
-{
-	struct call_key key = return_key(regs, pid_tgid);
-	struct pending_call *found = bpf_map_lookup_elem(&pending, &key);
-
-	if (!found) {
-		count(CP_CNT_PENDING_MISSED);
-		return false;
-	}
-	*call = *found;
-	bpf_map_delete_elem(&pending, &key);
-	return true;
-}
-
-static __always_inline void keep_call(struct call *c, struct pending_call *call)
-{
-	struct call_key key = entry_key(c->regs, c->pid_tgid);
-
-	if (bpf_map_update_elem(&pending, &key, call, BPF_ANY))
-		count_in(c->slots, CP_CNT_PENDING_OVERFLOW);
-}
-
-/*
- * Allocations, VMM operations, completion queries and module loads: the
- * arguments the cookie names are kept until the call returns (and, for
- * allocations with record_stacks, the allocating user stack).
- */
-SEC("uprobe")
-int BPF_KPROBE(call_entry)
-{
-	struct pending_call call = {};
-	struct call c;
-	__u32 family;
-
-	if (!enter(ctx, &c))
-		return 0;
-	load_args(&c);
-	family = CP_COOKIE_FAMILY(c.cookie);
-	call.cookie = c.cookie;
-	call.a = cookie_arg(&c, CP_SHIFT_A);
-	call.b = cookie_arg(&c, CP_SHIFT_B);
-	call.c = cookie_arg(&c, CP_SHIFT_C);
-	call.bytes = cookie_arg(&c, CP_SHIFT_BYTES);
-	call.stream = cookie_arg(&c, CP_SHIFT_STREAM);
-	call.stack_id = -1;
-	if (record_stacks && (family == CP_FAMILY_alloc ||
-			      (family == CP_FAMILY_vmm && CP_COOKIE_KIND(c.cookie) == CP_VMM_CREATE))) {
-		/* At entry the caller's frames are intact: the allocating code path. */
-		call.stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-		if (call.stack_id < 0)
-			count_in(c.slots, CP_CNT_STACKS_LOST);
-		bpf_probe_read_user(&call.caller, sizeof(call.caller), (void *)PT_REGS_SP(ctx));
-	}
-	keep_call(&c, &call);
-	return 0;
-}
-
-/*
- * A successful allocation joins the live set and the process's totals:
- * device memory (and its allocation count) apart from pinned host memory.
- */
+/* A successful allocation joins the live set and the process's totals (device apart from host). */
 static __always_inline void track_alloc(__u32 tgid, __u64 ptr, __u64 bytes, __u32 kind,
 					__u32 api, __s64 stack_id, __u64 caller, __u64 now)
 {
@@ -720,33 +469,206 @@ static __always_inline void track_free(__u32 tgid, __u64 ptr, __u32 kind)
 	bpf_map_delete_elem(&live_allocs, &key);
 }
 
-static __always_inline void alloc_returned(struct call *c, struct pending_call *call, int result)
+/* cuMemFree_v2(dptr), cuMemFreeAsync(dptr, stream), cuMemFreeHost(void *p) */
+SEC("uprobe")
+int BPF_KPROBE(free_entry)
 {
-	__u32 kind = CP_COOKIE_KIND(call->cookie);
-	struct cp_alloc_event *event;
-	__u64 pitch = 0, ptr = 0, bytes;
+	struct cp_free_event *event;
+	struct cuda_free f;
+	struct call c;
 
-	if (CP_COOKIE_VARIANT(call->cookie) == CP_ALLOC_PITCH) {
-		if (result == 0)
-			bpf_probe_read_user(&pitch, sizeof(pitch), (void *)call->b);
-		bytes = pitch * call->c;
-	} else {
-		bytes = call->bytes;
-	}
-	if (result == 0 && bpf_probe_read_user(&ptr, sizeof(ptr), (void *)call->a))
-		ptr = 0;
-	if (aggregate && result == 0 && ptr)
-		track_alloc(c->pid_tgid >> 32, ptr, bytes, kind, c->api, call->stack_id,
-			    call->caller, c->now);
-	event = call_record(c, CP_EV_ALLOC, sizeof(*event));
+	if (!enter(ctx, &c))
+		return 0;
+	cuda_decode_free(&c.args, &f);
+	if (aggregate)
+		track_free(c.pid_tgid >> 32, f.ptr, f.kind);
+	event = call_record(&c, CP_EV_FREE, sizeof(*event));
+	if (!event)
+		return 0;
+	event->ptr = f.ptr;
+	event->stream = f.stream;
+	event->kind = f.kind;
+	event->pad = 0;
+	submit(event, c.now, false);
+	return 0;
+}
+
+/* 1D copies (pointers, arrays, peers), 2D, 3D and batches. */
+SEC("uprobe")
+int BPF_KPROBE(copy)
+{
+	struct cp_copy_event *event;
+	struct cuda_copy x;
+	struct call c;
+
+	if (!enter(ctx, &c))
+		return 0;
+	if (!stream_events)
+		return 0;
+	cuda_decode_copy(&c.args, &x);
+	event = call_record(&c, CP_EV_COPY, sizeof(*event));
+	if (!event)
+		return 0;
+	event->dst = x.dst;
+	event->src = x.src;
+	event->bytes = x.bytes;
+	event->stream = x.stream;
+	event->direction = x.direction;
+	event->async = x.async;
+	event->count = x.count;
+	event->flags = x.flags;
+	submit(event, c.now, false);
+	return 0;
+}
+
+SEC("uprobe")
+int BPF_KPROBE(memset_entry)
+{
+	struct cp_memset_event *event;
+	struct cuda_memset m;
+	struct call c;
+
+	if (!enter(ctx, &c))
+		return 0;
+	if (!stream_events)
+		return 0;
+	cuda_decode_memset(&c.args, &m);
+	event = call_record(&c, CP_EV_MEMSET, sizeof(*event));
+	if (!event)
+		return 0;
+	event->dst = m.dst;
+	event->bytes = m.bytes;
+	event->stream = m.stream;
+	event->pitch = m.pitch;
+	event->value = m.value;
+	event->element_size = m.element_size;
+	event->async = m.async;
+	event->pad = 0;
+	submit(event, c.now, false);
+	return 0;
+}
+
+/* cuCtxSynchronize(void), cuCtxSynchronize_v2(ctx), cuStreamSynchronize(stream), cuEventSynchronize(event) */
+SEC("uprobe")
+int BPF_KPROBE(sync)
+{
+	struct cp_sync_event *event;
+	struct cuda_sync y;
+	struct call c;
+
+	if (!enter(ctx, &c))
+		return 0;
+	if (!stream_events)
+		return 0;
+	cuda_decode_sync(&c.args, &y);
+	event = call_record(&c, CP_EV_SYNC, sizeof(*event));
+	if (!event)
+		return 0;
+	event->kind = y.kind;
+	event->handle = y.handle;
+	event->result = 0;
+	submit(event, c.now, false);
+	return 0;
+}
+
+/* cuEventRecord[WithFlags](event, stream[, flags]), cuStreamWaitEvent(stream, event, flags) */
+SEC("uprobe")
+int BPF_KPROBE(event)
+{
+	struct cp_event_event *record;
+	struct cuda_event e;
+	struct call c;
+
+	if (!enter(ctx, &c))
+		return 0;
+	if (!stream_events)
+		return 0;
+	cuda_decode_event(&c.args, &e);
+	record = call_record(&c, CP_EV_EVENT, sizeof(*record));
+	if (!record)
+		return 0;
+	record->op = e.op;
+	record->event = e.event;
+	record->stream = e.stream;
+	record->flags = e.flags;
+	submit(record, c.now, false);
+	return 0;
+}
+
+/* ---- calls whose result is read on return ---------------------------------- */
+
+static __always_inline void keep_call(struct call *c, struct cuprobe_call *call)
+{
+	struct cuprobe_call_key key = cuprobe_entry_key(c->regs);
+
+	if (bpf_map_update_elem(&cuprobe_calls, &key, call, BPF_ANY))
+		count_in(c->slots, CP_CNT_PENDING_OVERFLOW);
+}
+
+/*
+ * hold_for_stacks: the first stack of a process whose memory map the agent
+ * has not read (since its last executable mapping) stops it (SIGSTOP, taken
+ * before the call runs) and says so; the agent reads the map and continues
+ * it. Without this a process exiting at once leaves its stacks unnamed.
+ */
+static __always_inline void hold_until_maps_read(struct call *c)
+{
+	__u32 tgid = c->pid_tgid >> 32;
+	struct cp_file_key none = {};
+	struct cp_proc_event *event;
+
+	if (!hold_for_stacks || !filter_by_pid || bpf_map_lookup_elem(&maps_read, &tgid) ||
+	    bpf_map_lookup_elem(&held_pids, &tgid))
+		return;
+	/* The record first: a process stopped with nothing saying so would stay stopped. */
+	event = reserve(c->slots, sizeof(*event));
 	if (!event)
 		return;
-	event->kind = kind;
-	event->result = result;
-	event->ptr = ptr;
-	event->bytes = bytes;
-	event->stream = CP_COOKIE_ASYNC(call->cookie) ? call->stream : 0;
-	submit(event, c->now, false);
+	if (bpf_map_update_elem(&held_pids, &tgid, &none, BPF_ANY)) {
+		bpf_ringbuf_discard(event, 0);
+		count_in(c->slots, CP_CNT_HOLD_FAILED);
+		return;
+	}
+	if (bpf_send_signal(SIGSTOP_)) {
+		bpf_map_delete_elem(&held_pids, &tgid);
+		bpf_ringbuf_discard(event, 0);
+		count_in(c->slots, CP_CNT_HOLD_FAILED);
+		return;
+	}
+	__builtin_memset(event, 0, sizeof(*event));
+	fill_header(&event->hdr, CP_EV_PROC, c->api, c->pid_tgid, c->now);
+	event->kind = CP_PROC_HELD_FOR_STACKS;
+	submit(event, c->now, true);
+}
+
+/*
+ * Allocations, VMM, completion queries, modules and contexts: the arguments
+ * the cookie names are kept until the call returns (and, for allocations
+ * with record_stacks, the allocating user stack). Also every other family's
+ * calls when a user's program (cuprobe run) wants their returns.
+ */
+SEC("uprobe")
+int BPF_KPROBE(call_entry)
+{
+	struct cuprobe_call call;
+	struct call c;
+	__u32 family;
+
+	if (!enter(ctx, &c))
+		return 0;
+	family = CP_COOKIE_FAMILY(c.cookie);
+	call = cuprobe_call_of(&c.args, c.now);
+	if (record_stacks && (family == CP_FAMILY_alloc ||
+			      (family == CP_FAMILY_vmm && CP_COOKIE_KIND(c.cookie) == CP_VMM_CREATE))) {
+		/* At entry the caller's frames are intact: the allocating code path. */
+		call.stack_id = bpf_get_stackid(ctx, &cuprobe_stacks, BPF_F_USER_STACK);
+		if (call.stack_id < 0)
+			count_in(c.slots, CP_CNT_STACKS_LOST);
+		bpf_probe_read_user(&call.caller, sizeof(call.caller), (void *)PT_REGS_SP(ctx));
+		hold_until_maps_read(&c);
+	}
+	keep_call(&c, &call);
+	return 0;
 }
 
 /*
@@ -782,18 +704,18 @@ static __always_inline __u64 maybe_free_handle(__u32 tgid, struct cp_vmm_key *ke
  * say which call freed physical memory); the process's totals only when
  * aggregating. Returns the physical bytes made live or freed.
  */
-static __always_inline __u64 track_vmm(__u32 tgid, __u32 op, __u64 handle, __u64 ptr, __u64 bytes)
+static __always_inline __u64 track_vmm(__u32 tgid, const struct cuda_vmm *v)
 {
 	struct cp_vmm_key key = { .pid = tgid };
-	struct cp_vmm_handle *h, fresh = { .bytes = bytes, .refs = 1 };
-	struct cp_vmm_mapping *m, mapping = { .handle = handle, .bytes = bytes };
+	struct cp_vmm_handle *h, fresh = { .bytes = v->bytes, .refs = 1 };
+	struct cp_vmm_mapping *m, mapping = { .handle = v->handle, .bytes = v->bytes };
+	__u64 freed = 0, *range, ptr = v->ptr, bytes = v->bytes;
 	struct cp_mem_stat *mem;
-	__u64 freed = 0, *range;
 	int i;
 
-	switch (op) {
+	switch (v->op) {
 	case CP_VMM_CREATE:
-		key.id = handle;
+		key.id = v->handle;
 		if (bpf_map_update_elem(&vmm_handles, &key, &fresh, BPF_ANY)) {
 			count(CP_CNT_VMM_FULL);
 			return 0;
@@ -810,16 +732,16 @@ static __always_inline __u64 track_vmm(__u32 tgid, __u32 op, __u64 handle, __u64
 		return bytes;
 	case CP_VMM_RETAIN:
 	case CP_VMM_RELEASE:
-		key.id = handle;
+		key.id = v->handle;
 		h = bpf_map_lookup_elem(&vmm_handles, &key);
 		if (!h) {
 			count(CP_CNT_VMM_UNKNOWN);
 			return 0;
 		}
-		__sync_fetch_and_add(&h->refs, op == CP_VMM_RETAIN ? 1 : -1);
-		return op == CP_VMM_RELEASE ? maybe_free_handle(tgid, &key, h) : 0;
+		__sync_fetch_and_add(&h->refs, v->op == CP_VMM_RETAIN ? 1 : -1);
+		return v->op == CP_VMM_RELEASE ? maybe_free_handle(tgid, &key, h) : 0;
 	case CP_VMM_MAP:
-		key.id = handle;
+		key.id = v->handle;
 		h = bpf_map_lookup_elem(&vmm_handles, &key);
 		if (!h) {
 			count(CP_CNT_VMM_UNKNOWN);
@@ -884,351 +806,167 @@ static __always_inline __u64 track_vmm(__u32 tgid, __u32 op, __u64 handle, __u64
 	return 0;
 }
 
-/* The location id in a CUmemAllocationProp: {type, handle types, {location type, id}}. */
-#define ALLOC_PROP_LOCATION_ID 12
-
-static __always_inline void vmm_returned(struct call *c, struct pending_call *call, int result)
+/* The thread's current context after a successful context call; the context's device kept. */
+static __always_inline __s32 track_context(__u64 pid_tgid, const struct cuda_context *x)
 {
-	__u32 op = CP_COOKIE_KIND(call->cookie);
-	struct cp_vmm_event *event;
-	__u64 handle = call->c, ptr = call->b, physical = 0;
-	__s32 device = -1;
+	struct cuprobe_context_key key = { .pid = pid_tgid >> 32, .context = x->context };
+	struct cuprobe_thread_context fresh = {}, *thread;
+	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32;
+	__s32 device = x->device, *known;
 
-	/* Calls that hand something back through a pointer: the handle or the range. */
-	if (result == 0 && (op == CP_VMM_CREATE || op == CP_VMM_RETAIN) &&
-	    bpf_probe_read_user(&handle, sizeof(handle), (void *)call->a))
-		handle = 0;
-	if (result == 0 && op == CP_VMM_RESERVE &&
-	    bpf_probe_read_user(&ptr, sizeof(ptr), (void *)call->a))
-		ptr = 0;
-	if (op == CP_VMM_CREATE &&
-	    bpf_probe_read_user(&device, sizeof(device), (void *)(call->c + ALLOC_PROP_LOCATION_ID)))
-		device = -1;
-	if (result == 0)
-		physical = track_vmm(c->pid_tgid >> 32, op, handle, ptr, call->bytes);
-	event = call_record(c, CP_EV_VMM, sizeof(*event));
-	if (!event)
-		return;
-	event->op = op;
-	event->result = result;
-	event->handle = op == CP_VMM_CREATE || op == CP_VMM_RETAIN || op == CP_VMM_RELEASE ||
-			op == CP_VMM_MAP ? handle : 0;
-	event->ptr = op == CP_VMM_CREATE || op == CP_VMM_RELEASE ? 0 : ptr;
-	event->bytes = call->bytes;
-	event->physical_bytes = physical;
-	event->device = device;
-	event->pad = 0;
-	submit(event, c->now, false);
-}
-
-static __always_inline void query_returned(struct call *c, struct pending_call *call, int result)
-{
-	struct cp_sync_event *event = call_record(c, CP_EV_SYNC, sizeof(*event));
-
-	if (!event)
-		return;
-	event->kind = CP_COOKIE_KIND(call->cookie);
-	event->handle = call->a;
-	event->result = result;
-	submit(event, c->now, false);
-}
-
-static __always_inline void module_returned(struct call *c, struct pending_call *call, int result)
-{
-	__u32 op = CP_COOKIE_KIND(call->cookie);
-	struct cp_module_event *event;
-	long len = 0;
-
-	event = call_record(c, CP_EV_MODULE, sizeof(*event));
-	if (!event)
-		return;
-	event->op = op;
-	event->result = result;
-	event->handle = call->c;
-	event->pad = 0;
-	event->path[0] = '\0';
-	if ((op == CP_MODULE_LOAD || op == CP_LIBRARY_LOAD) &&
-	    (result != 0 || bpf_probe_read_user(&event->handle, sizeof(event->handle), (void *)call->a)))
-		event->handle = 0;
-	if (CP_COOKIE_VARIANT(call->cookie) == CP_MODULE_FROM_FILE) {
-		len = bpf_probe_read_user_str(event->path, sizeof(event->path), (void *)call->b);
-		if (len < 1) {
-			event->path[0] = '\0';
-			len = 1;
-		}
+	switch (x->op) {
+	case CP_CONTEXT_RETAIN:
+	case CP_CONTEXT_CREATE:
+		if (!x->context)
+			return device;
+		bpf_map_update_elem(&cuprobe_contexts, &key, &device, BPF_ANY);
+		bpf_map_update_elem(&cuprobe_process_contexts, &tgid, &key.context, BPF_ANY);
+		if (x->op == CP_CONTEXT_RETAIN)
+			return device;
+		/* cuCtxCreate also pushes the new context on the thread's stack. */
+		break;
+	case CP_CONTEXT_DESTROY:
+		bpf_map_delete_elem(&cuprobe_contexts, &key);
+		return -1;
 	}
-	event->path_len = len > 0 ? len - 1 : 0;
-	submit(event, c->now, false);
+	thread = lookup_or_init(&cuprobe_thread_contexts, &tid, &fresh, CP_CNT_TARGETS_OVERFLOW);
+	if (!thread)
+		return -1;
+	if (x->op == CP_CONTEXT_POP) {
+		if (thread->depth > 0)
+			thread->depth--;
+	} else if (x->op == CP_CONTEXT_SET) {
+		if (!thread->depth)
+			thread->depth = 1;
+		thread->stack[(thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1)] = x->context;
+	} else {
+		if (thread->depth < CUPROBE_CONTEXT_DEPTH)
+			thread->depth++;
+		thread->stack[(thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1)] = x->context;
+	}
+	known = bpf_map_lookup_elem(&cuprobe_contexts, &key);
+	return known ? *known : device;
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(call_return, int result)
 {
-	struct pending_call call;
+	struct cuprobe_call *found, call;
+	struct cuprobe_call_key key;
 	struct call c = {};
+	__u32 family;
 
 	c.pid_tgid = bpf_get_current_pid_tgid();
 	if (!traced(c.pid_tgid >> 32))
 		return 0;
 	returned(ctx, c.pid_tgid, result);
-	if (!take_call(ctx, c.pid_tgid, &call))
+	key = cuprobe_return_key(ctx);
+	found = bpf_map_lookup_elem(&cuprobe_calls, &key);
+	if (!found) {
+		count(CP_CNT_PENDING_MISSED);
 		return 0;
+	}
+	call = *found;
+	bpf_map_delete_elem(&cuprobe_calls, &key);
 	c.regs = ctx;
 	c.cookie = call.cookie;
 	c.api = CP_COOKIE_API(call.cookie);
 	c.slots = cpu_counters();
 	c.now = bpf_ktime_get_ns();
-	switch (CP_COOKIE_FAMILY(call.cookie)) {
-	case CP_FAMILY_alloc:
-		alloc_returned(&c, &call, result);
-		break;
-	case CP_FAMILY_vmm:
-		vmm_returned(&c, &call, result);
-		break;
-	case CP_FAMILY_sync:
-		query_returned(&c, &call, result);
-		break;
-	case CP_FAMILY_module:
-		module_returned(&c, &call, result);
-		break;
-	}
-	return 0;
-}
+	family = CP_COOKIE_FAMILY(call.cookie);
+	if (family == CP_FAMILY_alloc) {
+		struct cp_alloc_event *event;
+		struct cuda_alloc a;
 
-/* ---- frees, copies, memsets, syncs, events ---------------------------------- */
+		cuda_decode_alloc_call(&call, result, &a);
+		if (aggregate && result == 0 && a.ptr)
+			track_alloc(c.pid_tgid >> 32, a.ptr, a.bytes, a.kind, c.api, call.stack_id,
+				    call.caller, c.now);
+		event = call_record(&c, CP_EV_ALLOC, sizeof(*event));
+		if (!event)
+			return 0;
+		event->kind = a.kind;
+		event->result = result;
+		event->ptr = a.ptr;
+		event->bytes = a.bytes;
+		event->stream = a.stream;
+		submit(event, c.now, false);
+	} else if (family == CP_FAMILY_vmm) {
+		struct cp_vmm_event *event;
+		struct cuda_vmm v;
+		__u64 physical = 0;
+		__s32 device = -1;
 
-/* cuMemFree_v2(dptr), cuMemFreeAsync(dptr, stream), cuMemFreeHost(void *p) */
-SEC("uprobe")
-int BPF_KPROBE(free_entry)
-{
-	struct cp_free_event *event;
-	struct call c;
-	__u64 ptr;
+		cuda_decode_vmm_call(&call, result, &v);
+		if (v.op == CP_VMM_CREATE &&
+		    bpf_probe_read_user(&device, sizeof(device),
+					(void *)(call.c + CUPROBE_ALLOC_PROP_LOCATION_ID)))
+			device = -1;
+		if (result == 0)
+			physical = track_vmm(c.pid_tgid >> 32, &v);
+		event = call_record(&c, CP_EV_VMM, sizeof(*event));
+		if (!event)
+			return 0;
+		event->op = v.op;
+		event->result = result;
+		event->handle = v.op == CP_VMM_CREATE || v.op == CP_VMM_RETAIN ||
+				v.op == CP_VMM_RELEASE || v.op == CP_VMM_MAP ? v.handle : 0;
+		event->ptr = v.op == CP_VMM_CREATE || v.op == CP_VMM_RELEASE ? 0 : v.ptr;
+		event->bytes = v.bytes;
+		event->physical_bytes = physical;
+		event->device = device;
+		event->pad = 0;
+		submit(event, c.now, false);
+	} else if (family == CP_FAMILY_sync) {
+		struct cp_sync_event *event = call_record(&c, CP_EV_SYNC, sizeof(*event));
 
-	if (!enter(ctx, &c))
-		return 0;
-	load_args(&c);
-	ptr = cookie_arg(&c, CP_SHIFT_A);
-	if (aggregate)
-		track_free(c.pid_tgid >> 32, ptr, CP_COOKIE_KIND(c.cookie));
-	event = call_record(&c, CP_EV_FREE, sizeof(*event));
-	if (!event)
-		return 0;
-	event->ptr = ptr;
-	event->pad = 0;
-	event->kind = CP_COOKIE_KIND(c.cookie);
-	event->stream = cookie_arg(&c, CP_SHIFT_STREAM);
-	submit(event, c.now, false);
-	return 0;
-}
+		if (!event)
+			return 0;
+		event->kind = CP_COOKIE_KIND(call.cookie);
+		event->handle = call.a;
+		event->result = result;
+		submit(event, c.now, false);
+	} else if (family == CP_FAMILY_module) {
+		struct cp_module_event *event;
+		struct cuda_module m;
+		long len = 0;
 
-/* 1D copies between pointers and arrays: the cookie says where dst, src, bytes and stream are. */
-SEC("uprobe")
-int BPF_KPROBE(copy_entry)
-{
-	struct cp_copy_event *event;
-	struct call c;
-
-	if (!enter(ctx, &c))
-		return 0;
-	load_args(&c);
-	event = call_record(&c, CP_EV_COPY, sizeof(*event));
-	if (!event)
-		return 0;
-	event->dst = cookie_arg(&c, CP_SHIFT_A);
-	event->src = cookie_arg(&c, CP_SHIFT_B);
-	event->bytes = cookie_arg(&c, CP_SHIFT_BYTES);
-	event->stream = cookie_arg(&c, CP_SHIFT_STREAM);
-	event->direction = CP_COOKIE_KIND(c.cookie);
-	event->async = CP_COOKIE_ASYNC(c.cookie);
-	event->count = 1;
-	event->flags = 0;
-	submit(event, c.now, false);
-	return 0;
-}
-
-/* CUmemorytype: 1 host, 2 device, 3 array, 4 unified. */
-static __always_inline __u32 copy_direction(__u32 src_type, __u32 dst_type)
-{
-	if (src_type == 4 || dst_type == 4)
-		return CP_COPY_DEFAULT;
-	switch (src_type * 8 + dst_type) {
-	case 1 * 8 + 2: return CP_COPY_HTOD;
-	case 2 * 8 + 1: return CP_COPY_DTOH;
-	case 2 * 8 + 2: return CP_COPY_DTOD;
-	case 1 * 8 + 1: return CP_COPY_HTOH;
-	case 1 * 8 + 3: return CP_COPY_HTOA;
-	case 3 * 8 + 1: return CP_COPY_ATOH;
-	case 2 * 8 + 3: return CP_COPY_DTOA;
-	case 3 * 8 + 2: return CP_COPY_ATOD;
-	case 3 * 8 + 3: return CP_COPY_ATOA;
-	}
-	return CP_COPY_DEFAULT;
-}
-
-/* One side of a 2D/3D copy: memory type, then host, device and array pointers. */
-struct copy_side {
-	__u32 type;
-	__u32 pad;
-	__u64 host, device, array;
-};
-
-static __always_inline __u64 side_address(const struct copy_side *side)
-{
-	return side->type == 1 ? side->host : side->type == 3 ? side->array : side->device;
-}
-
-/* Offsets in CUDA_MEMCPY2D (128 bytes) and CUDA_MEMCPY3D / CUDA_MEMCPY3D_PEER (200 bytes). */
-#define COPY2D_SRC 16
-#define COPY2D_DST 72
-#define COPY2D_EXTENT 112
-#define COPY3D_SRC 32
-#define COPY3D_DST 120
-#define COPY3D_EXTENT 176
-
-/*
- * Copies described by a struct (2D, 3D, 3D peer) or by arrays (batches):
- * the description is read from the caller's memory at entry.
- */
-SEC("uprobe")
-int BPF_KPROBE(copy_struct)
-{
-	struct copy_side src = {}, dst = {};
-	__u64 extent[3] = { 0, 1, 1 }, desc, sizes[8];
-	struct cp_copy_event *event;
-	__u32 variant, flags = 0, count = 1;
-	__u64 bytes = 0, n;
-	struct call c;
-	int i, j;
-
-	if (!enter(ctx, &c))
-		return 0;
-	load_args(&c);
-	if (!stream_events)
-		return 0;
-	variant = CP_COOKIE_VARIANT(c.cookie);
-	desc = cookie_arg(&c, CP_SHIFT_A);
-	if (variant == CP_COPY_VARIANT_2D || variant == CP_COPY_VARIANT_3D) {
-		bool flat = variant == CP_COPY_VARIANT_2D;
-
-		if (bpf_probe_read_user(&src, sizeof(src), (void *)(desc + (flat ? COPY2D_SRC : COPY3D_SRC))) ||
-		    bpf_probe_read_user(&dst, sizeof(dst), (void *)(desc + (flat ? COPY2D_DST : COPY3D_DST))) ||
-		    bpf_probe_read_user(extent, flat ? 16 : 24, (void *)(desc + (flat ? COPY2D_EXTENT : COPY3D_EXTENT))))
-			flags |= CP_COPY_UNREADABLE;
-		bytes = extent[0] * extent[1] * extent[2];
-	} else if (variant == CP_COPY_VARIANT_BATCH) {
-		/* sizes (C) summed over count (BYTES) entries, up to CP_COPY_BATCH_READ_MAX */
-		n = cookie_arg(&c, CP_SHIFT_BYTES);
-		count = n;
-		bpf_probe_read_user(&dst.device, sizeof(dst.device), (void *)cookie_arg(&c, CP_SHIFT_A));
-		bpf_probe_read_user(&src.device, sizeof(src.device), (void *)cookie_arg(&c, CP_SHIFT_B));
-		desc = cookie_arg(&c, CP_SHIFT_C);
-		for (i = 0; i < CP_COPY_BATCH_READ_MAX / 8; i++) {
-			if ((__u64)i * 8 >= n)
-				break;
-			if (bpf_probe_read_user(sizes, sizeof(sizes), (void *)(desc + i * sizeof(sizes)))) {
-				/* a short array at the end of a page: one at a time */
-				for (j = 0; j < 8; j++)
-					if (bpf_probe_read_user(&sizes[j], 8, (void *)(desc + (i * 8 + j) * 8)))
-						sizes[j] = 0;
+		cuda_decode_module_call(&call, result, &m);
+		event = call_record(&c, CP_EV_MODULE, sizeof(*event));
+		if (!event)
+			return 0;
+		event->op = m.op;
+		event->result = result;
+		event->handle = m.handle;
+		event->pad = 0;
+		event->path[0] = '\0';
+		if (m.path) {
+			len = bpf_probe_read_user_str(event->path, sizeof(event->path), (void *)m.path);
+			if (len < 1) {
+				event->path[0] = '\0';
+				len = 1;
 			}
-			for (j = 0; j < 8; j++)
-				if ((__u64)(i * 8 + j) < n)
-					bytes += sizes[j];
 		}
-		if (n > CP_COPY_BATCH_READ_MAX)
-			flags |= CP_COPY_TRUNCATED;
-	} else {
-		count = cookie_arg(&c, CP_SHIFT_BYTES);
-		flags |= CP_COPY_BYTES_UNKNOWN;
+		event->path_len = len > 0 ? len - 1 : 0;
+		submit(event, c.now, false);
+	} else if (family == CP_FAMILY_context) {
+		struct cp_context_event *event;
+		struct cuda_context x;
+		__s32 device = -1;
+
+		cuda_decode_context_call(&call, result, &x);
+		if (result == 0)
+			device = track_context(c.pid_tgid, &x);
+		event = call_record(&c, CP_EV_CONTEXT, sizeof(*event));
+		if (!event)
+			return 0;
+		event->op = x.op;
+		event->context = x.context;
+		event->device = device;
+		event->result = result;
+		event->pad = 0;
+		submit(event, c.now, true);
 	}
-	event = call_record(&c, CP_EV_COPY, sizeof(*event));
-	if (!event)
-		return 0;
-	event->direction = variant == CP_COPY_VARIANT_2D || variant == CP_COPY_VARIANT_3D ?
-			   copy_direction(src.type, dst.type) : CP_COPY_BATCH;
-	event->dst = variant == CP_COPY_VARIANT_BATCH ? dst.device : side_address(&dst);
-	event->src = variant == CP_COPY_VARIANT_BATCH ? src.device : side_address(&src);
-	if (variant == CP_COPY_VARIANT_BATCH_3D)
-		event->dst = event->src = 0;
-	event->bytes = bytes;
-	event->stream = cookie_arg(&c, CP_SHIFT_STREAM);
-	event->async = CP_COOKIE_ASYNC(c.cookie);
-	event->count = count;
-	event->flags = flags;
-	submit(event, c.now, false);
-	return 0;
-}
-
-/* cuMemsetD<N>[Async](dst, value, count[, stream]), cuMemsetD2D<N>[Async](dst, pitch, value, width, height[, stream]) */
-SEC("uprobe")
-int BPF_KPROBE(memset_entry)
-{
-	struct cp_memset_event *event;
-	__u32 size;
-	struct call c;
-
-	if (!enter(ctx, &c))
-		return 0;
-	load_args(&c);
-	event = call_record(&c, CP_EV_MEMSET, sizeof(*event));
-	if (!event)
-		return 0;
-	size = CP_COOKIE_KIND(c.cookie);
-	event->dst = cookie_arg(&c, CP_SHIFT_A);
-	event->value = cookie_arg(&c, CP_SHIFT_B);
-	event->element_size = size;
-	event->bytes = cookie_arg(&c, CP_SHIFT_BYTES) * size;
-	event->pitch = 0;
-	if (CP_COOKIE_VARIANT(c.cookie) == CP_MEMSET_2D) {
-		event->pitch = cookie_arg(&c, CP_SHIFT_C);
-		event->bytes *= c.args[4]; /* height */
-	}
-	event->stream = cookie_arg(&c, CP_SHIFT_STREAM);
-	event->async = CP_COOKIE_ASYNC(c.cookie);
-	event->pad = 0;
-	submit(event, c.now, false);
-	return 0;
-}
-
-/* cuCtxSynchronize(void), cuCtxSynchronize_v2(ctx), cuStreamSynchronize(stream), cuEventSynchronize(event) */
-SEC("uprobe")
-int BPF_KPROBE(sync_entry)
-{
-	struct cp_sync_event *event;
-	struct call c;
-
-	if (!enter(ctx, &c))
-		return 0;
-	load_args(&c);
-	event = call_record(&c, CP_EV_SYNC, sizeof(*event));
-	if (!event)
-		return 0;
-	event->kind = CP_COOKIE_KIND(c.cookie);
-	event->handle = cookie_arg(&c, CP_SHIFT_A);
-	event->result = 0;
-	submit(event, c.now, false);
-	return 0;
-}
-
-/* cuEventRecord[WithFlags](event, stream[, flags]), cuStreamWaitEvent(stream, event, flags) */
-SEC("uprobe")
-int BPF_KPROBE(event_entry)
-{
-	struct cp_event_event *event;
-	struct call c;
-
-	if (!enter(ctx, &c))
-		return 0;
-	load_args(&c);
-	event = call_record(&c, CP_EV_EVENT, sizeof(*event));
-	if (!event)
-		return 0;
-	event->op = CP_COOKIE_KIND(c.cookie);
-	event->event = cookie_arg(&c, CP_SHIFT_A);
-	event->stream = cookie_arg(&c, CP_SHIFT_STREAM);
-	event->flags = cookie_arg(&c, CP_SHIFT_C);
-	submit(event, c.now, false);
 	return 0;
 }
 
@@ -1243,7 +981,7 @@ int BPF_KPROBE(event_entry)
 SEC("uprobe")
 int BPF_KPROBE(name_entry, __u64 out_ptr, __u64 arg2, __u64 name_ptr)
 {
-	struct pending_call call = {};
+	struct cuprobe_call call = { .stack_id = -1 };
 	struct call c;
 
 	if (!enter(ctx, &c))
@@ -1252,25 +990,50 @@ int BPF_KPROBE(name_entry, __u64 out_ptr, __u64 arg2, __u64 name_ptr)
 	call.a = out_ptr;
 	call.b = arg2;
 	call.c = name_ptr;
-	call.stack_id = -1;
+	call.start_ns = c.now;
 	keep_call(&c, &call);
 	return 0;
+}
+
+/* The kernel names map users' programs read: filled here, where the name is at hand. */
+static __always_inline void publish_name(__u32 tgid, __u64 handle, const char *name, __u64 alias_of)
+{
+	struct cuprobe_name_key key = { .pid = tgid, .handle = alias_of };
+	struct cuprobe_kernel_name *known;
+
+	if (alias_of) {
+		known = bpf_map_lookup_elem(&cuprobe_kernel_names, &key);
+		if (!known)
+			return;
+		key.handle = handle;
+		bpf_map_update_elem(&cuprobe_kernel_names, &key, known, BPF_ANY);
+		return;
+	}
+	key.handle = handle;
+	bpf_map_update_elem(&cuprobe_kernel_names, &key, name, BPF_ANY);
 }
 
 SEC("uretprobe")
 int BPF_KRETPROBE(name_return, int result)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct cuprobe_call *found, call;
+	struct cuprobe_call_key key;
 	struct cp_name_event *event;
-	struct pending_call call;
 	long len = 0;
 	__u64 now;
 
 	if (!traced(pid_tgid >> 32))
 		return 0;
 	returned(ctx, pid_tgid, result);
-	if (!take_call(ctx, pid_tgid, &call))
+	key = cuprobe_return_key(ctx);
+	found = bpf_map_lookup_elem(&cuprobe_calls, &key);
+	if (!found) {
+		count(CP_CNT_PENDING_MISSED);
 		return 0;
+	}
+	call = *found;
+	bpf_map_delete_elem(&cuprobe_calls, &key);
 	now = bpf_ktime_get_ns();
 	event = reserve(cpu_counters(), sizeof(*event));
 	if (!event)
@@ -1292,6 +1055,8 @@ int BPF_KRETPROBE(name_return, int result)
 		}
 	}
 	event->name_len = len > 0 ? len - 1 : 0;
+	if (result == 0 && event->handle && sizeof(event->name) >= CUPROBE_KERNEL_NAME_MAX)
+		publish_name(pid_tgid >> 32, event->handle, event->name, event->alias_of);
 	submit(event, now, false);
 	return 0;
 }
@@ -1309,7 +1074,7 @@ int BPF_KPROBE(init_entry)
 		__u32 tgid = c.pid_tgid >> 32;
 		__u8 one = 1;
 
-		if (bpf_map_update_elem(&target_pids, &tgid, &one, BPF_ANY))
+		if (bpf_map_update_elem(&cuprobe_targets, &tgid, &one, BPF_ANY))
 			count_in(c.slots, CP_CNT_TARGETS_OVERFLOW);
 	}
 	event = reserve(c.slots, sizeof(*event));
@@ -1426,10 +1191,10 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 
 	if (!filter_by_pid || child_pid != child_tgid)
 		return 0;
-	if (!bpf_map_lookup_elem(&target_pids, &parent_tgid))
+	if (!bpf_map_lookup_elem(&cuprobe_targets, &parent_tgid))
 		return 0;
-	if (bpf_map_update_elem(&target_pids, &child_tgid, &one, BPF_NOEXIST) &&
-	    !bpf_map_lookup_elem(&target_pids, &child_tgid)) {
+	if (bpf_map_update_elem(&cuprobe_targets, &child_tgid, &one, BPF_NOEXIST) &&
+	    !bpf_map_lookup_elem(&cuprobe_targets, &child_tgid)) {
 		count(CP_CNT_TARGETS_OVERFLOW);
 		return 0;
 	}
@@ -1461,10 +1226,12 @@ int BPF_PROG(process_exit, struct task_struct *task)
 
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
-	if (!bpf_map_lookup_elem(&target_pids, &tgid))
+	if (!bpf_map_lookup_elem(&cuprobe_targets, &tgid))
 		return 0;
-	bpf_map_delete_elem(&target_pids, &tgid);
+	bpf_map_delete_elem(&cuprobe_targets, &tgid);
 	bpf_map_delete_elem(&held_pids, &tgid);
+	bpf_map_delete_elem(&maps_read, &tgid);
+	bpf_map_delete_elem(&cuprobe_process_contexts, &tgid);
 	count(CP_API_sched_process_exit);
 	now = bpf_ktime_get_ns();
 	event = reserve(cpu_counters(), sizeof(*event));
@@ -1508,7 +1275,7 @@ static __always_inline void file_mapped(struct file *file, int fd, __u32 flags)
 	const unsigned char *dname;
 	__u64 now;
 
-	if (!file || (filter_by_pid && !bpf_map_lookup_elem(&target_pids, &tgid)))
+	if (!file || (filter_by_pid && !bpf_map_lookup_elem(&cuprobe_targets, &tgid)))
 		return;
 	dname = BPF_CORE_READ(file, f_path.dentry, d_name.name);
 	if (bpf_probe_read_kernel_str(name, sizeof(name), dname) < 1)
@@ -1559,12 +1326,23 @@ static __always_inline struct file *fd_file(int fd)
 	return file;
 }
 
+/* New code mapped: the agent's copy of the memory map is stale. */
+static __always_inline void maps_changed(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (hold_for_stacks)
+		bpf_map_delete_elem(&maps_read, &tgid);
+}
+
 /* mmap(addr, len, prot, flags, fd, off) with PROT_EXEC: a library's code going in. */
 SEC("tracepoint/syscalls/sys_enter_mmap")
 int driver_mmap(struct trace_event_raw_sys_enter *ctx)
 {
 	int fd = (int)ctx->args[4];
 
+	if (ctx->args[2] & PROT_EXEC_)
+		maps_changed();
 	if (!watch_mappings || !(ctx->args[2] & PROT_EXEC_) || fd < 0)
 		return 0;
 	file_mapped(fd_file(fd), fd, 0);
@@ -1577,6 +1355,8 @@ int BPF_PROG(driver_mmap_raw, struct pt_regs *regs, long id)
 {
 	int fd;
 
+	if (id == NR_MMAP_X86_64 && (BPF_CORE_READ(regs, dx) & PROT_EXEC_))
+		maps_changed();
 	if (!watch_mappings || id != NR_MMAP_X86_64 || !(BPF_CORE_READ(regs, dx) & PROT_EXEC_))
 		return 0;
 	fd = (int)BPF_CORE_READ(regs, r8);

@@ -28,7 +28,7 @@
 /* The families: one record type each, and (cuprobe run) one program section each. */
 #define CP_FAMILIES(F) \
 	F(launch) F(alloc) F(free) F(vmm) F(copy) F(memset) F(sync) F(event) F(module) \
-	F(name) F(init) F(runtime)
+	F(context) F(name) F(init) F(runtime)
 
 #define CP_FAMILY_PREFIXES(F) \
 	F(launch, "cuLaunch") F(launch, "cuGraphLaunch") \
@@ -43,6 +43,8 @@
 	F(event, "cuEventRecord") F(event, "cuStreamWaitEvent") \
 	F(module, "cuModuleLoad") F(module, "cuModuleUnload") \
 	F(module, "cuLibraryLoad") F(module, "cuLibraryUnload") \
+	F(context, "cuDevicePrimaryCtxRetain") F(context, "cuCtxCreate") F(context, "cuCtxDestroy") \
+	F(context, "cuCtxSetCurrent") F(context, "cuCtxPushCurrent") F(context, "cuCtxPopCurrent") \
 	F(name, "cuModuleGetFunction") F(name, "cuLibraryGetKernel") F(name, "cuKernelGetFunction") \
 	F(init, "cuInit")
 
@@ -61,19 +63,19 @@
 
 #define CP_DRIVER_APIS(P, X) \
 	/* launches: kernels, cooperative kernels, host functions, graphs */ \
-	P(cuLaunchKernel, launch, launch_kernel, none, CP_KIND(CP_LAUNCH_KIND_KERNEL)) \
-	P(cuLaunchKernel_ptsz, launch, launch_kernel, none, CP_KIND(CP_LAUNCH_KIND_KERNEL)) \
-	P(cuLaunchCooperativeKernel, launch, launch_kernel, none, CP_KIND(CP_LAUNCH_KIND_COOPERATIVE)) \
-	P(cuLaunchCooperativeKernel_ptsz, launch, launch_kernel, none, CP_KIND(CP_LAUNCH_KIND_COOPERATIVE)) \
-	P(cuLaunchKernelEx, launch, launch_kernel_ex, none, CP_KIND(CP_LAUNCH_KIND_EX)) \
-	P(cuLaunchKernelEx_ptsz, launch, launch_kernel_ex, none, CP_KIND(CP_LAUNCH_KIND_EX)) \
-	P(cuLaunchHostFunc, launch, launch_other, none, CP_KIND(CP_LAUNCH_KIND_HOST_FUNC) | CP_ARG_A(2) | CP_ARG_STREAM(1)) \
-	P(cuLaunchHostFunc_ptsz, launch, launch_other, none, CP_KIND(CP_LAUNCH_KIND_HOST_FUNC) | CP_ARG_A(2) | CP_ARG_STREAM(1)) \
-	P(cuGraphLaunch, launch, launch_other, none, CP_KIND(CP_LAUNCH_KIND_GRAPH) | CP_ARG_A(1) | CP_ARG_STREAM(2)) \
-	P(cuGraphLaunch_ptsz, launch, launch_other, none, CP_KIND(CP_LAUNCH_KIND_GRAPH) | CP_ARG_A(1) | CP_ARG_STREAM(2)) \
-	P(cuLaunch, launch, launch_other, none, CP_KIND(CP_LAUNCH_KIND_LEGACY) | CP_ARG_A(1)) \
-	P(cuLaunchGrid, launch, launch_other, none, CP_KIND(CP_LAUNCH_KIND_LEGACY) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3)) \
-	P(cuLaunchGridAsync, launch, launch_other, none, CP_KIND(CP_LAUNCH_KIND_LEGACY) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_STREAM(4)) \
+	P(cuLaunchKernel, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_KERNEL)) \
+	P(cuLaunchKernel_ptsz, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_KERNEL)) \
+	P(cuLaunchCooperativeKernel, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_COOPERATIVE)) \
+	P(cuLaunchCooperativeKernel_ptsz, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_COOPERATIVE)) \
+	P(cuLaunchKernelEx, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_EX)) \
+	P(cuLaunchKernelEx_ptsz, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_EX)) \
+	P(cuLaunchHostFunc, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_HOST_FUNC) | CP_ARG_A(2) | CP_ARG_STREAM(1)) \
+	P(cuLaunchHostFunc_ptsz, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_HOST_FUNC) | CP_ARG_A(2) | CP_ARG_STREAM(1)) \
+	P(cuGraphLaunch, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_GRAPH) | CP_ARG_A(1) | CP_ARG_STREAM(2)) \
+	P(cuGraphLaunch_ptsz, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_GRAPH) | CP_ARG_A(1) | CP_ARG_STREAM(2)) \
+	P(cuLaunch, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_LEGACY) | CP_ARG_A(1)) \
+	P(cuLaunchGrid, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_LEGACY) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3)) \
+	P(cuLaunchGridAsync, launch, launch, none, CP_KIND(CP_LAUNCH_KIND_LEGACY) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_STREAM(4)) \
 	X(cuLaunchCooperativeKernelMultiDevice, launch, "deprecated since CUDA 11.3 and unsupported on CUDA 12+ devices: takes an array of launches, not decoded") \
 	/* allocations: the pointer is read when the call returns */ \
 	P(cuMemAlloc_v2, alloc, call_entry, call_return, CP_KIND(CP_MEM_DEVICE) | CP_ARG_A(1) | CP_ARG_BYTES(2)) \
@@ -105,62 +107,62 @@
 	X(cuMemMapArrayAsync, vmm, "maps tiles of sparse CUDA arrays and mipmaps, not linear device memory: no bytes change hands") \
 	X(cuMemMapArrayAsync_ptsz, vmm, "maps tiles of sparse CUDA arrays and mipmaps, not linear device memory: no bytes change hands") \
 	/* copies: 1D (pointers and arrays), peer, 2D, 3D, batches */ \
-	P(cuMemcpy, copy, copy_entry, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpy_ptds, copy, copy_entry, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpyAsync, copy, copy_entry, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
-	P(cuMemcpyAsync_ptsz, copy, copy_entry, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
-	P(cuMemcpyHtoD_v2, copy, copy_entry, none, CP_KIND(CP_COPY_HTOD) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpyHtoD_v2_ptds, copy, copy_entry, none, CP_KIND(CP_COPY_HTOD) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpyDtoH_v2, copy, copy_entry, none, CP_KIND(CP_COPY_DTOH) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpyDtoH_v2_ptds, copy, copy_entry, none, CP_KIND(CP_COPY_DTOH) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpyDtoD_v2, copy, copy_entry, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpyDtoD_v2_ptds, copy, copy_entry, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpyHtoDAsync_v2, copy, copy_entry, none, CP_KIND(CP_COPY_HTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
-	P(cuMemcpyHtoDAsync_v2_ptsz, copy, copy_entry, none, CP_KIND(CP_COPY_HTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
-	P(cuMemcpyDtoHAsync_v2, copy, copy_entry, none, CP_KIND(CP_COPY_DTOH) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
-	P(cuMemcpyDtoHAsync_v2_ptsz, copy, copy_entry, none, CP_KIND(CP_COPY_DTOH) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
-	P(cuMemcpyDtoDAsync_v2, copy, copy_entry, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
-	P(cuMemcpyDtoDAsync_v2_ptsz, copy, copy_entry, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
-	P(cuMemcpyPeer, copy, copy_entry, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ARGS(1, 3, 5)) \
-	P(cuMemcpyPeer_ptds, copy, copy_entry, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ARGS(1, 3, 5)) \
-	P(cuMemcpyPeerAsync, copy, copy_entry, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ASYNC_ARGS(1, 3, 5, 6)) \
-	P(cuMemcpyPeerAsync_ptsz, copy, copy_entry, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ASYNC_ARGS(1, 3, 5, 6)) \
-	P(cuMemcpyHtoA_v2, copy, copy_entry, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ARGS(1, 3, 4)) \
-	P(cuMemcpyHtoA_v2_ptds, copy, copy_entry, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ARGS(1, 3, 4)) \
-	P(cuMemcpyAtoH_v2, copy, copy_entry, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ARGS(1, 2, 4)) \
-	P(cuMemcpyAtoH_v2_ptds, copy, copy_entry, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ARGS(1, 2, 4)) \
-	P(cuMemcpyDtoA_v2, copy, copy_entry, none, CP_KIND(CP_COPY_DTOA) | CP_COPY_ARGS(1, 3, 4)) \
-	P(cuMemcpyDtoA_v2_ptds, copy, copy_entry, none, CP_KIND(CP_COPY_DTOA) | CP_COPY_ARGS(1, 3, 4)) \
-	P(cuMemcpyAtoD_v2, copy, copy_entry, none, CP_KIND(CP_COPY_ATOD) | CP_COPY_ARGS(1, 2, 4)) \
-	P(cuMemcpyAtoD_v2_ptds, copy, copy_entry, none, CP_KIND(CP_COPY_ATOD) | CP_COPY_ARGS(1, 2, 4)) \
-	P(cuMemcpyAtoA_v2, copy, copy_entry, none, CP_KIND(CP_COPY_ATOA) | CP_COPY_ARGS(1, 3, 5)) \
-	P(cuMemcpyAtoA_v2_ptds, copy, copy_entry, none, CP_KIND(CP_COPY_ATOA) | CP_COPY_ARGS(1, 3, 5)) \
-	P(cuMemcpyHtoAAsync_v2, copy, copy_entry, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ASYNC_ARGS(1, 3, 4, 5)) \
-	P(cuMemcpyHtoAAsync_v2_ptsz, copy, copy_entry, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ASYNC_ARGS(1, 3, 4, 5)) \
-	P(cuMemcpyAtoHAsync_v2, copy, copy_entry, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ASYNC_ARGS(1, 2, 4, 5)) \
-	P(cuMemcpyAtoHAsync_v2_ptsz, copy, copy_entry, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ASYNC_ARGS(1, 2, 4, 5)) \
-	P(cuMemcpy2D_v2, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
-	P(cuMemcpy2D_v2_ptds, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
-	P(cuMemcpy2DUnaligned_v2, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
-	P(cuMemcpy2DUnaligned_v2_ptds, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
-	P(cuMemcpy2DAsync_v2, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
-	P(cuMemcpy2DAsync_v2_ptsz, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
-	P(cuMemcpy3D_v2, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
-	P(cuMemcpy3D_v2_ptds, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
-	P(cuMemcpy3DAsync_v2, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
-	P(cuMemcpy3DAsync_v2_ptsz, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
-	P(cuMemcpy3DPeer, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
-	P(cuMemcpy3DPeer_ptds, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
-	P(cuMemcpy3DPeerAsync, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
-	P(cuMemcpy3DPeerAsync_ptsz, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
-	P(cuMemcpyBatchAsync, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_BATCH) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_BYTES(4) | CP_ASYNC | CP_ARG_STREAM(9)) \
-	P(cuMemcpyBatchAsync_ptsz, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_BATCH) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_BYTES(4) | CP_ASYNC | CP_ARG_STREAM(9)) \
-	P(cuMemcpyBatchAsync_v2, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_BATCH) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_BYTES(4) | CP_ASYNC | CP_ARG_STREAM(8)) \
-	P(cuMemcpyBatchAsync_v2_ptsz, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_BATCH) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_BYTES(4) | CP_ASYNC | CP_ARG_STREAM(8)) \
-	P(cuMemcpy3DBatchAsync, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_BATCH_3D) | CP_ARG_BYTES(1) | CP_ASYNC | CP_ARG_STREAM(5)) \
-	P(cuMemcpy3DBatchAsync_ptsz, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_BATCH_3D) | CP_ARG_BYTES(1) | CP_ASYNC | CP_ARG_STREAM(5)) \
-	P(cuMemcpy3DBatchAsync_v2, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_BATCH_3D) | CP_ARG_BYTES(1) | CP_ASYNC | CP_ARG_STREAM(4)) \
-	P(cuMemcpy3DBatchAsync_v2_ptsz, copy, copy_struct, none, CP_VARIANT(CP_COPY_VARIANT_BATCH_3D) | CP_ARG_BYTES(1) | CP_ASYNC | CP_ARG_STREAM(4)) \
+	P(cuMemcpy, copy, copy, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpy_ptds, copy, copy, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpyAsync, copy, copy, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
+	P(cuMemcpyAsync_ptsz, copy, copy, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
+	P(cuMemcpyHtoD_v2, copy, copy, none, CP_KIND(CP_COPY_HTOD) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpyHtoD_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_HTOD) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpyDtoH_v2, copy, copy, none, CP_KIND(CP_COPY_DTOH) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpyDtoH_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_DTOH) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpyDtoD_v2, copy, copy, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpyDtoD_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpyHtoDAsync_v2, copy, copy, none, CP_KIND(CP_COPY_HTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
+	P(cuMemcpyHtoDAsync_v2_ptsz, copy, copy, none, CP_KIND(CP_COPY_HTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
+	P(cuMemcpyDtoHAsync_v2, copy, copy, none, CP_KIND(CP_COPY_DTOH) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
+	P(cuMemcpyDtoHAsync_v2_ptsz, copy, copy, none, CP_KIND(CP_COPY_DTOH) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
+	P(cuMemcpyDtoDAsync_v2, copy, copy, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
+	P(cuMemcpyDtoDAsync_v2_ptsz, copy, copy, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
+	P(cuMemcpyPeer, copy, copy, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ARGS(1, 3, 5)) \
+	P(cuMemcpyPeer_ptds, copy, copy, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ARGS(1, 3, 5)) \
+	P(cuMemcpyPeerAsync, copy, copy, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ASYNC_ARGS(1, 3, 5, 6)) \
+	P(cuMemcpyPeerAsync_ptsz, copy, copy, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ASYNC_ARGS(1, 3, 5, 6)) \
+	P(cuMemcpyHtoA_v2, copy, copy, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ARGS(1, 3, 4)) \
+	P(cuMemcpyHtoA_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ARGS(1, 3, 4)) \
+	P(cuMemcpyAtoH_v2, copy, copy, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ARGS(1, 2, 4)) \
+	P(cuMemcpyAtoH_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ARGS(1, 2, 4)) \
+	P(cuMemcpyDtoA_v2, copy, copy, none, CP_KIND(CP_COPY_DTOA) | CP_COPY_ARGS(1, 3, 4)) \
+	P(cuMemcpyDtoA_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_DTOA) | CP_COPY_ARGS(1, 3, 4)) \
+	P(cuMemcpyAtoD_v2, copy, copy, none, CP_KIND(CP_COPY_ATOD) | CP_COPY_ARGS(1, 2, 4)) \
+	P(cuMemcpyAtoD_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_ATOD) | CP_COPY_ARGS(1, 2, 4)) \
+	P(cuMemcpyAtoA_v2, copy, copy, none, CP_KIND(CP_COPY_ATOA) | CP_COPY_ARGS(1, 3, 5)) \
+	P(cuMemcpyAtoA_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_ATOA) | CP_COPY_ARGS(1, 3, 5)) \
+	P(cuMemcpyHtoAAsync_v2, copy, copy, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ASYNC_ARGS(1, 3, 4, 5)) \
+	P(cuMemcpyHtoAAsync_v2_ptsz, copy, copy, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ASYNC_ARGS(1, 3, 4, 5)) \
+	P(cuMemcpyAtoHAsync_v2, copy, copy, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ASYNC_ARGS(1, 2, 4, 5)) \
+	P(cuMemcpyAtoHAsync_v2_ptsz, copy, copy, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ASYNC_ARGS(1, 2, 4, 5)) \
+	P(cuMemcpy2D_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
+	P(cuMemcpy2D_v2_ptds, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
+	P(cuMemcpy2DUnaligned_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
+	P(cuMemcpy2DUnaligned_v2_ptds, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
+	P(cuMemcpy2DAsync_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
+	P(cuMemcpy2DAsync_v2_ptsz, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
+	P(cuMemcpy3D_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
+	P(cuMemcpy3D_v2_ptds, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
+	P(cuMemcpy3DAsync_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
+	P(cuMemcpy3DAsync_v2_ptsz, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
+	P(cuMemcpy3DPeer, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
+	P(cuMemcpy3DPeer_ptds, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
+	P(cuMemcpy3DPeerAsync, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
+	P(cuMemcpy3DPeerAsync_ptsz, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
+	P(cuMemcpyBatchAsync, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_BATCH) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_BYTES(4) | CP_ASYNC | CP_ARG_STREAM(9)) \
+	P(cuMemcpyBatchAsync_ptsz, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_BATCH) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_BYTES(4) | CP_ASYNC | CP_ARG_STREAM(9)) \
+	P(cuMemcpyBatchAsync_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_BATCH) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_BYTES(4) | CP_ASYNC | CP_ARG_STREAM(8)) \
+	P(cuMemcpyBatchAsync_v2_ptsz, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_BATCH) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_BYTES(4) | CP_ASYNC | CP_ARG_STREAM(8)) \
+	P(cuMemcpy3DBatchAsync, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_BATCH_3D) | CP_ARG_BYTES(1) | CP_ASYNC | CP_ARG_STREAM(5)) \
+	P(cuMemcpy3DBatchAsync_ptsz, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_BATCH_3D) | CP_ARG_BYTES(1) | CP_ASYNC | CP_ARG_STREAM(5)) \
+	P(cuMemcpy3DBatchAsync_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_BATCH_3D) | CP_ARG_BYTES(1) | CP_ASYNC | CP_ARG_STREAM(4)) \
+	P(cuMemcpy3DBatchAsync_v2_ptsz, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_BATCH_3D) | CP_ARG_BYTES(1) | CP_ASYNC | CP_ARG_STREAM(4)) \
 	X(cuMemcpyHtoD, copy, CP_LEGACY_32) X(cuMemcpyDtoH, copy, CP_LEGACY_32) \
 	X(cuMemcpyDtoD, copy, CP_LEGACY_32) X(cuMemcpyHtoDAsync, copy, CP_LEGACY_32) \
 	X(cuMemcpyDtoHAsync, copy, CP_LEGACY_32) X(cuMemcpyDtoDAsync, copy, CP_LEGACY_32) \
@@ -199,21 +201,21 @@
 	X(cuMemsetD32, memset, CP_LEGACY_32) X(cuMemsetD2D8, memset, CP_LEGACY_32) \
 	X(cuMemsetD2D16, memset, CP_LEGACY_32) X(cuMemsetD2D32, memset, CP_LEGACY_32) \
 	/* synchronization and completion queries */ \
-	P(cuCtxSynchronize, sync, sync_entry, none, CP_KIND(CP_SYNC_CONTEXT)) \
-	P(cuCtxSynchronize_v2, sync, sync_entry, none, CP_KIND(CP_SYNC_CONTEXT) | CP_ARG_A(1)) \
-	P(cuStreamSynchronize, sync, sync_entry, none, CP_KIND(CP_SYNC_STREAM) | CP_ARG_A(1)) \
-	P(cuStreamSynchronize_ptsz, sync, sync_entry, none, CP_KIND(CP_SYNC_STREAM) | CP_ARG_A(1)) \
-	P(cuEventSynchronize, sync, sync_entry, none, CP_KIND(CP_SYNC_EVENT) | CP_ARG_A(1)) \
+	P(cuCtxSynchronize, sync, sync, none, CP_KIND(CP_SYNC_CONTEXT)) \
+	P(cuCtxSynchronize_v2, sync, sync, none, CP_KIND(CP_SYNC_CONTEXT) | CP_ARG_A(1)) \
+	P(cuStreamSynchronize, sync, sync, none, CP_KIND(CP_SYNC_STREAM) | CP_ARG_A(1)) \
+	P(cuStreamSynchronize_ptsz, sync, sync, none, CP_KIND(CP_SYNC_STREAM) | CP_ARG_A(1)) \
+	P(cuEventSynchronize, sync, sync, none, CP_KIND(CP_SYNC_EVENT) | CP_ARG_A(1)) \
 	P(cuStreamQuery, sync, call_entry, call_return, CP_KIND(CP_SYNC_QUERY_STREAM) | CP_ARG_A(1)) \
 	P(cuStreamQuery_ptsz, sync, call_entry, call_return, CP_KIND(CP_SYNC_QUERY_STREAM) | CP_ARG_A(1)) \
 	P(cuEventQuery, sync, call_entry, call_return, CP_KIND(CP_SYNC_QUERY_EVENT) | CP_ARG_A(1)) \
 	/* stream ordering through events */ \
-	P(cuEventRecord, event, event_entry, none, CP_KIND(CP_EVENT_RECORD) | CP_ARG_A(1) | CP_ARG_STREAM(2)) \
-	P(cuEventRecord_ptsz, event, event_entry, none, CP_KIND(CP_EVENT_RECORD) | CP_ARG_A(1) | CP_ARG_STREAM(2)) \
-	P(cuEventRecordWithFlags, event, event_entry, none, CP_KIND(CP_EVENT_RECORD) | CP_ARG_A(1) | CP_ARG_STREAM(2) | CP_ARG_C(3)) \
-	P(cuEventRecordWithFlags_ptsz, event, event_entry, none, CP_KIND(CP_EVENT_RECORD) | CP_ARG_A(1) | CP_ARG_STREAM(2) | CP_ARG_C(3)) \
-	P(cuStreamWaitEvent, event, event_entry, none, CP_KIND(CP_EVENT_WAIT) | CP_ARG_A(2) | CP_ARG_STREAM(1) | CP_ARG_C(3)) \
-	P(cuStreamWaitEvent_ptsz, event, event_entry, none, CP_KIND(CP_EVENT_WAIT) | CP_ARG_A(2) | CP_ARG_STREAM(1) | CP_ARG_C(3)) \
+	P(cuEventRecord, event, event, none, CP_KIND(CP_EVENT_RECORD) | CP_ARG_A(1) | CP_ARG_STREAM(2)) \
+	P(cuEventRecord_ptsz, event, event, none, CP_KIND(CP_EVENT_RECORD) | CP_ARG_A(1) | CP_ARG_STREAM(2)) \
+	P(cuEventRecordWithFlags, event, event, none, CP_KIND(CP_EVENT_RECORD) | CP_ARG_A(1) | CP_ARG_STREAM(2) | CP_ARG_C(3)) \
+	P(cuEventRecordWithFlags_ptsz, event, event, none, CP_KIND(CP_EVENT_RECORD) | CP_ARG_A(1) | CP_ARG_STREAM(2) | CP_ARG_C(3)) \
+	P(cuStreamWaitEvent, event, event, none, CP_KIND(CP_EVENT_WAIT) | CP_ARG_A(2) | CP_ARG_STREAM(1) | CP_ARG_C(3)) \
+	P(cuStreamWaitEvent_ptsz, event, event, none, CP_KIND(CP_EVENT_WAIT) | CP_ARG_A(2) | CP_ARG_STREAM(1) | CP_ARG_C(3)) \
 	/* modules and libraries: the handle is read when the call returns */ \
 	P(cuModuleLoad, module, call_entry, call_return, CP_KIND(CP_MODULE_LOAD) | CP_VARIANT(CP_MODULE_FROM_FILE) | CP_ARG_A(1) | CP_ARG_B(2)) \
 	P(cuModuleLoadData, module, call_entry, call_return, CP_KIND(CP_MODULE_LOAD) | CP_ARG_A(1)) \
@@ -223,6 +225,19 @@
 	P(cuLibraryLoadData, module, call_entry, call_return, CP_KIND(CP_LIBRARY_LOAD) | CP_ARG_A(1)) \
 	P(cuLibraryLoadFromFile, module, call_entry, call_return, CP_KIND(CP_LIBRARY_LOAD) | CP_VARIANT(CP_MODULE_FROM_FILE) | CP_ARG_A(1) | CP_ARG_B(2)) \
 	P(cuLibraryUnload, module, call_entry, call_return, CP_KIND(CP_LIBRARY_UNLOAD) | CP_ARG_C(1)) \
+	/* contexts: which device a thread's work goes to (results read on return) */ \
+	P(cuDevicePrimaryCtxRetain, context, call_entry, call_return, CP_KIND(CP_CONTEXT_RETAIN) | CP_ARG_A(1) | CP_ARG_C(2)) \
+	P(cuCtxCreate, context, call_entry, call_return, CP_KIND(CP_CONTEXT_CREATE) | CP_ARG_A(1) | CP_ARG_C(3)) \
+	P(cuCtxCreate_v2, context, call_entry, call_return, CP_KIND(CP_CONTEXT_CREATE) | CP_ARG_A(1) | CP_ARG_C(3)) \
+	P(cuCtxCreate_v3, context, call_entry, call_return, CP_KIND(CP_CONTEXT_CREATE) | CP_ARG_A(1) | CP_ARG_C(5)) \
+	P(cuCtxCreate_v4, context, call_entry, call_return, CP_KIND(CP_CONTEXT_CREATE) | CP_ARG_A(1) | CP_ARG_C(4)) \
+	P(cuCtxDestroy, context, call_entry, call_return, CP_KIND(CP_CONTEXT_DESTROY) | CP_ARG_B(1)) \
+	P(cuCtxDestroy_v2, context, call_entry, call_return, CP_KIND(CP_CONTEXT_DESTROY) | CP_ARG_B(1)) \
+	P(cuCtxSetCurrent, context, call_entry, call_return, CP_KIND(CP_CONTEXT_SET) | CP_ARG_B(1)) \
+	P(cuCtxPushCurrent, context, call_entry, call_return, CP_KIND(CP_CONTEXT_PUSH) | CP_ARG_B(1)) \
+	P(cuCtxPushCurrent_v2, context, call_entry, call_return, CP_KIND(CP_CONTEXT_PUSH) | CP_ARG_B(1)) \
+	P(cuCtxPopCurrent, context, call_entry, call_return, CP_KIND(CP_CONTEXT_POP) | CP_ARG_A(1)) \
+	P(cuCtxPopCurrent_v2, context, call_entry, call_return, CP_KIND(CP_CONTEXT_POP) | CP_ARG_A(1)) \
 	/* kernel names: the handle and the name are read when the call returns */ \
 	P(cuModuleGetFunction, name, name_entry, name_return, CP_KIND(CP_NAME_LOOKUP)) \
 	P(cuLibraryGetKernel, name, name_entry, name_return, CP_KIND(CP_NAME_LOOKUP)) \

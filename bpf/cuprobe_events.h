@@ -28,6 +28,7 @@ enum cp_event_type {
 	CP_EV_MODULE = 11,  /* a module or library was loaded or unloaded */
 	CP_EV_VMM = 12,     /* virtual memory management: physical handles, ranges, mappings */
 	CP_EV_ATTACH = 13,  /* a process mapped a CUDA library file (attach event) */
+	CP_EV_CONTEXT = 14, /* a context was made, made current, pushed, popped or destroyed */
 	CP_EV_TYPE_MAX,
 };
 
@@ -192,6 +193,16 @@ enum cp_vmm_op {
 	CP_VMM_ADDRESS_FREE = 7, /* cuMemAddressFree */
 };
 
+/* Operations of CP_EV_CONTEXT (the context family's kind). */
+enum cp_context_op {
+	CP_CONTEXT_RETAIN = 1,   /* cuDevicePrimaryCtxRetain: the device's primary context */
+	CP_CONTEXT_CREATE = 2,   /* cuCtxCreate */
+	CP_CONTEXT_DESTROY = 3,
+	CP_CONTEXT_SET = 4,      /* cuCtxSetCurrent: the thread's current context */
+	CP_CONTEXT_PUSH = 5,
+	CP_CONTEXT_POP = 6,
+};
+
 /* Kinds of the name family. */
 #define CP_NAME_LOOKUP 1 /* cuModuleGetFunction/cuLibraryGetKernel(out, owner, name) */
 #define CP_NAME_ALIAS 2  /* cuKernelGetFunction(out, kernel) */
@@ -201,6 +212,7 @@ enum cp_proc_kind {
 	CP_PROC_CUDA_INIT = 1, /* cuInit was called */
 	CP_PROC_FORK = 2,      /* a traced process forked a traced child */
 	CP_PROC_EXIT = 3,      /* the whole process (thread group) exited */
+	CP_PROC_HELD_FOR_STACKS = 4, /* stopped until its memory map is read (hold_for_stacks) */
 };
 
 /* Launch kinds (the launch family's kind). */
@@ -351,6 +363,15 @@ struct cp_attach_event {
 	__s32 error;    /* negative errno when status is FAILED */
 	__u32 pad2;
 	char path[CP_PATH_MAX]; /* how the agent reached the file */
+};
+
+struct cp_context_event {
+	struct cp_event_header hdr;
+	__u64 context;  /* the context (retain/create/pop: returned) */
+	__s32 device;   /* retain/create: the device; else the context's, or -1 unknown */
+	__s32 result;
+	__u32 op;       /* enum cp_context_op */
+	__u32 pad;
 };
 
 struct cp_name_event {
@@ -524,6 +545,61 @@ struct cp_alloc_info {
 	__u64 time_ns;
 	__u32 kind;       /* enum cp_mem_kind */
 	__u32 api;
+};
+
+/* ---- maps shared with users' programs (cuprobe.bpf.h declares them) ---------- */
+
+/* The processes being traced (cuprobe's -p targets, COMMAND's tree); system-wide: all. */
+struct cuprobe_config {
+	__u32 filter_by_pid;
+	__u32 pad;
+};
+
+/* Kernel names by (pid, CUfunction/CUkernel), kept filled by the runtime. */
+#define CUPROBE_KERNEL_NAME_MAX 256
+
+struct cuprobe_name_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 handle;
+};
+
+struct cuprobe_kernel_name {
+	char name[CUPROBE_KERNEL_NAME_MAX]; /* mangled, as the driver saw it; may be cut */
+};
+
+/*
+ * Entry state of calls whose return is probed, keyed by thread and stack
+ * pointer: at the return probe the stack pointer is the entry's plus the
+ * popped return address, so a probed call made inside another keeps its
+ * own state. LRU: state whose return never comes (longjmp) ages out.
+ */
+struct cuprobe_call_key {
+	__u64 pid_tgid;
+	__u64 sp;
+};
+
+struct cuprobe_call {
+	__u64 cookie;
+	__u64 a, b, c, bytes, stream; /* the arguments the cookie points at */
+	__u64 start_ns;
+	__s64 stack_id;  /* allocating user stack, when cuprobe records stacks */
+	__u64 caller;    /* the call's return address, with the stack */
+};
+
+/* CUDA contexts: their device, and each thread's current one (a small push/pop stack). */
+struct cuprobe_context_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 context;
+};
+
+#define CUPROBE_CONTEXT_DEPTH 4
+
+struct cuprobe_thread_context {
+	__u64 stack[CUPROBE_CONTEXT_DEPTH];
+	__u32 depth;
+	__u32 pad;
 };
 
 /* Read-only configuration, set before load. */

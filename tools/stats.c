@@ -249,9 +249,12 @@ static int on_event(void *arg, const union cp_event *event)
 
 	pthread_mutex_lock(&ctx->lock);
 	cp_names__observe(ctx->session->names, event);
-	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_CUDA_INIT) {
-		/* Alive and in cuInit: its libraries are mapped; keep them for leak stacks. */
+	if (event->hdr.type == CP_EV_PROC && (event->proc.kind == CP_PROC_CUDA_INIT ||
+					      event->proc.kind == CP_PROC_HELD_FOR_STACKS)) {
+		/* Alive (held, or in cuInit): its libraries are mapped; keep them for leak stacks. */
+		cp_tracer__maps_reading(ctx->session->tracer, event->hdr.pid);
 		cp_symbolizer__refresh(ctx->session->symbolizer, event->hdr.pid);
+		cp_tracer__maps_read(ctx->session->tracer, event->hdr.pid);
 		comm_of(ctx, event->hdr.pid);
 	} else if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
 		struct exit_info info = { .exited = true, .exit_code = event->proc.exit_code };
@@ -380,6 +383,8 @@ int cp_cmd_stats(int argc, char **argv)
 	tracer_opts.no_call_records = true;
 	tracer_opts.measure_latency = opts.latency;
 	tracer_opts.record_stacks = opts.stacks;
+	/* Processes cuprobe started exit at will: hold them until their stacks can be named. */
+	tracer_opts.hold_for_stacks = opts.command != NULL;
 	ctx.session = &session;
 	ctx.json = opts.json;
 	ctx.latency = opts.latency;

@@ -243,6 +243,28 @@ out_release:
 	return err;
 }
 
+int cp_tracer__maps_reading(struct cp_tracer *tracer, uint32_t pid)
+{
+	uint8_t one = 1;
+
+	if (!tracer || !tracer->skel)
+		return -EINVAL;
+	return bpf_map__update_elem(tracer->skel->maps.maps_read, &pid, sizeof(pid), &one,
+				    sizeof(one), BPF_ANY);
+}
+
+int cp_tracer__maps_read(struct cp_tracer *tracer, uint32_t pid)
+{
+	struct cp_file_key held;
+
+	if (!tracer || !tracer->skel)
+		return -EINVAL;
+	if (!bpf_map__lookup_elem(tracer->skel->maps.held_pids, &pid, sizeof(pid), &held,
+				  sizeof(held), 0))
+		release(tracer, (pid_t)pid);
+	return 0;
+}
+
 int cp_tracer__release_held(struct cp_tracer *tracer)
 {
 	uint32_t key, next, *cursor = NULL;
@@ -270,7 +292,7 @@ int cp_tracer__live_targets(const struct cp_tracer *tracer)
 
 	if (!tracer)
 		return -EINVAL;
-	fd = bpf_map__fd(tracer->skel->maps.target_pids);
+	fd = bpf_map__fd(tracer->skel->maps.cuprobe_targets);
 	while (!bpf_map_get_next_key(fd, cursor, &next)) {
 		key = next;
 		cursor = &key;

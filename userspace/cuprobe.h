@@ -39,6 +39,7 @@ union cp_event {
 	struct cp_module_event module;
 	struct cp_vmm_event vmm;
 	struct cp_attach_event attach;
+	struct cp_context_event context;
 };
 
 /*
@@ -57,6 +58,7 @@ const char *cp_event_op__name(enum cp_event_op op);
 const char *cp_module_op__name(enum cp_module_op op);
 const char *cp_vmm_op__name(enum cp_vmm_op op);
 const char *cp_attach_status__name(enum cp_attach_status status);
+const char *cp_context_op__name(enum cp_context_op op);
 const char *cp_family__name(enum cp_family family);
 /* The family of an API (CP_FAMILY_NONE for the lifecycle slots). */
 enum cp_family cp_api__family(enum cp_api api);
@@ -182,6 +184,15 @@ struct cp_tracer_opts {
 	 * guardian process continues held processes if cuprobe dies.
 	 */
 	bool hold_new_mappers;
+	/*
+	 * With record_stacks and not system_wide: a traced process is stopped at
+	 * its first recorded stack, and again at the first one after it maps new
+	 * code, until the consumer has read its memory map (a process that exits
+	 * at once would leave its stacks unnamed) and calls
+	 * cp_tracer__stacks_readable. Use it for processes cuprobe started: a
+	 * job-control shell would see its job stop.
+	 */
+	bool hold_for_stacks;
 	/* With attach events: also libcudart files and executables (static cudart). */
 	bool runtime_attach;
 };
@@ -242,6 +253,13 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
 int cp_tracer__handle_attach(struct cp_tracer *tracer, struct cp_attach_event *event);
 /* Processes of the traced set still alive (COMMAND's tree, -p targets and their forks). */
 int cp_tracer__live_targets(const struct cp_tracer *tracer);
+/*
+ * hold_for_stacks: the consumer is about to read pid's memory map (call it
+ * before reading, so code mapped meanwhile still counts as new)...
+ */
+int cp_tracer__maps_reading(struct cp_tracer *tracer, uint32_t pid);
+/* ... and has read it: continue pid if a stack held it. */
+int cp_tracer__maps_read(struct cp_tracer *tracer, uint32_t pid);
 /* Continue every process still held (no attach will come for it). Returns how many. */
 int cp_tracer__release_held(struct cp_tracer *tracer);
 

@@ -19,6 +19,7 @@ _Static_assert(sizeof(struct cp_event_event) % 8 == 0, "event alignment");
 _Static_assert(sizeof(struct cp_module_event) % 8 == 0, "module alignment");
 _Static_assert(sizeof(struct cp_vmm_event) % 8 == 0, "vmm alignment");
 _Static_assert(sizeof(struct cp_attach_event) % 8 == 0, "attach alignment");
+_Static_assert(sizeof(struct cp_context_event) % 8 == 0, "context alignment");
 _Static_assert(CP_API_MAX < 0x10000, "API ids fit the cookie's 16 bits");
 _Static_assert(CP_FAMILY_MAX < 0x100, "families fit the cookie's 8 bits");
 
@@ -40,6 +41,7 @@ static const size_t record_sizes[CP_EV_TYPE_MAX] = {
 	[CP_EV_MODULE] = sizeof(struct cp_module_event),
 	[CP_EV_VMM] = sizeof(struct cp_vmm_event),
 	[CP_EV_ATTACH] = sizeof(struct cp_attach_event),
+	[CP_EV_CONTEXT] = sizeof(struct cp_context_event),
 };
 
 int cp_event__decode(const void *data, size_t size, union cp_event *out)
@@ -79,7 +81,7 @@ static const char *const type_names[CP_EV_TYPE_MAX] = {
 	[CP_EV_COPY] = "copy", [CP_EV_SYNC] = "sync", [CP_EV_NAME] = "name",
 	[CP_EV_PROC] = "process", [CP_EV_RT_LAUNCH] = "rt_launch", [CP_EV_MEMSET] = "memset",
 	[CP_EV_EVENT] = "event", [CP_EV_MODULE] = "module", [CP_EV_VMM] = "vmm",
-	[CP_EV_ATTACH] = "attach",
+	[CP_EV_ATTACH] = "attach", [CP_EV_CONTEXT] = "context",
 };
 
 const char *cp_event_type__name(enum cp_event_type type)
@@ -209,6 +211,19 @@ const char *cp_vmm_op__name(enum cp_vmm_op op)
 	case CP_VMM_UNMAP: return "unmap";
 	case CP_VMM_RESERVE: return "reserve";
 	case CP_VMM_ADDRESS_FREE: return "address_free";
+	default: return "unknown";
+	}
+}
+
+const char *cp_context_op__name(enum cp_context_op op)
+{
+	switch (op) {
+	case CP_CONTEXT_RETAIN: return "retain_primary";
+	case CP_CONTEXT_CREATE: return "create";
+	case CP_CONTEXT_DESTROY: return "destroy";
+	case CP_CONTEXT_SET: return "set_current";
+	case CP_CONTEXT_PUSH: return "push";
+	case CP_CONTEXT_POP: return "pop";
 	default: return "unknown";
 	}
 }

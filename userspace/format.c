@@ -267,6 +267,7 @@ static const char *proc_kind_name(__u32 kind)
 	case CP_PROC_CUDA_INIT: return "cuda_init";
 	case CP_PROC_FORK: return "fork";
 	case CP_PROC_EXIT: return "exit";
+	case CP_PROC_HELD_FOR_STACKS: return "held_for_stacks";
 	default: return "unknown";
 	}
 }
@@ -412,6 +413,13 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 			put(&out, ",\"device\":%d", e->device);
 		if (e->op == CP_VMM_CREATE || e->op == CP_VMM_RELEASE || e->op == CP_VMM_UNMAP)
 			put(&out, ",\"physical_bytes\":%llu", (unsigned long long)e->physical_bytes);
+		break;
+	}
+	case CP_EV_CONTEXT: {
+		const struct cp_context_event *e = &event->context;
+
+		put(&out, ",\"op\":\"%s\",\"context\":\"0x%llx\",\"device\":%d,\"result\":%d",
+		    cp_context_op__name(e->op), (unsigned long long)e->context, e->device, e->result);
 		break;
 	}
 	case CP_EV_ATTACH: {
@@ -603,6 +611,12 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 			put(&out, " failed=%d", e->result);
 		break;
 	}
+	case CP_EV_CONTEXT:
+		put(&out, " %s context=0x%llx device=%d", cp_context_op__name(event->context.op),
+		    (unsigned long long)event->context.context, event->context.device);
+		if (event->context.result)
+			put(&out, " failed=%d", event->context.result);
+		break;
 	case CP_EV_ATTACH: {
 		const struct cp_attach_event *e = &event->attach;
 

@@ -160,7 +160,7 @@ int cp_tracer__stack(const struct cp_tracer *tracer, __s64 stack_id, __u64 *ips,
 
 	if (!tracer || !ips || stack_id < 0)
 		return -EINVAL;
-	if (bpf_map_lookup_elem(bpf_map__fd(tracer->skel->maps.stacks), &key, frames))
+	if (bpf_map_lookup_elem(bpf_map__fd(tracer->skel->maps.cuprobe_stacks), &key, frames))
 		return -ENOENT;
 	for (depth = 0; depth < CP_STACK_DEPTH && depth < max && frames[depth]; depth++)
 		ips[depth] = frames[depth];
@@ -210,7 +210,7 @@ int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid)
 			uint32_t id = (uint32_t)allocs[i].info.stack_id;
 
 			if (allocs[i].info.stack_id >= 0)
-				bpf_map_delete_elem(bpf_map__fd(tracer->skel->maps.stacks), &id);
+				bpf_map_delete_elem(bpf_map__fd(tracer->skel->maps.cuprobe_stacks), &id);
 		}
 		free(allocs);
 	}

@@ -183,6 +183,8 @@ static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opt
 	skel->rodata->watch_runtime = opts->attach_events && opts->runtime_attach;
 	skel->rodata->hold_new_mappers = opts->attach_events && opts->hold_new_mappers &&
 					 !opts->system_wide;
+	skel->rodata->hold_for_stacks = opts->hold_for_stacks && opts->record_stacks &&
+					!opts->system_wide;
 }
 
 static int attach_tracepoint(struct cp_tracer *tracer, struct bpf_program *program)
@@ -230,7 +232,7 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
 	}
 	configure(tracer->skel, opts);
 	tracer->measure_latency = opts->measure_latency;
-	tracer->hold = tracer->skel->rodata->hold_new_mappers;
+	tracer->hold = tracer->skel->rodata->hold_new_mappers || tracer->skel->rodata->hold_for_stacks;
 	err = bpf_map__set_max_entries(tracer->skel->maps.events, ring_bytes);
 	if (err)
 		goto err_destroy_skel;
@@ -263,6 +265,20 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
 	if (err) {
 		logf_(tracer, CP_LOG_WARN, "cannot load the BPF programs: %s", strerror(-err));
 		goto err_destroy_skel;
+	}
+
+	/* Users' programs (cuprobe run) read the filter from a map, not from our rodata. */
+	{
+		struct cuprobe_config config = { .filter_by_pid = !opts->system_wide };
+		__u32 zero = 0;
+
+		err = bpf_map__update_elem(tracer->skel->maps.cuprobe_config, &zero, sizeof(zero),
+					   &config, sizeof(config), BPF_ANY);
+		if (err) {
+			logf_(tracer, CP_LOG_WARN, "cannot configure the target filter: %s",
+			      strerror(-err));
+			goto err_destroy_skel;
+		}
 	}
 
 	/* Lifecycle and attach-event tracepoints: attached once, whatever libraries come later. */
@@ -706,7 +722,7 @@ int cp_tracer__add_pid(struct cp_tracer *tracer, pid_t pid)
 
 	if (!tracer || pid <= 0)
 		return -EINVAL;
-	return bpf_map__update_elem(tracer->skel->maps.target_pids, &key, sizeof(key), &one,
+	return bpf_map__update_elem(tracer->skel->maps.cuprobe_targets, &key, sizeof(key), &one,
 				    sizeof(one), BPF_ANY);
 }
 

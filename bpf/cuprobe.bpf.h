@@ -1,0 +1,877 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * cuprobe's SDK for BPF programs on CUDA events (`cuprobe run PROG`), and
+ * the decoders cuprobe's own programs are built on.
+ *
+ * A program goes in a section named after a family of the probe catalogue
+ * (cuprobe_catalogue.h), "cuda/FAMILY" for the calls' entries and
+ * "cuda.return/FAMILY" for their returns, and is attached to every exported
+ * variant of every API of that family (cuLaunchKernel, cuLaunchKernel_ptsz,
+ * cuLaunchKernelEx, ... for "cuda/launch"), in every driver file, including
+ * the ones processes map after the start. CUDA_PROG declares one and hands
+ * it the call decoded into the family's struct (struct cuda_launch, ...),
+ * for the processes cuprobe was asked to trace only:
+ *
+ *	SEC("cuda/launch")
+ *	int CUDA_PROG(count_blocks, struct cuda_launch, launch)
+ *	{
+ *		... launch->block[0], launch->function, launch->stream ...
+ *		return 0;
+ *	}
+ *
+ * Families: launch, alloc, free, vmm, copy, memset, sync, event, module,
+ * context. Return programs see what the call returned (the pointer of an
+ * allocation, a query's result, the duration of a sync): their arguments
+ * come from entry state that cuprobe keeps for them.
+ *
+ * What cuprobe prints without a consumer (the README has the details):
+ *  - every ring buffer declared with CUPROBE_RING(name, type, bytes): each
+ *    record as text or JSON, fields from the BTF of its type;
+ *  - every other map of the object, at exit and every -i seconds: keys and
+ *    values from BTF; a struct cuprobe_hist is drawn as a log2 histogram, a
+ *    cuprobe_kernel_t is shown as the kernel's name, a cuprobe_stack_t as a
+ *    symbolized user stack (both of the pid in a field named "pid" beside).
+ *
+ * Compile against the installed SDK:
+ *	clang -g -O2 -target bpf -D__TARGET_ARCH_x86 $(pkg-config --cflags cuprobe) -c prog.bpf.c
+ * (`cuprobe run prog.bpf.c` does this itself when clang is installed).
+ */
+#ifndef CUPROBE_BPF_H
+#define CUPROBE_BPF_H
+
+#ifndef __VMLINUX_H__
+#include "vmlinux.h"
+#endif
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "cuprobe_events.h"
+
+#ifndef PT_REGS_PARM6
+#define PT_REGS_PARM6(x) ((x)->r9) /* x86-64; libbpf before 1.2 stops at five */
+#endif
+
+/* ---- what the runtime shares with every program (types in cuprobe_events.h) ---- */
+
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cuprobe_config);
+} cuprobe_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);   /* thread group id */
+	__type(value, __u8);
+} cuprobe_targets SEC(".maps");
+
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct cuprobe_name_key);
+	__type(value, struct cuprobe_kernel_name);
+} cuprobe_kernel_names SEC(".maps");
+
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct cuprobe_call_key);
+	__type(value, struct cuprobe_call);
+} cuprobe_calls SEC(".maps");
+
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct cuprobe_context_key);
+	__type(value, __s32); /* device ordinal */
+} cuprobe_contexts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* thread id */
+	__type(value, struct cuprobe_thread_context);
+} cuprobe_thread_contexts SEC(".maps");
+
+/* The context a process made or retained last: its device when a thread has none set. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* thread group id */
+	__type(value, __u64);
+} cuprobe_process_contexts SEC(".maps");
+
+/* User stacks for cuprobe_user_stack(): printed symbolized. */
+#define CUPROBE_STACK_DEPTH 32
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 4096);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, CUPROBE_STACK_DEPTH * sizeof(__u64));
+} cuprobe_stacks SEC(".maps");
+
+/* ---- types the printer knows -------------------------------------------------------- */
+
+/* A CUfunction/CUkernel: printed as the kernel's name. */
+typedef __u64 cuprobe_kernel_t;
+/* A user stack id from cuprobe_user_stack(): printed symbolized. */
+typedef __s64 cuprobe_stack_t;
+
+/* A log2 histogram: bucket 0 holds [0, 1], bucket b holds (2^(b-1), 2^b]. */
+struct cuprobe_hist {
+	__u64 bucket[CP_HIST_BUCKETS];
+};
+
+/* A ring buffer whose records, of type type, cuprobe prints. */
+#define CUPROBE_RING(name, type, bytes)						\
+	struct {								\
+		__uint(type, BPF_MAP_TYPE_RINGBUF);				\
+		__uint(max_entries, bytes);					\
+	} name SEC(".maps");							\
+	const volatile type cuprobe_record__##name
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+/* True when the current process is one cuprobe was asked to trace. */
+static __always_inline bool cuprobe_traced(void)
+{
+	__u32 zero = 0, tgid = bpf_get_current_pid_tgid() >> 32;
+	struct cuprobe_config *config = bpf_map_lookup_elem(&cuprobe_config, &zero);
+
+	if (!config || !config->filter_by_pid)
+		return true;
+	return bpf_map_lookup_elem(&cuprobe_targets, &tgid) != NULL;
+}
+
+static __always_inline void cuprobe_hist_add(struct cuprobe_hist *hist, __u64 value)
+{
+	__sync_fetch_and_add(&hist->bucket[cp_log2_bucket(value) & (CP_HIST_BUCKETS - 1)], 1);
+}
+
+/* The calling thread's user stack, for a cuprobe_stack_t field (< 0: not captured). */
+static __always_inline cuprobe_stack_t cuprobe_user_stack(void *ctx)
+{
+	return bpf_get_stackid(ctx, &cuprobe_stacks, BPF_F_USER_STACK);
+}
+
+/* The mangled name of a kernel handle of pid, or NULL when not known (yet). */
+static __always_inline const char *cuprobe_kernel_name(__u32 pid, __u64 handle)
+{
+	struct cuprobe_name_key key = { .pid = pid, .handle = handle };
+	struct cuprobe_kernel_name *name = bpf_map_lookup_elem(&cuprobe_kernel_names, &key);
+
+	return name ? name->name : NULL;
+}
+
+/* The device of the calling thread's current context, or -1 when not known. */
+static __always_inline int cuprobe_current_device(void)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32;
+	struct cuprobe_thread_context *thread = bpf_map_lookup_elem(&cuprobe_thread_contexts, &tid);
+	struct cuprobe_context_key key = { .pid = tgid };
+	__u64 *last;
+	__s32 *device;
+
+	if (thread && thread->depth > 0 && thread->depth <= CUPROBE_CONTEXT_DEPTH)
+		key.context = thread->stack[(thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1)];
+	else if ((last = bpf_map_lookup_elem(&cuprobe_process_contexts, &tgid)))
+		key.context = *last;
+	else
+		return -1;
+	device = bpf_map_lookup_elem(&cuprobe_contexts, &key);
+	return device ? *device : -1;
+}
+
+/* ---- the normalized view of each family ------------------------------------------------- */
+
+/* cuLaunchKernel, cooperative, Ex, host functions, graphs, the legacy cuLaunch*. */
+struct cuda_launch {
+	__u32 api;              /* enum cp_api: which entry point */
+	__u32 kind;             /* enum cp_launch_kind */
+	cuprobe_kernel_t function; /* the CUfunction/CUkernel; the CUgraphExec or host function */
+	__u64 stream;
+	__u32 grid[3];
+	__u32 block[3];
+	__u32 shared_mem_bytes;
+	__u32 flags;            /* CP_LAUNCH_* */
+};
+
+/* Allocations: on return also the pointer and the result. */
+struct cuda_alloc {
+	__u32 api;
+	__u32 kind;             /* enum cp_mem_kind */
+	__u64 bytes;            /* pitched allocations: known on return */
+	__u64 stream;           /* stream-ordered allocations */
+	__u64 ptr;              /* return: the allocation (0 when it failed) */
+	__s32 result;           /* return: CUresult */
+	__u32 pad;
+	__u64 duration_ns;      /* return: entry to return */
+};
+
+struct cuda_free {
+	__u32 api;
+	__u32 kind;             /* enum cp_mem_kind */
+	__u64 ptr;
+	__u64 stream;
+	__s32 result;           /* return: CUresult */
+	__u32 pad;
+	__u64 duration_ns;
+};
+
+struct cuda_vmm {
+	__u32 api;
+	__u32 op;               /* enum cp_vmm_op */
+	__u64 handle;           /* create/retain: on return */
+	__u64 ptr;              /* reserve: on return */
+	__u64 bytes;
+	__s32 result;
+	__u32 pad;
+	__u64 duration_ns;
+};
+
+struct cuda_copy {
+	__u32 api;
+	__u32 direction;        /* enum cp_copy_dir */
+	__u64 dst;
+	__u64 src;
+	__u64 bytes;
+	__u64 stream;
+	__u32 async;
+	__u32 count;            /* 1, or a batch's length */
+	__u32 flags;            /* CP_COPY_* */
+	__s32 result;           /* return */
+	__u64 duration_ns;      /* return */
+};
+
+struct cuda_memset {
+	__u32 api;
+	__u32 element_size;     /* 1, 2 or 4 */
+	__u64 dst;
+	__u64 bytes;
+	__u64 pitch;            /* 2D */
+	__u64 stream;
+	__u32 value;
+	__u32 async;
+	__s32 result;           /* return */
+	__u32 pad;
+	__u64 duration_ns;      /* return */
+};
+
+/* Synchronizations and completion queries. */
+struct cuda_sync {
+	__u32 api;
+	__u32 kind;             /* enum cp_sync_kind */
+	__u64 handle;           /* stream, event or context */
+	__s32 result;           /* return: CUresult (queries: 0 complete, 600 not ready) */
+	__u32 pad;
+	__u64 duration_ns;      /* return: how long the call blocked */
+};
+
+struct cuda_event {
+	__u32 api;
+	__u32 op;               /* enum cp_event_op */
+	__u64 event;
+	__u64 stream;
+	__u32 flags;
+	__s32 result;           /* return */
+	__u64 duration_ns;      /* return */
+};
+
+struct cuda_module {
+	__u32 api;
+	__u32 op;               /* enum cp_module_op */
+	__u64 handle;           /* loads: on return */
+	__u64 path;             /* user address of the file name (from a file), else 0 */
+	__s32 result;           /* return */
+	__u32 pad;
+	__u64 duration_ns;
+};
+
+struct cuda_context {
+	__u32 api;
+	__u32 op;               /* enum cp_context_op */
+	__u64 context;          /* retain/create/pop: on return */
+	__s32 device;           /* retain/create: the device asked for; else -1 */
+	__s32 result;           /* return */
+	__u64 duration_ns;
+};
+
+/* ---- decoding ----------------------------------------------------------------------- */
+
+/* The integer arguments, x86-64 SysV: six registers, then the stack slots. */
+struct cuprobe_args {
+	struct pt_regs *regs;
+	__u64 cookie;
+	__u64 reg[8];
+};
+
+/*
+ * The registers are copied out once, each load pinned (barrier_var) so the
+ * compiler cannot fold them into a computed context offset, which the
+ * verifier refuses.
+ */
+static __always_inline void cuprobe_load_args(struct cuprobe_args *args, struct pt_regs *regs,
+					      __u64 cookie)
+{
+	__u64 a1 = PT_REGS_PARM1(regs), a2 = PT_REGS_PARM2(regs), a3 = PT_REGS_PARM3(regs);
+	__u64 a4 = PT_REGS_PARM4(regs), a5 = PT_REGS_PARM5(regs), a6 = PT_REGS_PARM6(regs);
+
+	barrier_var(a1);
+	barrier_var(a2);
+	barrier_var(a3);
+	barrier_var(a4);
+	barrier_var(a5);
+	barrier_var(a6);
+	args->regs = regs;
+	args->cookie = cookie;
+	args->reg[0] = a1;
+	args->reg[1] = a2;
+	args->reg[2] = a3;
+	args->reg[3] = a4;
+	args->reg[4] = a5;
+	args->reg[5] = a6;
+}
+
+/* The n-th (1-based) argument; 0 for position 0 (absent). */
+static __always_inline __u64 cuprobe_arg(const struct cuprobe_args *args, __u32 n)
+{
+	__u64 value = 0;
+
+	if (n == 0)
+		return 0;
+	if (n <= 6)
+		return args->reg[(n - 1) & 7]; /* the mask bounds the index for the verifier */
+	bpf_probe_read_user(&value, sizeof(value), (void *)(PT_REGS_SP(args->regs) + 8 * (n - 6)));
+	return value;
+}
+
+/* The argument the cookie names at shift (CP_SHIFT_A, ...). */
+static __always_inline __u64 cuprobe_cookie_arg(const struct cuprobe_args *args, __u32 shift)
+{
+	return cuprobe_arg(args, CP_COOKIE_ARG(args->cookie, shift));
+}
+
+/* The leading fields of CUlaunchConfig, as cuda.h lays them out. */
+struct cuprobe_launch_config {
+	__u32 grid[3];
+	__u32 block[3];
+	__u32 shared_mem_bytes;
+	__u32 pad;
+	__u64 stream;
+};
+
+/*
+ * cuLaunchKernel(f, gx, gy, gz, bx, by, bz, sharedMem, hStream, params, extra)
+ * and cuLaunchCooperativeKernel: six registers, then blockDimZ, sharedMem and
+ * hStream on the stack. cuLaunchKernelEx(const CUlaunchConfig *, f, ...).
+ * cuGraphLaunch(exec, stream), cuLaunchHostFunc(stream, fn, data), cuLaunch(f),
+ * cuLaunchGrid(f, w, h), cuLaunchGridAsync(f, w, h, stream): by the cookie.
+ */
+static __always_inline void cuda_decode_launch(const struct cuprobe_args *args,
+					       struct cuda_launch *out)
+{
+	__u32 kind = CP_COOKIE_KIND(args->cookie);
+	int i;
+
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(args->cookie);
+	out->kind = kind;
+	if (kind == CP_LAUNCH_KIND_KERNEL || kind == CP_LAUNCH_KIND_COOPERATIVE) {
+		__u64 on_stack[3] = {}; /* blockDimZ, sharedMemBytes, hStream */
+
+		/* One read for the three stack arguments above the return address. */
+		if (bpf_probe_read_user(on_stack, sizeof(on_stack),
+					(void *)(PT_REGS_SP(args->regs) + 8)))
+			out->flags |= CP_LAUNCH_CONFIG_FAULT;
+		out->function = args->reg[0];
+		out->grid[0] = args->reg[1];
+		out->grid[1] = args->reg[2];
+		out->grid[2] = args->reg[3];
+		out->block[0] = args->reg[4];
+		out->block[1] = args->reg[5];
+		out->block[2] = on_stack[0];
+		out->shared_mem_bytes = on_stack[1];
+		out->stream = on_stack[2];
+		if (kind == CP_LAUNCH_KIND_COOPERATIVE)
+			out->flags |= CP_LAUNCH_COOPERATIVE;
+	} else if (kind == CP_LAUNCH_KIND_EX) {
+		struct cuprobe_launch_config config = {};
+
+		if (bpf_probe_read_user(&config, sizeof(config), (void *)args->reg[0]))
+			out->flags |= CP_LAUNCH_CONFIG_FAULT;
+		out->function = args->reg[1];
+		for (i = 0; i < 3; i++) {
+			out->grid[i] = config.grid[i];
+			out->block[i] = config.block[i];
+		}
+		out->shared_mem_bytes = config.shared_mem_bytes;
+		out->stream = config.stream;
+		out->flags |= CP_LAUNCH_EX;
+	} else {
+		out->function = cuprobe_cookie_arg(args, CP_SHIFT_A);
+		out->stream = cuprobe_cookie_arg(args, CP_SHIFT_STREAM);
+		if (kind == CP_LAUNCH_KIND_GRAPH) {
+			out->flags = CP_LAUNCH_GRAPH;
+		} else if (kind == CP_LAUNCH_KIND_HOST_FUNC) {
+			out->flags = CP_LAUNCH_HOST_FUNC;
+		} else {
+			out->flags = CP_LAUNCH_LEGACY;
+			out->grid[0] = CP_COOKIE_ARG(args->cookie, CP_SHIFT_B) ?
+				       cuprobe_cookie_arg(args, CP_SHIFT_B) : 1;
+			out->grid[1] = CP_COOKIE_ARG(args->cookie, CP_SHIFT_C) ?
+				       cuprobe_cookie_arg(args, CP_SHIFT_C) : 1;
+			out->grid[2] = 1;
+		}
+	}
+}
+
+static __always_inline void cuda_decode_free(const struct cuprobe_args *args, struct cuda_free *out)
+{
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(args->cookie);
+	out->kind = CP_COOKIE_KIND(args->cookie);
+	out->ptr = cuprobe_cookie_arg(args, CP_SHIFT_A);
+	out->stream = cuprobe_cookie_arg(args, CP_SHIFT_STREAM);
+}
+
+/* CUmemorytype: 1 host, 2 device, 3 array, 4 unified. */
+static __always_inline __u32 cuprobe_copy_direction(__u32 src_type, __u32 dst_type)
+{
+	if (src_type == 4 || dst_type == 4)
+		return CP_COPY_DEFAULT;
+	switch (src_type * 8 + dst_type) {
+	case 1 * 8 + 2: return CP_COPY_HTOD;
+	case 2 * 8 + 1: return CP_COPY_DTOH;
+	case 2 * 8 + 2: return CP_COPY_DTOD;
+	case 1 * 8 + 1: return CP_COPY_HTOH;
+	case 1 * 8 + 3: return CP_COPY_HTOA;
+	case 3 * 8 + 1: return CP_COPY_ATOH;
+	case 2 * 8 + 3: return CP_COPY_DTOA;
+	case 3 * 8 + 2: return CP_COPY_ATOD;
+	case 3 * 8 + 3: return CP_COPY_ATOA;
+	}
+	return CP_COPY_DEFAULT;
+}
+
+/* One side of a 2D/3D copy: memory type, then host, device and array pointers. */
+struct cuprobe_copy_side {
+	__u32 type;
+	__u32 pad;
+	__u64 host, device, array;
+};
+
+static __always_inline __u64 cuprobe_side_address(const struct cuprobe_copy_side *side)
+{
+	return side->type == 1 ? side->host : side->type == 3 ? side->array : side->device;
+}
+
+/* Offsets in CUDA_MEMCPY2D (128 bytes) and CUDA_MEMCPY3D / CUDA_MEMCPY3D_PEER (200 bytes). */
+#define CUPROBE_COPY2D_SRC 16
+#define CUPROBE_COPY2D_DST 72
+#define CUPROBE_COPY2D_EXTENT 112
+#define CUPROBE_COPY3D_SRC 32
+#define CUPROBE_COPY3D_DST 120
+#define CUPROBE_COPY3D_EXTENT 176
+
+/*
+ * Copies: 1D between pointers and arrays by the cookie's positions; 2D, 3D
+ * and 3D peer copies from their struct; batches from their arrays (the
+ * sizes of the first CP_COPY_BATCH_READ_MAX summed).
+ */
+static __always_inline void cuda_decode_copy(const struct cuprobe_args *args, struct cuda_copy *out)
+{
+	__u32 variant = CP_COOKIE_VARIANT(args->cookie);
+	struct cuprobe_copy_side src = {}, dst = {};
+	__u64 extent[3] = { 0, 1, 1 }, desc, sizes[8], n;
+	int i, j;
+
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(args->cookie);
+	out->async = CP_COOKIE_ASYNC(args->cookie);
+	out->stream = cuprobe_cookie_arg(args, CP_SHIFT_STREAM);
+	out->count = 1;
+	if (!variant) {
+		out->dst = cuprobe_cookie_arg(args, CP_SHIFT_A);
+		out->src = cuprobe_cookie_arg(args, CP_SHIFT_B);
+		out->bytes = cuprobe_cookie_arg(args, CP_SHIFT_BYTES);
+		out->direction = CP_COOKIE_KIND(args->cookie);
+		return;
+	}
+	desc = cuprobe_cookie_arg(args, CP_SHIFT_A);
+	if (variant == CP_COPY_VARIANT_2D || variant == CP_COPY_VARIANT_3D) {
+		bool flat = variant == CP_COPY_VARIANT_2D;
+
+		if (bpf_probe_read_user(&src, sizeof(src),
+					(void *)(desc + (flat ? CUPROBE_COPY2D_SRC : CUPROBE_COPY3D_SRC))) ||
+		    bpf_probe_read_user(&dst, sizeof(dst),
+					(void *)(desc + (flat ? CUPROBE_COPY2D_DST : CUPROBE_COPY3D_DST))) ||
+		    bpf_probe_read_user(extent, flat ? 16 : 24,
+					(void *)(desc + (flat ? CUPROBE_COPY2D_EXTENT : CUPROBE_COPY3D_EXTENT))))
+			out->flags |= CP_COPY_UNREADABLE;
+		out->bytes = extent[0] * extent[1] * extent[2];
+		out->direction = cuprobe_copy_direction(src.type, dst.type);
+		out->dst = cuprobe_side_address(&dst);
+		out->src = cuprobe_side_address(&src);
+		return;
+	}
+	out->direction = CP_COPY_BATCH;
+	if (variant == CP_COPY_VARIANT_BATCH_3D) {
+		out->count = cuprobe_cookie_arg(args, CP_SHIFT_BYTES);
+		out->flags |= CP_COPY_BYTES_UNKNOWN;
+		return;
+	}
+	/* dsts (A), srcs (B), sizes (C), count (BYTES) */
+	n = cuprobe_cookie_arg(args, CP_SHIFT_BYTES);
+	out->count = n;
+	bpf_probe_read_user(&out->dst, sizeof(out->dst), (void *)desc);
+	bpf_probe_read_user(&out->src, sizeof(out->src), (void *)cuprobe_cookie_arg(args, CP_SHIFT_B));
+	desc = cuprobe_cookie_arg(args, CP_SHIFT_C);
+	for (i = 0; i < CP_COPY_BATCH_READ_MAX / 8; i++) {
+		if ((__u64)i * 8 >= n)
+			break;
+		if (bpf_probe_read_user(sizes, sizeof(sizes), (void *)(desc + i * sizeof(sizes)))) {
+			/* a short array at the end of a page: one at a time */
+			for (j = 0; j < 8; j++)
+				if (bpf_probe_read_user(&sizes[j], 8, (void *)(desc + (i * 8 + j) * 8)))
+					sizes[j] = 0;
+		}
+		for (j = 0; j < 8; j++)
+			if ((__u64)(i * 8 + j) < n)
+				out->bytes += sizes[j];
+	}
+	if (n > CP_COPY_BATCH_READ_MAX)
+		out->flags |= CP_COPY_TRUNCATED;
+}
+
+/* cuMemsetD<N>[Async](dst, value, count[, stream]), cuMemsetD2D<N>[Async](dst, pitch, value, width, height[, stream]) */
+static __always_inline void cuda_decode_memset(const struct cuprobe_args *args,
+					       struct cuda_memset *out)
+{
+	__u32 size = CP_COOKIE_KIND(args->cookie);
+
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(args->cookie);
+	out->element_size = size;
+	out->dst = cuprobe_cookie_arg(args, CP_SHIFT_A);
+	out->value = cuprobe_cookie_arg(args, CP_SHIFT_B);
+	out->bytes = cuprobe_cookie_arg(args, CP_SHIFT_BYTES) * size;
+	if (CP_COOKIE_VARIANT(args->cookie) == CP_MEMSET_2D) {
+		out->pitch = cuprobe_cookie_arg(args, CP_SHIFT_C);
+		out->bytes *= args->reg[4]; /* height */
+	}
+	out->stream = cuprobe_cookie_arg(args, CP_SHIFT_STREAM);
+	out->async = CP_COOKIE_ASYNC(args->cookie);
+}
+
+static __always_inline void cuda_decode_sync(const struct cuprobe_args *args, struct cuda_sync *out)
+{
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(args->cookie);
+	out->kind = CP_COOKIE_KIND(args->cookie);
+	out->handle = cuprobe_cookie_arg(args, CP_SHIFT_A);
+}
+
+static __always_inline void cuda_decode_event(const struct cuprobe_args *args, struct cuda_event *out)
+{
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(args->cookie);
+	out->op = CP_COOKIE_KIND(args->cookie);
+	out->event = cuprobe_cookie_arg(args, CP_SHIFT_A);
+	out->stream = cuprobe_cookie_arg(args, CP_SHIFT_STREAM);
+	out->flags = cuprobe_cookie_arg(args, CP_SHIFT_C);
+}
+
+/* ---- entry state, and the calls decoded at their return ---------------------------------- */
+
+/* Keeps the arguments the cookie names (and when the call started) for the return probe. */
+static __always_inline struct cuprobe_call cuprobe_call_of(const struct cuprobe_args *args,
+							   __u64 now)
+{
+	struct cuprobe_call call = {
+		.cookie = args->cookie,
+		.a = cuprobe_cookie_arg(args, CP_SHIFT_A),
+		.b = cuprobe_cookie_arg(args, CP_SHIFT_B),
+		.c = cuprobe_cookie_arg(args, CP_SHIFT_C),
+		.bytes = cuprobe_cookie_arg(args, CP_SHIFT_BYTES),
+		.stream = cuprobe_cookie_arg(args, CP_SHIFT_STREAM),
+		.start_ns = now,
+		.stack_id = -1,
+	};
+
+	return call;
+}
+
+static __always_inline struct cuprobe_call_key cuprobe_entry_key(struct pt_regs *regs)
+{
+	struct cuprobe_call_key key = { .pid_tgid = bpf_get_current_pid_tgid(),
+					.sp = PT_REGS_SP(regs) };
+
+	return key;
+}
+
+/* At the return probe: the stack pointer is the entry's plus the popped return address. */
+static __always_inline struct cuprobe_call_key cuprobe_return_key(struct pt_regs *regs)
+{
+	struct cuprobe_call_key key = { .pid_tgid = bpf_get_current_pid_tgid(),
+					.sp = PT_REGS_SP(regs) - 8 };
+
+	return key;
+}
+
+/* The entry state of the returning call (left for other return probes), or NULL. */
+static __always_inline struct cuprobe_call *cuprobe_returning_call(struct pt_regs *regs)
+{
+	struct cuprobe_call_key key = cuprobe_return_key(regs);
+
+	return bpf_map_lookup_elem(&cuprobe_calls, &key);
+}
+
+/* The CUresult a probed call returned (rax). */
+static __always_inline int cuprobe_return_value(struct pt_regs *regs)
+{
+	return (int)PT_REGS_RC(regs);
+}
+
+static __always_inline __u64 cuprobe_duration(const struct cuprobe_call *call)
+{
+	return call->start_ns ? bpf_ktime_get_ns() - call->start_ns : 0;
+}
+
+/* A pointer-sized value the call wrote through its out pointer (0 when it failed or cannot be read). */
+static __always_inline __u64 cuprobe_out_value(__u64 out_ptr, int result)
+{
+	__u64 value = 0;
+
+	if (result != 0 || bpf_probe_read_user(&value, sizeof(value), (void *)out_ptr))
+		return 0;
+	return value;
+}
+
+static __always_inline void cuda_decode_alloc_call(const struct cuprobe_call *call, int result,
+						   struct cuda_alloc *out)
+{
+	__u64 pitch = 0;
+
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie);
+	out->kind = CP_COOKIE_KIND(call->cookie);
+	out->result = result;
+	if (CP_COOKIE_VARIANT(call->cookie) == CP_ALLOC_PITCH) {
+		/* bytes = *pitch (written by the call) x height */
+		if (result == 0)
+			bpf_probe_read_user(&pitch, sizeof(pitch), (void *)call->b);
+		out->bytes = pitch * call->c;
+	} else {
+		out->bytes = call->bytes;
+	}
+	out->stream = CP_COOKIE_ASYNC(call->cookie) ? call->stream : 0;
+	out->ptr = cuprobe_out_value(call->a, result);
+}
+
+/* The location id in a CUmemAllocationProp: {type, handle types, {location type, id}}. */
+#define CUPROBE_ALLOC_PROP_LOCATION_ID 12
+
+static __always_inline void cuda_decode_vmm_call(const struct cuprobe_call *call, int result,
+						 struct cuda_vmm *out)
+{
+	__u32 op = CP_COOKIE_KIND(call->cookie);
+
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie);
+	out->op = op;
+	out->result = result;
+	out->bytes = call->bytes;
+	out->handle = call->c;
+	out->ptr = call->b;
+	/* Calls that hand something back through a pointer: the handle or the range. */
+	if (op == CP_VMM_CREATE || op == CP_VMM_RETAIN)
+		out->handle = cuprobe_out_value(call->a, result);
+	if (op == CP_VMM_RESERVE)
+		out->ptr = cuprobe_out_value(call->a, result);
+}
+
+static __always_inline void cuda_decode_context_call(const struct cuprobe_call *call, int result,
+						     struct cuda_context *out)
+{
+	__u32 op = CP_COOKIE_KIND(call->cookie);
+
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie);
+	out->op = op;
+	out->result = result;
+	out->device = CP_COOKIE_ARG(call->cookie, CP_SHIFT_C) ? (__s32)call->c : -1;
+	out->context = op == CP_CONTEXT_RETAIN || op == CP_CONTEXT_CREATE || op == CP_CONTEXT_POP ?
+		       cuprobe_out_value(call->a, result) : call->b;
+}
+
+static __always_inline void cuda_decode_module_call(const struct cuprobe_call *call, int result,
+						    struct cuda_module *out)
+{
+	__u32 op = CP_COOKIE_KIND(call->cookie);
+
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie);
+	out->op = op;
+	out->result = result;
+	out->handle = op == CP_MODULE_LOAD || op == CP_LIBRARY_LOAD ? cuprobe_out_value(call->a, result) :
+		      call->c;
+	out->path = CP_COOKIE_VARIANT(call->cookie) == CP_MODULE_FROM_FILE ? call->b : 0;
+}
+
+/* ---- one decoder per struct, for CUDA_PROG ------------------------------------------------- */
+
+/* Entry: the arguments; returns 0 when ev holds the call. */
+#define cuprobe_decode_entry(args, ev)							\
+	_Generic((ev),									\
+		struct cuda_launch *: cuda_decode_launch,				\
+		struct cuda_free *: cuda_decode_free,					\
+		struct cuda_copy *: cuda_decode_copy,					\
+		struct cuda_memset *: cuda_decode_memset,				\
+		struct cuda_sync *: cuda_decode_sync,					\
+		struct cuda_event *: cuda_decode_event,					\
+		struct cuda_alloc *: cuprobe_decode_alloc_entry,			\
+		struct cuda_vmm *: cuprobe_decode_vmm_entry,				\
+		struct cuda_module *: cuprobe_decode_module_entry,			\
+		struct cuda_context *: cuprobe_decode_context_entry)((args), (ev))
+
+static __always_inline void cuprobe_decode_alloc_entry(const struct cuprobe_args *args,
+						       struct cuda_alloc *out)
+{
+	struct cuprobe_call call = cuprobe_call_of(args, 0);
+
+	cuda_decode_alloc_call(&call, -1, out);
+	out->result = 0;
+}
+
+static __always_inline void cuprobe_decode_vmm_entry(const struct cuprobe_args *args,
+						     struct cuda_vmm *out)
+{
+	struct cuprobe_call call = cuprobe_call_of(args, 0);
+
+	cuda_decode_vmm_call(&call, -1, out);
+	out->result = 0;
+}
+
+static __always_inline void cuprobe_decode_module_entry(const struct cuprobe_args *args,
+							struct cuda_module *out)
+{
+	struct cuprobe_call call = cuprobe_call_of(args, 0);
+
+	cuda_decode_module_call(&call, -1, out);
+	out->result = 0;
+}
+
+static __always_inline void cuprobe_decode_context_entry(const struct cuprobe_args *args,
+							 struct cuda_context *out)
+{
+	struct cuprobe_call call = cuprobe_call_of(args, 0);
+
+	cuda_decode_context_call(&call, -1, out);
+	out->result = 0;
+}
+
+/*
+ * Return: the entry's arguments from the entry state (cuprobe keeps it for
+ * every family a return program asks for), the result and what the call
+ * wrote back. Returns the state, or NULL when the entry was not seen.
+ */
+#define CUPROBE_RETURN_DECODER(type, family_decode)					\
+static __always_inline int cuprobe_decode_return_##type(struct pt_regs *regs,		\
+							struct cuda_##type *out)	\
+{											\
+	struct cuprobe_call *call = cuprobe_returning_call(regs);			\
+	int result = cuprobe_return_value(regs);					\
+											\
+	if (!call)									\
+		return -1;								\
+	family_decode;									\
+	out->result = result;								\
+	out->duration_ns = cuprobe_duration(call);					\
+	return 0;									\
+}
+
+CUPROBE_RETURN_DECODER(alloc, cuda_decode_alloc_call(call, result, out))
+CUPROBE_RETURN_DECODER(vmm, cuda_decode_vmm_call(call, result, out))
+CUPROBE_RETURN_DECODER(module, cuda_decode_module_call(call, result, out))
+CUPROBE_RETURN_DECODER(context, cuda_decode_context_call(call, result, out))
+CUPROBE_RETURN_DECODER(sync,
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie); out->kind = CP_COOKIE_KIND(call->cookie);
+	out->handle = call->a)
+CUPROBE_RETURN_DECODER(free,
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie); out->kind = CP_COOKIE_KIND(call->cookie);
+	out->ptr = call->a; out->stream = call->stream)
+CUPROBE_RETURN_DECODER(event,
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie); out->op = CP_COOKIE_KIND(call->cookie);
+	out->event = call->a; out->stream = call->stream; out->flags = call->c)
+CUPROBE_RETURN_DECODER(memset,
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie); out->element_size = CP_COOKIE_KIND(call->cookie);
+	out->dst = call->a; out->value = call->b; out->stream = call->stream;
+	out->async = CP_COOKIE_ASYNC(call->cookie);
+	out->bytes = call->bytes * CP_COOKIE_KIND(call->cookie))
+CUPROBE_RETURN_DECODER(copy,
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie); out->direction = CP_COOKIE_KIND(call->cookie);
+	out->dst = call->a; out->src = call->b; out->bytes = call->bytes; out->stream = call->stream;
+	out->async = CP_COOKIE_ASYNC(call->cookie); out->count = 1)
+
+#define cuprobe_decode_return(regs, ev)							\
+	_Generic((ev),									\
+		struct cuda_alloc *: cuprobe_decode_return_alloc,			\
+		struct cuda_free *: cuprobe_decode_return_free,				\
+		struct cuda_vmm *: cuprobe_decode_return_vmm,				\
+		struct cuda_copy *: cuprobe_decode_return_copy,				\
+		struct cuda_memset *: cuprobe_decode_return_memset,			\
+		struct cuda_sync *: cuprobe_decode_return_sync,				\
+		struct cuda_event *: cuprobe_decode_return_event,			\
+		struct cuda_module *: cuprobe_decode_return_module,			\
+		struct cuda_context *: cuprobe_decode_return_context)((regs), (ev))
+
+/*
+ * A program on a family's calls: CUDA_PROG(name, struct cuda_FAMILY, arg) in a
+ * "cuda/FAMILY" section, CUDA_RETURN_PROG(...) in "cuda.return/FAMILY". The
+ * body gets ctx (struct pt_regs *) and arg (const struct cuda_FAMILY *); it
+ * runs only for traced processes, and its return value is ignored.
+ */
+#define CUDA_PROG(name, type, arg)							\
+name(struct pt_regs *ctx);								\
+static __always_inline int ____##name(struct pt_regs *ctx, const type *arg);		\
+int name(struct pt_regs *ctx)								\
+{											\
+	struct cuprobe_args ____args;							\
+	type ____event;									\
+											\
+	if (!cuprobe_traced())								\
+		return 0;								\
+	cuprobe_load_args(&____args, ctx, bpf_get_attach_cookie(ctx));			\
+	cuprobe_decode_entry(&____args, &____event);					\
+	return ____##name(ctx, &____event);						\
+}											\
+static __always_inline int ____##name(struct pt_regs *ctx, const type *arg)
+
+#define CUDA_RETURN_PROG(name, type, arg)						\
+name(struct pt_regs *ctx);								\
+static __always_inline int ____##name(struct pt_regs *ctx, const type *arg);		\
+int name(struct pt_regs *ctx)								\
+{											\
+	type ____event;									\
+											\
+	if (!cuprobe_traced() || cuprobe_decode_return(ctx, &____event))		\
+		return 0;								\
+	return ____##name(ctx, &____event);						\
+}											\
+static __always_inline int ____##name(struct pt_regs *ctx, const type *arg)
+
+#endif /* CUPROBE_BPF_H */
