@@ -113,6 +113,17 @@ struct {
 	__type(value, __u64);
 } vmm_ranges SEC(".maps");
 
+/*
+ * The built-in programs' entry state, deleted at the return that reads it
+ * (users' return programs read cuprobe_calls, which call_stash fills).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct cuprobe_call_key);
+	__type(value, struct cuprobe_call);
+} pending SEC(".maps");
+
 /* When each thread entered the call being timed (measure_latency). */
 struct call_start {
 	__u64 time_ns;
@@ -601,7 +612,7 @@ static __always_inline void keep_call(struct call *c, struct cuprobe_call *call)
 {
 	struct cuprobe_call_key key = cuprobe_entry_key(c->regs);
 
-	if (bpf_map_update_elem(&cuprobe_calls, &key, call, BPF_ANY))
+	if (bpf_map_update_elem(&pending, &key, call, BPF_ANY))
 		count_in(c->slots, CP_CNT_PENDING_OVERFLOW);
 }
 
@@ -668,6 +679,28 @@ int BPF_KPROBE(call_entry)
 		hold_until_maps_read(&c);
 	}
 	keep_call(&c, &call);
+	return 0;
+}
+
+/*
+ * cuprobe run: the entry state of a family whose returns a user's program
+ * reads (cuprobe_returning_call), left in place for every return program
+ * of the call; a later call from the same frame replaces it.
+ */
+SEC("uprobe")
+int BPF_KPROBE(call_stash)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	struct cuprobe_call_key key = cuprobe_entry_key(ctx);
+	struct cuprobe_args args;
+	struct cuprobe_call call;
+
+	if (!traced(pid_tgid >> 32))
+		return 0;
+	cuprobe_load_args(&args, ctx, bpf_get_attach_cookie(ctx));
+	call = cuprobe_call_of(&args, bpf_ktime_get_ns());
+	if (bpf_map_update_elem(&cuprobe_calls, &key, &call, BPF_ANY))
+		count(CP_CNT_PENDING_OVERFLOW);
 	return 0;
 }
 
@@ -861,13 +894,13 @@ int BPF_KRETPROBE(call_return, int result)
 		return 0;
 	returned(ctx, c.pid_tgid, result);
 	key = cuprobe_return_key(ctx);
-	found = bpf_map_lookup_elem(&cuprobe_calls, &key);
+	found = bpf_map_lookup_elem(&pending, &key);
 	if (!found) {
 		count(CP_CNT_PENDING_MISSED);
 		return 0;
 	}
 	call = *found;
-	bpf_map_delete_elem(&cuprobe_calls, &key);
+	bpf_map_delete_elem(&pending, &key);
 	c.regs = ctx;
 	c.cookie = call.cookie;
 	c.api = CP_COOKIE_API(call.cookie);
@@ -1027,13 +1060,13 @@ int BPF_KRETPROBE(name_return, int result)
 		return 0;
 	returned(ctx, pid_tgid, result);
 	key = cuprobe_return_key(ctx);
-	found = bpf_map_lookup_elem(&cuprobe_calls, &key);
+	found = bpf_map_lookup_elem(&pending, &key);
 	if (!found) {
 		count(CP_CNT_PENDING_MISSED);
 		return 0;
 	}
 	call = *found;
-	bpf_map_delete_elem(&cuprobe_calls, &key);
+	bpf_map_delete_elem(&pending, &key);
 	now = bpf_ktime_get_ns();
 	event = reserve(cpu_counters(), sizeof(*event));
 	if (!event)

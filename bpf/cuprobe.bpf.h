@@ -124,19 +124,54 @@ struct {
 typedef __u64 cuprobe_kernel_t;
 /* A user stack id from cuprobe_user_stack(): printed symbolized. */
 typedef __s64 cuprobe_stack_t;
+/* An address or handle (pointer, stream, event, context): printed in hex. */
+typedef __u64 cuprobe_addr_t;
 
-/* A log2 histogram: bucket 0 holds [0, 1], bucket b holds (2^(b-1), 2^b]. */
+/*
+ * A log2 histogram of any __u64 quantity: bucket 0 holds 0 and 1, bucket b
+ * holds 2^(b-1)+1 to 2^b. Printed drawn, non-empty buckets only.
+ */
+#define CUPROBE_HIST_BUCKETS 65
+
 struct cuprobe_hist {
-	__u64 bucket[CP_HIST_BUCKETS];
+	__u64 bucket[CUPROBE_HIST_BUCKETS];
 };
 
-/* A ring buffer whose records, of type type, cuprobe prints. */
-#define CUPROBE_RING(name, type, bytes)						\
+/*
+ * A ring buffer whose records, of type record_type, cuprobe prints (the
+ * type is found by the name of the variable cuprobe_record__NAME). Write to
+ * it with cuprobe_ring_reserve/cuprobe_ring_output, which count the records
+ * that did not fit (cuprobe shows the count per ring).
+ */
+#define CUPROBE_RING(name, record_type, bytes)					\
 	struct {								\
 		__uint(type, BPF_MAP_TYPE_RINGBUF);				\
 		__uint(max_entries, bytes);					\
 	} name SEC(".maps");							\
-	const volatile type cuprobe_record__##name
+	typedef record_type cuprobe_record_type__##name;			\
+	const volatile record_type cuprobe_record__##name;			\
+	__u64 cuprobe_lost__##name SEC(".bss")
+
+/* A record of the ring's type, or NULL (counted as lost) when the ring is full. */
+#define cuprobe_ring_reserve(name)						\
+	({									\
+		cuprobe_record_type__##name *____record =			\
+			bpf_ringbuf_reserve(&name, sizeof(cuprobe_record_type__##name), 0); \
+		if (!____record)						\
+			__sync_fetch_and_add(&cuprobe_lost__##name, 1);		\
+		____record;							\
+	})
+
+#define cuprobe_ring_submit(record) bpf_ringbuf_submit((void *)(record), 0)
+
+/* Copies *record into the ring; counted as lost when it does not fit. */
+#define cuprobe_ring_output(name, record)					\
+	({									\
+		long ____err = bpf_ringbuf_output(&name, (record), sizeof(*(record)), 0); \
+		if (____err)							\
+			__sync_fetch_and_add(&cuprobe_lost__##name, 1);		\
+		____err;							\
+	})
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
@@ -153,8 +188,27 @@ static __always_inline bool cuprobe_traced(void)
 
 static __always_inline void cuprobe_hist_add(struct cuprobe_hist *hist, __u64 value)
 {
-	__sync_fetch_and_add(&hist->bucket[cp_log2_bucket(value) & (CP_HIST_BUCKETS - 1)], 1);
+	__u32 bucket = cp_log2_ceil(value);
+
+	if (bucket < CUPROBE_HIST_BUCKETS) /* always: the check is for the verifier */
+		__sync_fetch_and_add(&hist->bucket[bucket], 1);
 }
+
+/*
+ * The value of key in map (the map variable, not its address), inserted as
+ * zeroes first when absent; NULL only when the map is full. For counters
+ * and histograms.
+ */
+#define cuprobe_lookup_or_init(map, key)						\
+	({										\
+		typeof((map).value) ____value = bpf_map_lookup_elem(&(map), key);	\
+		if (!____value) {							\
+			static const typeof(*(map).value) ____zero;			\
+			bpf_map_update_elem(&(map), key, &____zero, BPF_NOEXIST);	\
+			____value = bpf_map_lookup_elem(&(map), key);			\
+		}									\
+		____value;								\
+	})
 
 /* The calling thread's user stack, for a cuprobe_stack_t field (< 0: not captured). */
 static __always_inline cuprobe_stack_t cuprobe_user_stack(void *ctx)
@@ -195,10 +249,10 @@ static __always_inline int cuprobe_current_device(void)
 
 /* cuLaunchKernel, cooperative, Ex, host functions, graphs, the legacy cuLaunch*. */
 struct cuda_launch {
-	__u32 api;              /* enum cp_api: which entry point */
+	__u32 api;              /* enum cp_api: which entry point (every struct starts so) */
 	__u32 kind;             /* enum cp_launch_kind */
 	cuprobe_kernel_t function; /* the CUfunction/CUkernel; the CUgraphExec or host function */
-	__u64 stream;
+	cuprobe_addr_t stream;
 	__u32 grid[3];
 	__u32 block[3];
 	__u32 shared_mem_bytes;
@@ -210,8 +264,8 @@ struct cuda_alloc {
 	__u32 api;
 	__u32 kind;             /* enum cp_mem_kind */
 	__u64 bytes;            /* pitched allocations: known on return */
-	__u64 stream;           /* stream-ordered allocations */
-	__u64 ptr;              /* return: the allocation (0 when it failed) */
+	cuprobe_addr_t stream;  /* stream-ordered allocations */
+	cuprobe_addr_t ptr;     /* return: the allocation (0 when it failed) */
 	__s32 result;           /* return: CUresult */
 	__u32 pad;
 	__u64 duration_ns;      /* return: entry to return */
@@ -220,8 +274,8 @@ struct cuda_alloc {
 struct cuda_free {
 	__u32 api;
 	__u32 kind;             /* enum cp_mem_kind */
-	__u64 ptr;
-	__u64 stream;
+	cuprobe_addr_t ptr;
+	cuprobe_addr_t stream;
 	__s32 result;           /* return: CUresult */
 	__u32 pad;
 	__u64 duration_ns;
@@ -230,8 +284,8 @@ struct cuda_free {
 struct cuda_vmm {
 	__u32 api;
 	__u32 op;               /* enum cp_vmm_op */
-	__u64 handle;           /* create/retain: on return */
-	__u64 ptr;              /* reserve: on return */
+	cuprobe_addr_t handle;  /* create/retain: on return */
+	cuprobe_addr_t ptr;     /* reserve: on return */
 	__u64 bytes;
 	__s32 result;
 	__u32 pad;
@@ -241,10 +295,10 @@ struct cuda_vmm {
 struct cuda_copy {
 	__u32 api;
 	__u32 direction;        /* enum cp_copy_dir */
-	__u64 dst;
-	__u64 src;
+	cuprobe_addr_t dst;
+	cuprobe_addr_t src;
 	__u64 bytes;
-	__u64 stream;
+	cuprobe_addr_t stream;
 	__u32 async;
 	__u32 count;            /* 1, or a batch's length */
 	__u32 flags;            /* CP_COPY_* */
@@ -255,10 +309,10 @@ struct cuda_copy {
 struct cuda_memset {
 	__u32 api;
 	__u32 element_size;     /* 1, 2 or 4 */
-	__u64 dst;
+	cuprobe_addr_t dst;
 	__u64 bytes;
 	__u64 pitch;            /* 2D */
-	__u64 stream;
+	cuprobe_addr_t stream;
 	__u32 value;
 	__u32 async;
 	__s32 result;           /* return */
@@ -270,7 +324,7 @@ struct cuda_memset {
 struct cuda_sync {
 	__u32 api;
 	__u32 kind;             /* enum cp_sync_kind */
-	__u64 handle;           /* stream, event or context */
+	cuprobe_addr_t handle;  /* stream, event or context */
 	__s32 result;           /* return: CUresult (queries: 0 complete, 600 not ready) */
 	__u32 pad;
 	__u64 duration_ns;      /* return: how long the call blocked */
@@ -279,8 +333,8 @@ struct cuda_sync {
 struct cuda_event {
 	__u32 api;
 	__u32 op;               /* enum cp_event_op */
-	__u64 event;
-	__u64 stream;
+	cuprobe_addr_t event;
+	cuprobe_addr_t stream;
 	__u32 flags;
 	__s32 result;           /* return */
 	__u64 duration_ns;      /* return */
@@ -289,8 +343,8 @@ struct cuda_event {
 struct cuda_module {
 	__u32 api;
 	__u32 op;               /* enum cp_module_op */
-	__u64 handle;           /* loads: on return */
-	__u64 path;             /* user address of the file name (from a file), else 0 */
+	cuprobe_addr_t handle;  /* loads: on return */
+	cuprobe_addr_t path;    /* user address of the file name (from a file), else 0 */
 	__s32 result;           /* return */
 	__u32 pad;
 	__u64 duration_ns;
@@ -299,7 +353,7 @@ struct cuda_module {
 struct cuda_context {
 	__u32 api;
 	__u32 op;               /* enum cp_context_op */
-	__u64 context;          /* retain/create/pop: on return */
+	cuprobe_addr_t context; /* retain/create/pop: on return */
 	__s32 device;           /* retain/create: the device asked for; else -1 */
 	__s32 result;           /* return */
 	__u64 duration_ns;
@@ -627,12 +681,19 @@ static __always_inline struct cuprobe_call_key cuprobe_return_key(struct pt_regs
 	return key;
 }
 
-/* The entry state of the returning call (left for other return probes), or NULL. */
+/*
+ * The entry state of the returning call (left for other return programs),
+ * or NULL when its entry was not seen: state of another call made from the
+ * same frame is told apart by the API in the cookie.
+ */
 static __always_inline struct cuprobe_call *cuprobe_returning_call(struct pt_regs *regs)
 {
 	struct cuprobe_call_key key = cuprobe_return_key(regs);
+	struct cuprobe_call *call = bpf_map_lookup_elem(&cuprobe_calls, &key);
 
-	return bpf_map_lookup_elem(&cuprobe_calls, &key);
+	if (call && CP_COOKIE_API(call->cookie) != CP_COOKIE_API(bpf_get_attach_cookie(regs)))
+		return NULL;
+	return call;
 }
 
 /* The CUresult a probed call returned (rax). */

@@ -25,10 +25,14 @@
 #ifndef CUPROBE_CATALOGUE_H
 #define CUPROBE_CATALOGUE_H
 
-/* The families: one record type each, and (cuprobe run) one program section each. */
+/*
+ * The families: one record type each. F(family, sdk): sdk 1 when users'
+ * programs (cuprobe run) may attach to it, in SEC("cuda/FAMILY") and
+ * SEC("cuda.return/FAMILY"), with struct cuda_FAMILY (cuprobe.bpf.h).
+ */
 #define CP_FAMILIES(F) \
-	F(launch) F(alloc) F(free) F(vmm) F(copy) F(memset) F(sync) F(event) F(module) \
-	F(context) F(name) F(init) F(runtime)
+	F(launch, 1) F(alloc, 1) F(free, 1) F(vmm, 1) F(copy, 1) F(memset, 1) F(sync, 1) \
+	F(event, 1) F(module, 1) F(context, 1) F(name, 0) F(init, 0) F(runtime, 0)
 
 #define CP_FAMILY_PREFIXES(F) \
 	F(launch, "cuLaunch") F(launch, "cuGraphLaunch") \

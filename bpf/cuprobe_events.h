@@ -33,7 +33,7 @@ enum cp_event_type {
 };
 
 /* API families (bpf/cuprobe_catalogue.h): the record type each one writes. */
-#define CP_FAMILY_ENUM(f) CP_FAMILY_##f,
+#define CP_FAMILY_ENUM(f, sdk) CP_FAMILY_##f,
 enum cp_family {
 	CP_FAMILY_NONE = 0,
 	CP_FAMILIES(CP_FAMILY_ENUM)
@@ -432,21 +432,28 @@ struct cp_rt_launch_event {
  */
 #define CP_HIST_BUCKETS 32 /* log2 of nanoseconds */
 
-static inline __u32 cp_log2_bucket(__u64 ns)
+/* The smallest b with value <= 2^b (0 for 0 and 1): 0 to 64. */
+static inline __u32 cp_log2_ceil(__u64 value)
 {
 	__u32 bucket = 0;
 	__u64 v;
 
-	if (ns <= 1)
+	if (value <= 1)
 		return 0;
-	v = ns - 1; /* the bit length of ns - 1 is the smallest b with ns <= 2^b */
+	v = value - 1; /* the bit length of value - 1 is the smallest b with value <= 2^b */
 	if (v >> 32) { v >>= 32; bucket += 32; }
 	if (v >> 16) { v >>= 16; bucket += 16; }
 	if (v >> 8) { v >>= 8; bucket += 8; }
 	if (v >> 4) { v >>= 4; bucket += 4; }
 	if (v >> 2) { v >>= 2; bucket += 2; }
 	if (v >> 1) { v >>= 1; bucket += 1; }
-	bucket += (__u32)v;
+	return bucket + (__u32)v;
+}
+
+static inline __u32 cp_log2_bucket(__u64 ns)
+{
+	__u32 bucket = cp_log2_ceil(ns);
+
 	return bucket < CP_HIST_BUCKETS ? bucket : CP_HIST_BUCKETS - 1;
 }
 

@@ -439,7 +439,10 @@ Test(docs, the_readme_synopses_list_the_same_options)
 		char start[64], *p, *end, *block;
 		size_t i;
 
-		snprintf(start, sizeof(start), "cuprobe %s [", cp_command_doc(command)->name);
+		/* "cuprobe run PROG [": the synopsis's operands before its first option. */
+		snprintf(start, sizeof(start), "cuprobe %s %.*s[", cp_command_doc(command)->name,
+			 (int)strcspn(cp_command_doc(command)->synopsis, "["),
+			 cp_command_doc(command)->synopsis);
 		p = strstr(readme, start);
 		cr_assert_not_null(p, "README has no synopsis \"%s...\"", start);
 		/* The synopsis runs to the end of its code block (or its paragraph). */

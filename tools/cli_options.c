@@ -13,23 +13,24 @@
  * the man page (cuprobe-man, built beside cuprobe) are all made from it.
  */
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
-       OPT_INTERVAL, OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND };
+       OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
 #define TOP (1u << CP_CMD_TOP)
+#define RUN (1u << CP_CMD_RUN)
 #define PROBES (1u << CP_CMD_PROBES)
-#define TRACING (TRACE | STATS | TOP)
+#define TRACING (TRACE | STATS | TOP | RUN)
 #define ALL (TRACING | PROBES)
 
 static const struct cp_option_doc option_docs[] = {
-	{ 'p', "pid", 'p', "PID", TRACE | STATS,
+	{ 'p', "pid", 'p', "PID", TRACE | STATS | RUN,
 	  "trace this running process and the processes it forks (repeatable, up to\n"
 	  "64); it must have libcuda.so.1 mapped unless --lib is given" },
-	{ OPT_JSON, "json", 0, NULL, TRACE | STATS,
+	{ OPT_JSON, "json", 0, NULL, TRACE | STATS | RUN,
 	  "one JSON object per line (schema in README.md); with a COMMAND and no -o,\n"
 	  "COMMAND's own standard output goes to standard error" },
-	{ 'o', "output", 'o', "FILE", TRACE | STATS,
+	{ 'o', "output", 'o', "FILE", TRACE | STATS | RUN,
 	  "write to FILE (created as the invoking user, never through a symlink;\n"
 	  "an existing FILE is replaced only once tracing has started)" },
 	{ OPT_LIB, "lib", 0, "PATH", ALL,
@@ -39,27 +40,32 @@ static const struct cp_option_doc option_docs[] = {
 	  "name kernels through their host stubs" },
 	{ OPT_CUDART, "cudart", 0, "PATH", TRACE,
 	  "probe cudaLaunchKernel in this file (repeatable; implies --runtime)" },
-	{ OPT_INTERVAL, "interval", 0, "SECS", STATS | TOP,
+	{ 'i', "interval", 'i', "SECS", STATS | TOP | RUN,
 	  "stats: also report every SECS seconds (default: only at exit);\n"
-	  "top: refresh period (default 1)" },
+	  "top: refresh period (default 1); run: also print the maps every SECS\n"
+	  "seconds (default: only at exit)" },
 	{ OPT_LATENCY, "latency", 0, NULL, STATS,
 	  "time every call with a return probe: log2 latency histograms, percentiles\n"
 	  "and the calls that failed" },
 	{ OPT_STACKS, "stacks", 0, NULL, STATS,
 	  "record the allocating user stack of each allocation and print it,\n"
 	  "symbolized, in leak reports (the program needs frame pointers)" },
+	{ OPT_SET, "set", 0, "NAME=VALUE", RUN,
+	  "set the integer NAME of PROG (declared const volatile, e.g. a threshold)\n"
+	  "before it is loaded (repeatable); VALUE decimal or 0x hex" },
 	{ 'd', "duration", 'd', "SECS", TRACING,
 	  "stop after SECS seconds (COMMAND, if still running, is left running)" },
 	{ OPT_RING_SIZE, "ring-size", 0, "SIZE", TRACE | STATS,
 	  "ring buffer size, a power of two from 4K to 1G (K/M/G suffixes);\n"
 	  "default 8M" },
-	{ OPT_RUN_AS_ROOT, "run-as-root", 0, NULL, TRACE | STATS,
+	{ OPT_RUN_AS_ROOT, "run-as-root", 0, NULL, TRACE | STATS | RUN,
 	  "run COMMAND as root even under sudo" },
-	{ OPT_EXIT_WITH_COMMAND, "exit-with-command", 0, NULL, TRACE | STATS,
+	{ OPT_EXIT_WITH_COMMAND, "exit-with-command", 0, NULL, TRACE | STATS | RUN,
 	  "stop when COMMAND exits, even if processes it started still run (they\n"
 	  "are counted); by default tracing lasts until its whole tree has exited" },
 	{ 'v', "verbose", 'v', NULL, TRACING,
-	  "more diagnostics on stderr (repeat for libbpf's)" },
+	  "more diagnostics on stderr (repeat for libbpf's); run: the tail of the\n"
+	  "verifier's log when it refuses PROG" },
 	{ 'h', "help", 'h', NULL, ALL, "show this help" },
 };
 
@@ -96,6 +102,21 @@ static const struct cp_command_doc command_docs[] = {
 	  "sorted by kernel launch rate, with device memory and the most launched\n"
 	  "kernel. Counting happens in BPF maps; q quits. Needs a terminal.",
 	  "Exit status: 0; 1 when tracing cannot start; 2 for bad usage." },
+	[CP_CMD_RUN] = { "run", "PROG [OPTIONS] [-- COMMAND [ARGS...]]",
+	  "Run your own BPF programs on CUDA calls. PROG is a BPF object (.bpf.o) or\n"
+	  "BPF C (.bpf.c, compiled with clang as the invoking user against\n"
+	  "cuprobe.bpf.h). Its programs go in sections cuda/FAMILY (the call's entry)\n"
+	  "or cuda.return/FAMILY (its return), FAMILY one of launch, alloc, free, vmm,\n"
+	  "copy, memset, sync, event, module, context; each attaches to every\n"
+	  "variant of its family's APIs in every driver file, including those mapped\n"
+	  "later, and sees only the targeted processes. Every ring buffer declared\n"
+	  "with CUPROBE_RING is printed record by record, every other map at exit\n"
+	  "(and every -i), formatted from BTF. Targets as for cuprobe trace.",
+	  "At exit one summary line per ring goes to stderr: records printed, lost to a\n"
+	  "full ring, and shorter than their type. A PROG that is not a BPF object, has\n"
+	  "no BTF, no cuda/ program or an unknown section, or that the verifier\n"
+	  "refuses, is said in one line and exits with 2 before anything is attached.\n"
+	  "Signals and exit status as for cuprobe trace." },
 	[CP_CMD_PROBES] = { "probes", "[--lib PATH]...",
 	  "Without --lib: the probe catalogue, one line per API (symbol, family, BPF\n"
 	  "programs), then the exports of traced families deliberately not probed,\n"
@@ -434,7 +455,20 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 	make_getopt_tables();
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
+	for (;;) {
+		c = getopt_long(argc, argv, short_options, long_options, NULL);
+		if (c == -1) {
+			/* run's PROG: the first operand before "--", options may follow it. */
+			if (command != CP_CMD_RUN || opts->program || optind >= argc ||
+			    (optind > 1 && optind - 1 != value_at && !strcmp(argv[optind - 1], "--")))
+				break;
+			if (!*argv[optind]) {
+				snprintf(error, error_len, "PROG is an empty name");
+				return CP_PARSE_ERROR;
+			}
+			opts->program = argv[optind++];
+			continue;
+		}
 		/* A value given as its own argument ("-o --") is not the end of options. */
 		if (optarg && optind > 1 && optarg == argv[optind - 1])
 			value_at = optind - 1;
@@ -516,10 +550,10 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 		case OPT_EXIT_WITH_COMMAND:
 			opts->exit_with_command = true;
 			break;
-		case OPT_INTERVAL:
+		case 'i':
 			if (cp_parse_seconds(optarg, &opts->interval_ms) || opts->interval_ms < 10) {
 				snprintf(error, error_len,
-					 "invalid interval '%s' for --interval: expected decimal seconds >= 0.01",
+					 "invalid interval '%s' for -i/--interval: expected decimal seconds >= 0.01",
 					 optarg);
 				return CP_PARSE_ERROR;
 			}
@@ -529,6 +563,17 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 			break;
 		case OPT_STACKS:
 			opts->stacks = true;
+			break;
+		case OPT_SET:
+			if (opts->setting_count == CP_CLI_MAX_SETTINGS) {
+				snprintf(error, error_len, "at most %d --set options", CP_CLI_MAX_SETTINGS);
+				return CP_PARSE_ERROR;
+			}
+			if (!strchr(optarg, '=') || *optarg == '=') {
+				snprintf(error, error_len, "invalid --set '%s': expected NAME=VALUE", optarg);
+				return CP_PARSE_ERROR;
+			}
+			opts->settings[opts->setting_count++] = optarg;
 			break;
 		case 'v':
 			opts->verbose++;
@@ -558,6 +603,10 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 		opts->command_argc = argc - optind;
 	} else if (dashdash) {
 		snprintf(error, error_len, "no COMMAND after --");
+		return CP_PARSE_ERROR;
+	}
+	if (command == CP_CMD_RUN && !opts->program) {
+		snprintf(error, error_len, "no PROG: cuprobe run needs a .bpf.c or .bpf.o file");
 		return CP_PARSE_ERROR;
 	}
 	if (opts->command && command == CP_CMD_TOP) {

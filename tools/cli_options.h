@@ -11,6 +11,7 @@
 
 #define CP_CLI_MAX_PIDS 64
 #define CP_CLI_MAX_LIBS 16
+#define CP_CLI_MAX_SETTINGS 32
 
 struct cp_trace_options {
 	pid_t pids[CP_CLI_MAX_PIDS];
@@ -33,9 +34,13 @@ struct cp_trace_options {
 	uint64_t interval_ms;/* --interval SECS: report (or refresh) period; 0 = only at exit */
 	bool latency;        /* --latency: return probes, latency histograms, error counts */
 	bool stacks;         /* --stacks: allocating stacks in leak reports */
+	/* cuprobe run */
+	const char *program; /* PROG: a .bpf.o, or a .bpf.c to compile */
+	const char *settings[CP_CLI_MAX_SETTINGS]; /* --set NAME=VALUE */
+	size_t setting_count;
 };
 
-enum cp_command { CP_CMD_TRACE, CP_CMD_STATS, CP_CMD_TOP, CP_CMD_PROBES, CP_CMD_COUNT };
+enum cp_command { CP_CMD_TRACE, CP_CMD_STATS, CP_CMD_TOP, CP_CMD_RUN, CP_CMD_PROBES, CP_CMD_COUNT };
 
 /* One option, as the parser, --help and the man page know it. */
 struct cp_option_doc {

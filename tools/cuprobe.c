@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "probes.h"
+#include "run.h"
 #include "stats.h"
 #include "trace.h"
 
@@ -22,6 +23,7 @@ static const char usage[] =
 "  trace     stream launches, allocations, copies, syncs and process events\n"
 "  stats     count in BPF maps: kernels, API calls and latency, memory, leaks\n"
 "  top       live view of every CUDA process on the host\n"
+"  run       run your own BPF programs on CUDA calls, print their maps and rings\n"
 "  probes    the probe catalogue; what a libcuda exports that is not probed\n"
 "\n"
 "  cuprobe COMMAND --help   options of one command\n"
@@ -47,6 +49,8 @@ int main(int argc, char **argv)
 		return cp_cmd_stats(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "top"))
 		return cp_cmd_top(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "run"))
+		return cp_cmd_run(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "probes"))
 		return cp_cmd_probes(argc - 1, argv + 1);
 	fprintf(stderr, "cuprobe: unknown command '%s' (see cuprobe --help)\n", argv[1]);

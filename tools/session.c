@@ -347,6 +347,43 @@ static int make_fd(int fd, const char *what)
 	return fd;
 }
 
+/* The last lines of the verifier's log (it ends with the refusal). */
+static void say_log_tail(const char *log, int lines)
+{
+	const char *start = log + strlen(log);
+
+	while (start > log && (start[-1] == '\n' || start[-1] == ' '))
+		start--;
+	while (start > log && lines > 0)
+		if (*--start == '\n')
+			lines--;
+	if (*start == '\n')
+		start++;
+	fprintf(stderr, "cuprobe: the verifier's log, last lines:\n%s\n", start);
+}
+
+/* cuprobe run: the user's object; a bad one is a usage error, said in one line. */
+static int load_program(struct cp_session *s)
+{
+	static char log[1 << 20];
+	char error[1024];
+	struct cp_program_opts opts = { .sz = sizeof(opts), .name = s->opts->program,
+					.log_buf = log, .log_size = sizeof(log),
+					.error = error, .error_size = sizeof(error),
+					.settings = s->opts->settings,
+					.setting_count = s->opts->setting_count };
+
+	s->program = cp_tracer__load_program(s->tracer, s->program_elf, s->program_size, &opts);
+	if (s->program)
+		return 0;
+	cp_say("%s", error[0] ? error : strerror(errno));
+	if (log[0] && cp_verbosity)
+		say_log_tail(log, 20);
+	else if (log[0])
+		cp_say("run with -v to see the end of the verifier's log");
+	return CP_EXIT_USAGE;
+}
+
 int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 {
 	const struct cp_trace_options *opts = s->opts;
@@ -387,6 +424,11 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 		cp_say("cannot load the BPF programs: %s", strerror(errno));
 		return CP_EXIT_SETUP;
 	}
+	if (s->program_elf) {
+		code = load_program(s);
+		if (code)
+			return code;
+	}
 	code = attach_all(opts, s->tracer, s->libs, opts->runtime ? s->cudarts : NULL);
 	if (code)
 		return code;
@@ -426,6 +468,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ctx)
 {
 	struct cp_agent_opts agent_opts = { .sz = sizeof(agent_opts) };
+	size_t i;
 	int err;
 
 	agent_opts.on_event = on_event;
@@ -435,6 +478,14 @@ int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ct
 	if (!s->agent) {
 		cp_say("cannot start the GPU agent: %s", strerror(errno));
 		return CP_EXIT_SETUP;
+	}
+	for (i = 0; i < s->ring_count; i++) {
+		err = cp_agent__add_ring(s->agent, s->rings[i].fd, s->rings[i].on_record,
+					 s->rings[i].ctx);
+		if (err) {
+			cp_say("cannot read ring %zu: %s", i, strerror(-err));
+			return CP_EXIT_SETUP;
+		}
 	}
 	err = cp_agent__start(s->agent);
 	if (err) {

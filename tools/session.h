@@ -71,6 +71,19 @@ struct cp_session {
 	size_t pid_fd_count;
 	enum cp_end end;
 	int stop_signal;       /* the signal that asked for the stop, if any */
+	/* cuprobe run: the user's object, loaded between the tracer's open and its attach. */
+	const void *program_elf;
+	size_t program_size;
+	struct cp_program *program;
+	/* More rings the agent consumes (a user's program's), set before the agent starts. */
+	struct cp_session_ring *rings;
+	size_t ring_count;
+};
+
+struct cp_session_ring {
+	int fd;
+	cp_record_fn on_record;
+	void *ctx;
 };
 
 /* Parses COMMAND's options: -1 to go on, else the exit code (help printed, or the error said). */

@@ -314,3 +314,95 @@ void cp_child__abort(struct cp_child *child)
 	kill(child->pid, SIGKILL);
 	waitpid(child->pid, &status, 0);
 }
+
+/* The child of cp_capture_as_user: as id, exec argv or copy the file to stdout. */
+static void __attribute__((noreturn)) capture_child(const struct cp_identity *id,
+						   const struct user_setup *user, int out_fd,
+						   const char *path, char **argv)
+{
+	char buf[65536];
+	ssize_t n;
+	int fd;
+
+	if (id->drop && (setgroups(user->group_count, user->groups) || setgid(id->gid) ||
+			 setuid(id->uid)))
+		_exit(126);
+	if (dup2(out_fd, STDOUT_FILENO) < 0)
+		_exit(126);
+	if (argv) {
+		execve(path, argv, user->env ? user->env : environ);
+		_exit(errno == ENOENT ? 127 : 126);
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		_exit(errno == ENOENT ? 127 : errno == EACCES ? 126 : 125);
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		if (write(STDOUT_FILENO, buf, (size_t)n) != n)
+			_exit(125);
+	_exit(n < 0 ? 125 : 0);
+}
+
+int cp_capture_as_user(const struct cp_identity *id, const char *path, char **argv, size_t max,
+		       void **out, size_t *out_size, int *status)
+{
+	struct user_setup user;
+	unsigned char *data = NULL, *grown;
+	size_t size = 0, capacity = 0;
+	int pipe_fds[2], err = 0;
+	pid_t pid;
+	ssize_t n;
+
+	*out = NULL;
+	*out_size = 0;
+	err = user_setup__prepare(&user, id);
+	if (err)
+		return err;
+	if (pipe2(pipe_fds, O_CLOEXEC)) {
+		err = -errno;
+		goto free_user;
+	}
+	pid = fork();
+	if (pid < 0) {
+		err = -errno;
+		close(pipe_fds[0]);
+		close(pipe_fds[1]);
+		goto free_user;
+	}
+	if (pid == 0)
+		capture_child(id, &user, pipe_fds[1], path, argv);
+	close(pipe_fds[1]);
+	for (;;) {
+		if (size == capacity) {
+			capacity = capacity ? capacity * 2 : 65536;
+			grown = size < max ? realloc(data, capacity) : NULL;
+			if (!grown) {
+				err = size < max ? -ENOMEM : -EFBIG;
+				break;
+			}
+			data = grown;
+		}
+		n = read(pipe_fds[0], data + size, capacity - size);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n < 0)
+				err = -errno;
+			break;
+		}
+		size += (size_t)n;
+	}
+	close(pipe_fds[0]);
+	if (err)
+		kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	if (err) {
+		free(data);
+		goto free_user;
+	}
+	*out = data;
+	*out_size = size;
+free_user:
+	user_setup__free(&user);
+	return err;
+}

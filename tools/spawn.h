@@ -49,4 +49,14 @@ int cp_child__release(struct cp_child *child);
 /* Kills and reaps a child that will not be released. */
 void cp_child__abort(struct cp_child *child);
 
+/*
+ * As id (its groups; stderr inherited): runs path with argv, or, with argv
+ * NULL, reads the file at path; returns what it wrote to stdout (at most
+ * max bytes, else -EFBIG) in *out (the caller frees it) and its wait status
+ * in *status: exit 127 when path does not exist, 126 when it cannot be run
+ * or read as id. 0 or a negative errno of our own.
+ */
+int cp_capture_as_user(const struct cp_identity *id, const char *path, char **argv, size_t max,
+		       void **out, size_t *out_size, int *status);
+
 #endif

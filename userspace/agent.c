@@ -21,8 +21,17 @@
 #define DEFAULT_BUSY_TIMEOUT_MS 1
 #define DEFAULT_IDLE_TIMEOUT_MS 1000
 
+/* Another ring (a user's program's): its records go to fn as bytes. */
+struct extra_ring {
+	struct cp_agent *agent;
+	cp_record_fn fn;
+	void *ctx;
+};
+
 struct cp_agent {
-	struct ring_buffer *ring;
+	struct ring_buffer *ring;      /* the tracer's ring, and every ring added, on one epoll */
+	struct extra_ring **extra;
+	size_t extra_count;
 	int epoll_fd;
 	int wake_fd;
 	cp_event_fn on_event;
@@ -68,6 +77,56 @@ static int handle_record(void *ctx, void *data, size_t size)
 		return err;
 	}
 	return 0;
+}
+
+static int handle_extra_record(void *ctx, void *data, size_t size)
+{
+	struct extra_ring *ring = ctx;
+	struct cp_agent *agent = ring->agent;
+	int err;
+
+	atomic_fetch_add(&agent->delivered, 1);
+	err = ring->fn(ring->ctx, data, size);
+	if (err < 0) {
+		int none = 0;
+
+		atomic_compare_exchange_strong(&agent->callback_error, &none, err);
+		atomic_store(&agent->stop_requested, true);
+		return err;
+	}
+	return 0;
+}
+
+int cp_agent__add_ring(struct cp_agent *agent, int ring_fd, cp_record_fn fn, void *ctx)
+{
+	struct extra_ring **grown, *ring;
+	int err = 0;
+
+	if (!agent || ring_fd < 0 || !fn)
+		return -EINVAL;
+	pthread_mutex_lock(&agent->lifecycle);
+	if (agent->started) {
+		err = -EBUSY;
+		goto out_unlock;
+	}
+	ring = calloc(1, sizeof(*ring));
+	grown = ring ? realloc(agent->extra, (agent->extra_count + 1) * sizeof(*grown)) : NULL;
+	if (!grown) {
+		free(ring);
+		err = -ENOMEM;
+		goto out_unlock;
+	}
+	agent->extra = grown;
+	*ring = (struct extra_ring){ .agent = agent, .fn = fn, .ctx = ctx };
+	err = ring_buffer__add(agent->ring, ring_fd, handle_extra_record, ring);
+	if (err) {
+		free(ring);
+		goto out_unlock;
+	}
+	agent->extra[agent->extra_count++] = ring;
+out_unlock:
+	pthread_mutex_unlock(&agent->lifecycle);
+	return err;
 }
 
 static void *agent_thread(void *arg)
@@ -232,6 +291,9 @@ void cp_agent__free(struct cp_agent *agent)
 	close(agent->epoll_fd);
 	close(agent->wake_fd);
 	ring_buffer__free(agent->ring);
+	while (agent->extra_count)
+		free(agent->extra[--agent->extra_count]);
+	free(agent->extra);
 	pthread_mutex_destroy(&agent->lifecycle);
 	free(agent);
 }

@@ -19,6 +19,8 @@
 
 #include "cuprobe_events.h"
 
+struct btf;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -60,6 +62,10 @@ const char *cp_vmm_op__name(enum cp_vmm_op op);
 const char *cp_attach_status__name(enum cp_attach_status status);
 const char *cp_context_op__name(enum cp_context_op op);
 const char *cp_family__name(enum cp_family family);
+/* Whether users' programs may attach to the family (SEC("cuda/FAMILY")). */
+bool cp_family__programmable(enum cp_family family);
+/* CP_FAMILY_NONE when no family has that name. */
+enum cp_family cp_family__by_name(const char *name);
 /* The family of an API (CP_FAMILY_NONE for the lifecycle slots). */
 enum cp_family cp_api__family(enum cp_api api);
 /* The API of a catalogued symbol name, or CP_API_UNKNOWN. */
@@ -195,6 +201,12 @@ struct cp_tracer_opts {
 	bool hold_for_stacks;
 	/* With attach events: also libcudart files and executables (static cudart). */
 	bool runtime_attach;
+	/*
+	 * cuprobe's own programs only on these families (bit 1 << enum
+	 * cp_family; 0 = all): cuprobe run keeps the naming, context and
+	 * cuInit probes its users' programs rely on.
+	 */
+	uint64_t families;
 };
 
 struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts);
@@ -262,6 +274,76 @@ int cp_tracer__maps_reading(struct cp_tracer *tracer, uint32_t pid);
 int cp_tracer__maps_read(struct cp_tracer *tracer, uint32_t pid);
 /* Continue every process still held (no attach will come for it). Returns how many. */
 int cp_tracer__release_held(struct cp_tracer *tracer);
+
+/* ---- users' programs (cuprobe run) --------------------------------------- */
+
+/*
+ * A user's BPF object: programs in SEC("cuda/FAMILY") or
+ * SEC("cuda.return/FAMILY") (bpf/cuprobe.bpf.h), attached with the
+ * tracer's own programs to every variant of the family's APIs in every
+ * driver file, including the ones attach events bring later.
+ */
+struct cp_program;
+
+struct cp_program_opts {
+	size_t sz;             /* sizeof(struct cp_program_opts) */
+	const char *name;      /* in messages (the file name); default "program" */
+	char *log_buf;         /* the verifier's log when it refuses a program */
+	size_t log_size;
+	char *error;           /* one line saying why loading failed */
+	size_t error_size;
+	/* "NAME=VALUE": a const volatile integer of the object set before the load. */
+	const char *const *settings;
+	size_t setting_count;
+};
+
+/*
+ * Checks, opens and loads the object at elf (copied), sharing the
+ * runtime's maps. Call before attaching any library. The tracer owns the
+ * program (freed by cp_tracer__free). NULL with errno set and opts->error
+ * filled when it is not a BPF object, has no BTF or no CUDA programs, uses
+ * an unknown section, or the kernel refuses it.
+ */
+struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void *elf, size_t size,
+					   const struct cp_program_opts *opts);
+/* The object's BTF: the types of its records and maps. */
+const struct btf *cp_program__btf(const struct cp_program *program);
+
+struct cp_program_ring_info {
+	const char *name;
+	int fd;
+	uint32_t type_id;      /* BTF type of its records (CUPROBE_RING); 0: not declared */
+	size_t record_size;
+	uint64_t lost;         /* records that did not fit (cuprobe_ring_reserve/output) */
+	bool lost_counted;     /* false: written without the SDK's helpers, losses unknown */
+};
+size_t cp_program__ring_count(const struct cp_program *program);
+int cp_program__ring(const struct cp_program *program, size_t index, struct cp_program_ring_info *out);
+
+/* A map of the program other than rings, internal and shared maps. */
+struct cp_program_map_info {
+	const char *name;
+	int type;              /* enum bpf_map_type */
+	int fd;
+	uint32_t key_size, value_size, max_entries;
+	uint32_t key_type_id, value_type_id; /* BTF; 0 when not declared */
+	bool per_cpu;
+};
+size_t cp_program__map_count(const struct cp_program *program);
+int cp_program__map(const struct cp_program *program, size_t index, struct cp_program_map_info *out);
+
+/* A map's entries at one moment: count keys and values; per-CPU values cpus each. */
+struct cp_map_entries {
+	size_t count;
+	uint32_t key_size, value_size;
+	size_t value_stride;   /* bytes between per-CPU copies of a value */
+	size_t cpus;           /* 1, or the possible CPUs of a per-CPU map */
+	unsigned char *keys;   /* count * key_size */
+	unsigned char *values; /* count * cpus * value_stride */
+};
+/* -EOPNOTSUPP for map types whose entries cannot be read this way. */
+int cp_program__read_map(const struct cp_program *program, size_t index, struct cp_map_entries *out);
+void cp_map_entries__release(struct cp_map_entries *entries);
 
 /* A CUDA library file the tracer probed or considered. */
 struct cp_traced_file {
@@ -368,6 +450,13 @@ struct cp_agent_opts {
 };
 
 struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *opts);
+/*
+ * Before the start: another ring buffer (a user's program's), consumed on
+ * the same epoll by the same thread; each record is handed to fn as bytes.
+ * A negative return from fn stops the agent, as from on_event.
+ */
+typedef int (*cp_record_fn)(void *ctx, const void *data, size_t size);
+int cp_agent__add_ring(struct cp_agent *agent, int ring_fd, cp_record_fn fn, void *ctx);
 int cp_agent__start(struct cp_agent *agent);
 void cp_agent__request_stop(struct cp_agent *agent);
 int cp_agent__stop(struct cp_agent *agent);
@@ -568,6 +657,33 @@ struct cp_text {
 };
 void cp_text__clear(struct cp_text *text);
 void cp_text__free(struct cp_text *text);
+
+/*
+ * Users' programs (cuprobe run): their records and maps printed from BTF.
+ * Types cuprobe.bpf.h declares print their meaning: cuprobe_kernel_t as
+ * the kernel's name and cuprobe_stack_t as symbolized frames (both of the
+ * process in an integer member "pid" beside them, or in the map's key, else
+ * of names->pid), struct cuprobe_hist as a log2 histogram.
+ */
+struct cp_btf_names {
+	struct cp_names *names;            /* kernel names; may be NULL */
+	struct cp_symbolizer *symbolizer;  /* stack frames; may be NULL */
+	const struct cp_tracer *tracer;    /* where stacks are read; may be NULL */
+	uint32_t pid;                      /* when no "pid" is beside a value; 0 = none */
+};
+/* One record of a ring, a text line or a JSON object (newline-terminated), appended to text. */
+int cp_format__program_record(struct cp_text *text, bool json, const struct btf *btf,
+			      const struct cp_program_ring_info *ring, const void *data, size_t size,
+			      const struct cp_btf_names *names);
+/* One map's entries: a header line and a line (or block) per entry, or one JSON object. */
+int cp_format__program_map(struct cp_text *text, bool json, const struct btf *btf,
+			   const struct cp_program_map_info *map, const struct cp_map_entries *entries,
+			   const struct cp_btf_names *names);
+/* The line before the maps printed at one moment (final: at exit). */
+int cp_format__program_maps_header(struct cp_text *text, bool json, uint64_t elapsed_ns, bool final);
+/* A map that cannot be read (err from cp_program__read_map). */
+int cp_format__program_map_unreadable(struct cp_text *text, bool json,
+				      const struct cp_program_map_info *map, int err);
 
 /*
  * The one label of a kernel: its demangled name (cp_names__resolve), or

@@ -130,7 +130,7 @@ enum cp_api cp_api__by_name(const char *name)
 	return CP_API_UNKNOWN;
 }
 
-#define FAMILY_NAME(f) [CP_FAMILY_##f] = #f,
+#define FAMILY_NAME(f, sdk) [CP_FAMILY_##f] = #f,
 static const char *const family_names[CP_FAMILY_MAX] = {
 	[CP_FAMILY_NONE] = "none",
 	CP_FAMILIES(FAMILY_NAME)
@@ -142,6 +142,25 @@ const char *cp_family__name(enum cp_family family)
 	if ((unsigned int)family >= CP_FAMILY_MAX || !family_names[family])
 		return "unknown";
 	return family_names[family];
+}
+
+#define FAMILY_SDK(f, sdk) [CP_FAMILY_##f] = sdk,
+static const bool family_sdk[CP_FAMILY_MAX] = { CP_FAMILIES(FAMILY_SDK) };
+#undef FAMILY_SDK
+
+bool cp_family__programmable(enum cp_family family)
+{
+	return (unsigned int)family < CP_FAMILY_MAX && family_sdk[family];
+}
+
+enum cp_family cp_family__by_name(const char *name)
+{
+	unsigned int family;
+
+	for (family = CP_FAMILY_NONE + 1; name && family < CP_FAMILY_MAX; family++)
+		if (family_names[family] && !strcmp(family_names[family], name))
+			return (enum cp_family)family;
+	return CP_FAMILY_NONE;
 }
 
 const char *cp_mem_kind__name(enum cp_mem_kind kind)

@@ -81,10 +81,6 @@ static int keep_link(struct cp_tracer *tracer, struct bpf_link *link)
 	return 0;
 }
 
-/* uapi values of kernels 6.6+, absent from older headers such as Debian 12's. */
-#define CP_BPF_TRACE_UPROBE_MULTI 48
-#define CP_BPF_F_UPROBE_MULTI_RETURN 1u
-
 /* The BPF_LINK_CREATE attribute for a uprobe_multi link, laid out as in 6.6+. */
 struct uprobe_multi_link_attr {
 	__u32 prog_fd;
@@ -232,6 +228,7 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
 	}
 	configure(tracer->skel, opts);
 	tracer->measure_latency = opts->measure_latency;
+	tracer->builtin_families = opts->families ? opts->families : ~0ull;
 	tracer->hold = tracer->skel->rodata->hold_new_mappers || tracer->skel->rodata->hold_for_stacks;
 	err = bpf_map__set_max_entries(tracer->skel->maps.events, ring_bytes);
 	if (err)
@@ -418,6 +415,10 @@ void cp_tracer__free(struct cp_tracer *tracer)
 	destroy_all_links(tracer);
 	free(tracer->links);
 	free(tracer->multi_fds);
+	/* Detached above: now their objects can go. */
+	while (tracer->program_count)
+		cp_program__destroy(tracer->programs[--tracer->program_count]);
+	free(tracer->programs);
 	cuprobe_bpf__destroy(tracer->classic_skel);
 	cuprobe_bpf__destroy(tracer->skel);
 	free(tracer->files);
@@ -440,18 +441,13 @@ static void note_missing(struct cp_attach_report *report, const char *symbol)
 }
 
 /* Classic uprobe: one perf event per symbol, attached by file offset. */
-static int attach_one(struct cp_tracer *tracer, const char *path, uint64_t offset,
-		      const char *program_name, bool retprobe, uint64_t cookie)
+static int attach_one(struct cp_tracer *tracer, struct bpf_program *program, const char *path,
+		      uint64_t offset, bool retprobe, uint64_t cookie)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe, .bpf_cookie = cookie);
-	struct cuprobe_bpf *skel = tracer->use_multi ? tracer->classic_skel : tracer->skel;
-	struct bpf_program *program;
 	struct bpf_link *link;
 	int err;
 
-	program = skel ? bpf_object__find_program_by_name(skel->obj, program_name) : NULL;
-	if (!program)
-		return -EINVAL;
 	/* pid -1: every process; the BPF-side pid set does the filtering and follows forks. */
 	link = bpf_program__attach_uprobe_opts(program, -1, path, offset, &opts);
 	if (!link)
@@ -460,14 +456,6 @@ static int attach_one(struct cp_tracer *tracer, const char *path, uint64_t offse
 	if (err)
 		bpf_link__destroy(link);
 	return err;
-}
-
-/* The return probe a symbol gets: its own, or the generic timer when measuring latency. */
-static const char *return_program_of(const struct cp_tracer *tracer, const struct probe_spec *probe)
-{
-	if (strcmp(probe->return_program, "none"))
-		return probe->return_program;
-	return tracer->measure_latency ? "api_return" : NULL;
 }
 
 static int keep_multi_fd(struct cp_tracer *tracer, int fd)
@@ -485,16 +473,13 @@ static int keep_multi_fd(struct cp_tracer *tracer, int fd)
 	return 0;
 }
 
-static int create_multi_link(struct cp_tracer *tracer, const char *path, const char *program_name,
+static int create_multi_link(struct cp_tracer *tracer, struct bpf_program *program, const char *path,
 			     bool retprobe, const uint64_t *offsets, const uint64_t *cookies,
 			     size_t count)
 {
-	struct bpf_program *program = bpf_object__find_program_by_name(tracer->skel->obj, program_name);
 	struct uprobe_multi_link_attr attr;
 	int fd, err;
 
-	if (!program)
-		return -EINVAL;
 	memset(&attr, 0, sizeof(attr));
 	attr.prog_fd = bpf_program__fd(program);
 	attr.attach_type = CP_BPF_TRACE_UPROBE_MULTI;
@@ -513,19 +498,140 @@ static int create_multi_link(struct cp_tracer *tracer, const char *path, const c
 	return err;
 }
 
-/* Classic probes for one program's symbols of this file (entries or returns). */
-static int attach_group_classic(struct cp_tracer *tracer, const char *path, const char *program,
-				bool retprobe, const uint64_t *offsets, const uint64_t *cookies,
-				size_t count, unsigned int *attached)
+/*
+ * One BPF program and the symbols of a table it goes on: cuprobe's own
+ * (the catalogue's program column names it), the entry-state stash for a
+ * family users' return programs read, or a user's program (its family).
+ */
+struct probe_group {
+	const char *program;
+	bool retprobe;
+	enum cp_family family;      /* CP_FAMILY_NONE: the catalogue names the program */
+	struct cp_program *owner;   /* a user's program; NULL: cuprobe's own object */
+};
+
+/* The return probe a symbol gets: its own, or the generic timer when measuring latency. */
+static const char *return_program_of(const struct cp_tracer *tracer, const struct probe_spec *probe)
 {
+	if (strcmp(probe->return_program, "none"))
+		return probe->return_program;
+	return tracer->measure_latency ? "api_return" : NULL;
+}
+
+static bool builtin_family(const struct cp_tracer *tracer, uint64_t cookie)
+{
+	return tracer->builtin_families & (1ull << CP_COOKIE_FAMILY(cookie));
+}
+
+static bool in_group(const struct cp_tracer *tracer, const struct probe_group *group,
+		     const struct probe_spec *probe)
+{
+	const char *uses;
+
+	if (group->family != CP_FAMILY_NONE)
+		return CP_COOKIE_FAMILY(probe->cookie) == group->family;
+	if (!builtin_family(tracer, probe->cookie))
+		return false;
+	uses = group->retprobe ? return_program_of(tracer, probe) : probe->program;
+	return uses && !strcmp(uses, group->program);
+}
+
+static int add_group(struct probe_group **groups, size_t *count, const struct probe_group *group)
+{
+	struct probe_group *grown;
+	size_t i;
+
+	for (i = 0; i < *count; i++)
+		if ((*groups)[i].owner == group->owner && (*groups)[i].retprobe == group->retprobe &&
+		    (*groups)[i].family == group->family && !strcmp((*groups)[i].program, group->program))
+			return 0;
+	grown = realloc(*groups, (*count + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	*groups = grown;
+	grown[(*count)++] = *group;
+	return 0;
+}
+
+/*
+ * The groups for a table: cuprobe's programs on its families; for a driver
+ * file also every user's program, and the stash on each family a user's
+ * return program reads.
+ */
+static int table_groups(const struct cp_tracer *tracer, const struct probe_spec *table,
+			size_t count, bool driver, struct probe_group **groups, size_t *group_count)
+{
+	struct probe_group group;
+	size_t i, p, b;
+	int err = 0;
+
+	*groups = NULL;
+	*group_count = 0;
+	for (i = 0; !err && i < 2 * count; i++) {
+		const struct probe_spec *probe = &table[i % count];
+
+		group = (struct probe_group){ .retprobe = i >= count, .family = CP_FAMILY_NONE };
+		group.program = group.retprobe ? return_program_of(tracer, probe) : probe->program;
+		if (group.program && builtin_family(tracer, probe->cookie))
+			err = add_group(groups, group_count, &group);
+	}
+	for (p = 0; driver && !err && p < tracer->program_count; p++) {
+		struct cp_program *program = tracer->programs[p];
+
+		for (b = 0; !err && b < program->binding_count; b++) {
+			const struct cp_program_binding *binding = &program->bindings[b];
+
+			if (binding->retprobe) {
+				group = (struct probe_group){ .program = "call_stash", .family = binding->family };
+				err = add_group(groups, group_count, &group);
+			}
+			group = (struct probe_group){ .program = binding->program, .owner = program,
+						      .retprobe = binding->retprobe,
+						      .family = binding->family };
+			if (!err)
+				err = add_group(groups, group_count, &group);
+		}
+	}
+	return err;
+}
+
+/* The group's program as loaded for uprobe_multi (multi) or for classic uprobes. */
+static struct bpf_program *group_program(struct cp_tracer *tracer, const struct probe_group *group,
+					 bool multi)
+{
+	struct bpf_object *obj;
+
+	if (group->owner)
+		obj = multi || !tracer->use_multi ? group->owner->obj : group->owner->classic_obj;
+	else if (multi || !tracer->use_multi)
+		obj = tracer->skel->obj;
+	else
+		obj = tracer->classic_skel ? tracer->classic_skel->obj : NULL;
+	return obj ? bpf_object__find_program_by_name(obj, group->program) : NULL;
+}
+
+static int ensure_group_classic(struct cp_tracer *tracer, const struct probe_group *group)
+{
+	return group->owner ? cp_program__ensure_classic(group->owner) : ensure_classic(tracer);
+}
+
+/* Classic probes for one group's symbols of this file. */
+static int attach_group_classic(struct cp_tracer *tracer, const char *path,
+				const struct probe_group *group, const uint64_t *offsets,
+				const uint64_t *cookies, size_t count, unsigned int *attached)
+{
+	struct bpf_program *program = group_program(tracer, group, false);
 	int err, first_error = 0;
 	size_t i;
 
+	if (!program)
+		return -EINVAL;
 	for (i = 0; i < count; i++) {
-		err = attach_one(tracer, path, offsets[i], program, retprobe, cookies[i]);
+		err = attach_one(tracer, program, path, offsets[i], group->retprobe, cookies[i]);
 		if (err) {
-			logf_(tracer, CP_LOG_WARN, "%s: cannot attach %s%s at 0x%llx: %s", path, program,
-			      retprobe ? " (return)" : "", (unsigned long long)offsets[i], strerror(-err));
+			logf_(tracer, CP_LOG_WARN, "%s: cannot attach %s%s at 0x%llx: %s", path,
+			      group->program, group->retprobe ? " (return)" : "",
+			      (unsigned long long)offsets[i], strerror(-err));
 			if (!first_error)
 				first_error = err;
 			continue;
@@ -536,18 +642,20 @@ static int attach_group_classic(struct cp_tracer *tracer, const char *path, cons
 }
 
 /*
- * Every probe of table on the file at path, grouped by program: one
- * uprobe_multi link per (program, entry/return) where the kernel has them,
- * classic uprobes where it has not or where the multi link is refused.
+ * Every group of a table on the file at path: one uprobe_multi link per
+ * group where the kernel has them, classic uprobes where it has not or
+ * where the multi link is refused. The one attach path of cuprobe's own
+ * programs and its users'.
  */
 static int attach_table(struct cp_tracer *tracer, const char *path,
-			const struct probe_spec *table, size_t count,
+			const struct probe_spec *table, size_t count, bool driver,
 			struct cp_attach_report *report)
 {
 	struct cp_attach_report local;
-	const char **names = NULL, *program, *done[64];
+	struct probe_group *groups = NULL;
+	const char **names = NULL;
 	uint64_t *offsets = NULL, *group_offsets = NULL, *group_cookies = NULL;
-	size_t i, j, n, done_count = 0;
+	size_t i, j, n, group_count = 0;
 	int err = 0, found, first_error = 0;
 	unsigned int attached = 0;
 
@@ -562,7 +670,8 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 	offsets = calloc(count, sizeof(*offsets));
 	group_offsets = calloc(count, sizeof(*group_offsets));
 	group_cookies = calloc(count, sizeof(*group_cookies));
-	if (!names || !offsets || !group_offsets || !group_cookies) {
+	if (!names || !offsets || !group_offsets || !group_cookies ||
+	    table_groups(tracer, table, count, driver, &groups, &group_count)) {
 		err = -ENOMEM;
 		goto out_free;
 	}
@@ -577,30 +686,11 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 	for (i = 0; i < count; i++)
 		if (!offsets[i])
 			note_missing(report, table[i].symbol);
-	/* Each (program, entry/return) once: entries first, then the return probes. */
-	for (i = 0; i < 2 * count; i++) {
-		bool retprobe = i >= count;
-		const struct probe_spec *lead = &table[i % count];
-		char key[128];
+	for (i = 0; i < group_count; i++) {
+		const struct probe_group *group = &groups[i];
 
-		program = retprobe ? return_program_of(tracer, lead) : lead->program;
-		if (!program)
-			continue;
-		snprintf(key, sizeof(key), "%c%s", retprobe ? 'r' : 'e', program);
-		for (j = 0; j < done_count && strcmp(done[j], key); j++)
-			;
-		if (j < done_count || done_count == ARRAY_LEN(done))
-			continue;
-		done[done_count] = strdup(key);
-		if (!done[done_count]) {
-			err = -ENOMEM;
-			break;
-		}
-		done_count++;
 		for (n = 0, j = 0; j < count; j++) {
-			const char *uses = retprobe ? return_program_of(tracer, &table[j]) : table[j].program;
-
-			if (!offsets[j] || !uses || strcmp(uses, program))
+			if (!offsets[j] || !in_group(tracer, group, &table[j]))
 				continue;
 			group_offsets[n] = offsets[j];
 			group_cookies[n] = table[j].cookie;
@@ -609,15 +699,17 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 		if (!n)
 			continue;
 		if (tracer->use_multi) {
-			err = create_multi_link(tracer, path, program, retprobe, group_offsets,
-						group_cookies, n);
+			struct bpf_program *program = group_program(tracer, group, true);
+
+			err = program ? create_multi_link(tracer, program, path, group->retprobe,
+							  group_offsets, group_cookies, n) : -EINVAL;
 			if (!err) {
 				attached += n;
 				continue;
 			}
 			logf_(tracer, CP_LOG_INFO, "%s: uprobe_multi refused for %s (%zu symbols): %s; using classic uprobes",
-			      path, program, n, strerror(-err));
-			err = ensure_classic(tracer);
+			      path, group->program, n, strerror(-err));
+			err = ensure_group_classic(tracer, group);
 			if (err) {
 				logf_(tracer, CP_LOG_WARN, "%s: cannot load classic uprobes: %s", path,
 				      strerror(-err));
@@ -626,8 +718,8 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 				continue;
 			}
 		}
-		err = attach_group_classic(tracer, path, program, retprobe, group_offsets,
-					   group_cookies, n, &attached);
+		err = attach_group_classic(tracer, path, group, group_offsets, group_cookies, n,
+					   &attached);
 		if (err && !first_error)
 			first_error = err;
 	}
@@ -638,8 +730,7 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 		logf_(tracer, CP_LOG_INFO, "%s: %u probe symbols absent: %s", path,
 		      report->missing, report->missing_names);
 out_free:
-	for (j = 0; j < done_count; j++)
-		free((char *)done[j]);
+	free(groups);
 	free(names);
 	free(offsets);
 	free(group_offsets);
@@ -658,9 +749,11 @@ int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, bool runt
 
 	pthread_mutex_lock(&tracer->lock);
 	if (runtime)
-		err = attach_table(tracer, path, runtime_probes, ARRAY_LEN(runtime_probes), report);
+		err = attach_table(tracer, path, runtime_probes, ARRAY_LEN(runtime_probes), false,
+				   report);
 	else
-		err = attach_table(tracer, path, driver_probes, ARRAY_LEN(driver_probes), report);
+		err = attach_table(tracer, path, driver_probes, ARRAY_LEN(driver_probes), true,
+				   report);
 	pthread_mutex_unlock(&tracer->lock);
 	return err;
 }

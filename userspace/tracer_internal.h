@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "cuprobe.h"
@@ -18,6 +19,45 @@ struct tracked_file {
 	struct cp_traced_file info;
 	pid_t early_pids[TRACKED_PIDS_MAX];
 };
+
+/* uapi values of kernels 6.6+, absent from older headers such as Debian 12's. */
+#define CP_BPF_TRACE_UPROBE_MULTI 48
+#define CP_BPF_F_UPROBE_MULTI_RETURN 1u
+
+/* A user's program (cuprobe run): one BPF program and the family it goes on. */
+struct cp_program_binding {
+	const char *program;       /* its name in the object */
+	enum cp_family family;
+	bool retprobe;             /* cuda.return/FAMILY */
+};
+
+struct cp_program_ring {
+	char name[64];
+	int fd;
+	__u32 type_id;             /* of cuprobe_record__NAME; 0 when not declared */
+	size_t record_size;
+	long lost_offset;          /* of cuprobe_lost__NAME in .bss; -1 when absent */
+};
+
+/* A user's BPF object, loaded with the runtime's shared maps; the tracer owns it. */
+struct cp_program {
+	struct cp_tracer *tracer;
+	char object_name[32];
+	void *elf;                 /* a copy: the classic twin is opened from it */
+	size_t elf_size;
+	struct bpf_object *obj;    /* loaded for uprobe_multi where the kernel has it */
+	struct bpf_object *classic_obj; /* its twin for classic uprobes, made on demand */
+	struct cp_program_binding *bindings;
+	size_t binding_count;
+	struct cp_program_ring *rings;
+	size_t ring_count;
+	struct bpf_map **maps;     /* the maps to print: not rings, internal or shared ones */
+	size_t map_count;
+	struct bpf_map *bss;
+};
+
+void cp_program__destroy(struct cp_program *program);
+int cp_program__ensure_classic(struct cp_program *program);
 
 struct cp_tracer {
 	struct cuprobe_bpf *skel;
@@ -35,7 +75,11 @@ struct cp_tracer {
 	unsigned int probe_count;  /* symbols probed, entry and return counted apart */
 	bool measure_latency;      /* every probe gets a return probe (api_return if none) */
 	bool use_multi;
-	bool hold;                 /* hold_new_mappers */
+	bool hold;                 /* hold_new_mappers or hold_for_stacks */
+	/* The built-in programs' families (a bit per enum cp_family); users' programs. */
+	uint64_t builtin_families;
+	struct cp_program **programs;
+	size_t program_count;
 	cp_log_fn log;
 	void *log_ctx;
 	/* Attach bookkeeping: the agent thread adds, the main thread reads. */

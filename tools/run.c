@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `cuprobe run PROG`: a user's BPF programs on CUDA calls. PROG (compiled
+ * first when it is C) goes through the session's one load-and-attach path
+ * with cuprobe's naming, context and lifecycle programs; the agent prints
+ * every record of its rings, the main thread its maps every interval and at
+ * the end, all formatted from PROG's BTF.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_options.h"
+#include "cuprobe.h"
+#include "run.h"
+#include "session.h"
+#include "spawn.h"
+
+#define PROGRAM_MAX_BYTES (64u << 20)
+/* Exited processes whose kernel names are kept for the maps printed later. */
+#define EXITED_NAMES_KEPT 256
+
+/* One ring of PROG, consumed on the agent thread. */
+struct ring_ctx {
+	struct run_ctx *run;
+	size_t index;
+	struct cp_program_ring_info info;
+	uint64_t printed;
+	uint64_t short_records;
+};
+
+struct run_ctx {
+	struct cp_session *session;
+	const struct btf *btf;
+	FILE *out;
+	bool json;
+	bool failed;
+	uint64_t start_ns;
+	/* Agent thread and main thread both write: one line (or map) at a time. */
+	pthread_mutex_t lock;
+	struct ring_ctx *rings;
+	size_t ring_count;
+	struct cp_text text;
+	uint32_t exited[EXITED_NAMES_KEPT];
+	size_t exited_count;
+};
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* Writes what text holds; a failed write stops the session. Called with the lock held. */
+static void flush_text(struct run_ctx *run, struct cp_text *text)
+{
+	if (run->failed || !text->len)
+		return;
+	if (text->failed || fwrite(text->data, 1, text->len, run->out) != text->len ||
+	    fflush(run->out) == EOF) {
+		run->failed = true;
+		cp_session__output_failed(run->session, text->failed ? ENOMEM : errno);
+	}
+}
+
+static int on_record(void *arg, const void *data, size_t size)
+{
+	struct ring_ctx *ring = arg;
+	struct run_ctx *run = ring->run;
+	struct cp_btf_names names = { .names = run->session->names,
+				      .symbolizer = run->session->symbolizer,
+				      .tracer = run->session->tracer };
+
+	/* Shorter than its declared type: counted, not printed from bytes it lacks. */
+	if (ring->info.type_id && size < ring->info.record_size) {
+		ring->short_records++;
+		return 0;
+	}
+	pthread_mutex_lock(&run->lock);
+	cp_text__clear(&run->text);
+	cp_format__program_record(&run->text, run->json, run->btf, &ring->info, data, size, &names);
+	flush_text(run, &run->text);
+	if (!run->failed)
+		ring->printed++;
+	pthread_mutex_unlock(&run->lock);
+	return 0;
+}
+
+/*
+ * cuprobe's own records: names learned, mappings read at cuInit (stacks),
+ * exits. An exited process's names stay for the maps printed later, the
+ * last EXITED_NAMES_KEPT of them.
+ */
+static int on_event(void *arg, const union cp_event *event)
+{
+	struct run_ctx *run = arg;
+	struct cp_session *s = run->session;
+	uint32_t pid = event->hdr.pid;
+
+	pthread_mutex_lock(&run->lock);
+	cp_names__observe(s->names, event);
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_CUDA_INIT) {
+		cp_symbolizer__refresh(s->symbolizer, pid);
+	} else if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
+		size_t slot = run->exited_count++ % EXITED_NAMES_KEPT;
+
+		if (run->exited_count > EXITED_NAMES_KEPT) {
+			cp_names__forget_pid(s->names, run->exited[slot]);
+			cp_symbolizer__forget(s->symbolizer, run->exited[slot]);
+		}
+		run->exited[slot] = pid;
+	}
+	pthread_mutex_unlock(&run->lock);
+	return 0;
+}
+
+/* Every map of PROG, after a header saying when. */
+static void print_maps(struct run_ctx *run, bool final)
+{
+	const struct cp_program *program = run->session->program;
+	struct cp_btf_names names = { .names = run->session->names,
+				      .symbolizer = run->session->symbolizer,
+				      .tracer = run->session->tracer };
+	struct cp_program_map_info info;
+	struct cp_map_entries entries;
+	struct cp_text text = { 0 };
+	size_t i, count = cp_program__map_count(program);
+	int err;
+
+	if (!count)
+		return;
+	pthread_mutex_lock(&run->lock);
+	cp_format__program_maps_header(&text, run->json, monotonic_ns() - run->start_ns, final);
+	for (i = 0; i < count; i++) {
+		if (cp_program__map(program, i, &info))
+			continue;
+		err = cp_program__read_map(program, i, &entries);
+		if (err) {
+			cp_format__program_map_unreadable(&text, run->json, &info, err);
+			continue;
+		}
+		cp_format__program_map(&text, run->json, run->btf, &info, &entries, &names);
+		cp_map_entries__release(&entries);
+	}
+	flush_text(run, &text);
+	pthread_mutex_unlock(&run->lock);
+	cp_text__free(&text);
+}
+
+static void on_tick(void *arg)
+{
+	print_maps(arg, false);
+}
+
+/* Where cuprobe.bpf.h is: installed beside the binary (bin/../include/cuprobe), else the build's. */
+static void sdk_dirs(char *first, size_t first_len, const char **second)
+{
+	char exe[PATH_MAX], candidate[PATH_MAX + 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	char *slash;
+
+	*second = NULL;
+	if (n > 0) {
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(candidate, sizeof(candidate), "%s/../include/cuprobe/cuprobe.bpf.h", exe);
+			if (!access(candidate, R_OK) &&
+			    snprintf(first, first_len, "-I%s/../include/cuprobe", exe) < (int)first_len)
+				return;
+		}
+	}
+	/* The build tree: the SDK's sources, and the generated vmlinux.h. */
+	snprintf(first, first_len, "-I%s", CUPROBE_SDK_SOURCE_DIR);
+	*second = "-I" CUPROBE_SDK_GENERATED_DIR;
+}
+
+/* The first clang on PATH, as the user would run it. */
+static int find_clang(const struct cp_identity *id, char *path, size_t len)
+{
+	static const char *const names[] = { "clang", "clang-19", "clang-18", "clang-17", "clang-16",
+					     "clang-15", "clang-14" };
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!cp_resolve_command(names[i], id, path, len))
+			return 0;
+	return -ENOENT;
+}
+
+static bool is_c_source(const char *name)
+{
+	size_t len = strlen(name);
+
+	return len > 2 && !strcmp(name + len - 2, ".c");
+}
+
+/*
+ * PROG's bytes: read, or compiled by clang to its stdout, as the invoking
+ * user (who must be able to read it). 0, or the exit code after saying why.
+ */
+static int program_bytes(const struct cp_trace_options *opts, const struct cp_identity *id,
+			 void **elf, size_t *size)
+{
+	char clang[PATH_MAX], sdk[PATH_MAX + 64];
+	const char *generated;
+	int status = 0, err;
+
+	if (!is_c_source(opts->program)) {
+		err = cp_capture_as_user(id, opts->program, NULL, PROGRAM_MAX_BYTES, elf, size, &status);
+		if (!err && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			return 0;
+		free(*elf);
+		*elf = NULL;
+		cp_say("%s: %s", opts->program,
+		       err == -EFBIG ? "larger than 64 MiB: not a BPF object" :
+		       err ? strerror(-err) :
+		       WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "no such file" :
+		       WIFEXITED(status) && WEXITSTATUS(status) == 126 ? "permission denied" :
+		       "cannot be read");
+		return CP_EXIT_USAGE;
+	}
+	if (find_clang(id, clang, sizeof(clang))) {
+		cp_say("%s: cannot compile it: clang is not installed (install clang, or compile it with clang -target bpf and pass the .bpf.o)",
+		       opts->program);
+		return CP_EXIT_SETUP;
+	}
+	sdk_dirs(sdk, sizeof(sdk), &generated);
+	{
+		char *argv[16];
+		int n = 0;
+
+		argv[n++] = clang;
+		argv[n++] = "-g";
+		argv[n++] = "-O2";
+		argv[n++] = "-target";
+		argv[n++] = "bpf";
+		argv[n++] = "-D__TARGET_ARCH_x86";
+		argv[n++] = "-Wall";
+		argv[n++] = sdk;
+		if (generated)
+			argv[n++] = (char *)generated;
+		argv[n++] = "-c";
+		argv[n++] = (char *)opts->program;
+		argv[n++] = "-o";
+		argv[n++] = "-";
+		argv[n] = NULL;
+		err = cp_capture_as_user(id, clang, argv, PROGRAM_MAX_BYTES, elf, size, &status);
+	}
+	if (!err && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return 0;
+	free(*elf);
+	*elf = NULL;
+	if (err)
+		cp_say("%s: cannot compile it: %s", opts->program, strerror(-err));
+	else if (WIFEXITED(status))
+		cp_say("%s: clang failed (exit status %d): see its messages above", opts->program,
+		       WEXITSTATUS(status));
+	else
+		cp_say("%s: clang was killed by signal %d", opts->program, WTERMSIG(status));
+	return CP_EXIT_USAGE;
+}
+
+/* One line per ring on stderr: printed, lost, short. */
+static void report_rings(struct run_ctx *run)
+{
+	size_t i;
+
+	for (i = 0; i < run->ring_count; i++) {
+		struct ring_ctx *ring = &run->rings[i];
+		struct cp_program_ring_info now;
+
+		if (cp_program__ring(run->session->program, ring->index, &now))
+			continue;
+		if (now.lost_counted)
+			fprintf(stderr, "cuprobe: ring %s: %llu records printed, %llu lost, %llu short\n",
+				now.name, (unsigned long long)ring->printed,
+				(unsigned long long)now.lost,
+				(unsigned long long)ring->short_records);
+		else
+			fprintf(stderr, "cuprobe: ring %s: %llu records printed, losses not counted (write with cuprobe_ring_reserve/output), %llu short\n",
+				now.name, (unsigned long long)ring->printed,
+				(unsigned long long)ring->short_records);
+		if (!now.type_id)
+			cp_say("ring %s has no record type (CUPROBE_RING): records printed as hex", now.name);
+		if (now.lost)
+			cp_say("warning: %llu records of ring %s lost to a full ring",
+			       (unsigned long long)now.lost, now.name);
+		if (ring->short_records)
+			cp_say("warning: %llu records of ring %s shorter than their type (%zu bytes) were not printed",
+			       (unsigned long long)ring->short_records, now.name, now.record_size);
+	}
+}
+
+static int set_up_rings(struct run_ctx *run, struct cp_session_ring **session_rings)
+{
+	const struct cp_program *program = run->session->program;
+	size_t i, count = cp_program__ring_count(program);
+
+	run->rings = calloc(count ? count : 1, sizeof(*run->rings));
+	*session_rings = calloc(count ? count : 1, sizeof(**session_rings));
+	if (!run->rings || !*session_rings)
+		return -ENOMEM;
+	for (i = 0; i < count; i++) {
+		struct ring_ctx *ring = &run->rings[i];
+
+		ring->run = run;
+		ring->index = i;
+		if (cp_program__ring(program, i, &ring->info))
+			return -EINVAL;
+		(*session_rings)[i] = (struct cp_session_ring){ .fd = ring->info.fd,
+								.on_record = on_record, .ctx = ring };
+	}
+	run->ring_count = count;
+	return 0;
+}
+
+int cp_cmd_run(int argc, char **argv)
+{
+	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts) };
+	struct cp_session_ring *session_rings = NULL;
+	struct cp_wait_hooks hooks = { 0 };
+	struct run_ctx run = { 0 };
+	struct cp_trace_options opts;
+	struct cp_session session;
+	void *elf = NULL;
+	size_t elf_size = 0;
+	int exit_code;
+
+	exit_code = cp_session__parse(CP_CMD_RUN, argc, argv, &opts);
+	if (exit_code >= 0)
+		return exit_code;
+	pthread_mutex_init(&run.lock, NULL);
+	exit_code = cp_session__open(&session, CP_CMD_RUN, &opts);
+	if (!exit_code)
+		exit_code = program_bytes(&opts, &session.identity, &elf, &elf_size);
+	if (exit_code)
+		goto cleanup;
+	/*
+	 * cuprobe's own programs only where users' programs rely on them:
+	 * kernel names, the current context's device, cuInit (system-wide
+	 * targets). No per-call records of its own.
+	 */
+	tracer_opts.families = 1ull << CP_FAMILY_name | 1ull << CP_FAMILY_context |
+			       1ull << CP_FAMILY_init;
+	tracer_opts.no_call_records = true;
+	session.program_elf = elf;
+	session.program_size = elf_size;
+	exit_code = cp_session__attach(&session, &tracer_opts);
+	if (exit_code)
+		goto cleanup;
+	run.session = &session;
+	run.btf = cp_program__btf(session.program);
+	run.out = session.output.stream;
+	run.json = opts.json;
+	run.start_ns = monotonic_ns();
+	if (set_up_rings(&run, &session_rings)) {
+		cp_say("out of memory");
+		exit_code = CP_EXIT_SETUP;
+		goto cleanup;
+	}
+	session.rings = session_rings;
+	session.ring_count = run.ring_count;
+	exit_code = cp_session__start_agent(&session, on_event, &run);
+	if (!exit_code)
+		exit_code = cp_session__start_command(&session);
+	if (exit_code)
+		goto cleanup;
+	if (cp_verbosity)
+		cp_say("running %s (%u probes, %u links); Ctrl-C stops", opts.program,
+		       cp_tracer__probe_count(session.tracer), cp_tracer__link_count(session.tracer));
+	hooks.tick_ms = opts.interval_ms;
+	hooks.tick = on_tick;
+	hooks.ctx = &run;
+	cp_session__wait(&session, &hooks);
+
+	/* Every record committed is printed first, then the maps as they ended. */
+	cp_session__stop_agent(&session);
+	print_maps(&run, true);
+	report_rings(&run);
+	cp_session__report_files(&session);
+	exit_code = cp_session__finish(&session);
+cleanup:
+	cp_session__close(&session);
+	cp_text__free(&run.text);
+	free(run.rings);
+	free(session_rings);
+	free(elf);
+	pthread_mutex_destroy(&run.lock);
+	return exit_code;
+}

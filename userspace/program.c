@@ -1,0 +1,677 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Users' BPF programs (cuprobe run): a BPF object checked, opened, bound to
+ * the catalogue's families by section name, loaded with the runtime's
+ * shared maps, and then attached by the tracer's one attach path to every
+ * driver file, with cuprobe's own programs. Also what is needed to print
+ * its output: its rings (with their record types and loss counts) and its
+ * maps, read as bytes with their BTF types.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+
+#include "cuprobe.h"
+#include "tracer_internal.h"
+
+#ifndef EM_BPF
+#define EM_BPF 247
+#endif
+
+#define SECTION_ENTRY "cuda/"
+#define SECTION_RETURN "cuda.return/"
+
+static int fail(const struct cp_program_opts *opts, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Says why in opts->error, one line; returns err (negative errno). */
+static int fail(const struct cp_program_opts *opts, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (opts && opts->error && opts->error_size) {
+		va_start(ap, fmt);
+		vsnprintf(opts->error, opts->error_size, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}
+
+/* "cuda/launch, cuda/alloc, ..., cuda.return/context": every section a program may use. */
+static void valid_sections(char *out, size_t len)
+{
+	size_t used = 0;
+	int kind, n;
+	unsigned int family;
+
+	out[0] = '\0';
+	for (kind = 0; kind < 2; kind++)
+		for (family = CP_FAMILY_NONE + 1; family < CP_FAMILY_MAX; family++) {
+			if (!cp_family__programmable(family) || used >= len)
+				continue;
+			n = snprintf(out + used, len - used, "%s%s%s", used ? ", " : "",
+				     kind ? SECTION_RETURN : SECTION_ENTRY, cp_family__name(family));
+			if (n > 0)
+				used += (size_t)n;
+		}
+}
+
+/* The family and direction a section names; false when it names none. */
+static bool parse_section(const char *section, enum cp_family *family, bool *retprobe)
+{
+	const char *name;
+
+	if (!strncmp(section, SECTION_RETURN, strlen(SECTION_RETURN))) {
+		name = section + strlen(SECTION_RETURN);
+		*retprobe = true;
+	} else if (!strncmp(section, SECTION_ENTRY, strlen(SECTION_ENTRY))) {
+		name = section + strlen(SECTION_ENTRY);
+		*retprobe = false;
+	} else {
+		return false;
+	}
+	*family = cp_family__by_name(name);
+	return cp_family__programmable(*family);
+}
+
+/* Refuses what is not a 64-bit little-endian BPF ELF object before libbpf sees it. */
+static int check_elf(const void *elf, size_t size, const struct cp_program_opts *opts,
+		     const char *name)
+{
+	const Elf64_Ehdr *header = elf;
+
+	if (size < EI_NIDENT || memcmp(header->e_ident, ELFMAG, SELFMAG))
+		return fail(opts, -ENOEXEC, "%s: not an ELF file", name);
+	if (size < sizeof(*header) || header->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    header->e_ident[EI_DATA] != ELFDATA2LSB)
+		return fail(opts, -ENOEXEC, "%s: not a BPF object (not 64-bit little-endian ELF)", name);
+	if (header->e_machine != EM_BPF)
+		return fail(opts, -ENOEXEC, "%s: not a BPF object (ELF machine %u, not BPF)", name,
+			    header->e_machine);
+	if (header->e_type != ET_REL)
+		return fail(opts, -ENOEXEC, "%s: not a BPF object file (compile with -c)", name);
+	return 0;
+}
+
+/* Names of the maps the runtime shares with every program (cuprobe.bpf.h). */
+static bool shared_map(const char *name)
+{
+	static const char *const shared[] = {
+		"cuprobe_config", "cuprobe_targets", "cuprobe_kernel_names", "cuprobe_calls",
+		"cuprobe_contexts", "cuprobe_thread_contexts", "cuprobe_process_contexts",
+		"cuprobe_stacks",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
+		if (!strcmp(name, shared[i]))
+			return true;
+	return false;
+}
+
+/* Every shared map of obj reuses the fd of the same map in source. */
+static int reuse_maps(struct bpf_object *obj, struct bpf_object *source, bool all)
+{
+	struct bpf_map *map, *same;
+	int err;
+
+	bpf_object__for_each_map(map, obj) {
+		if (!all && !shared_map(bpf_map__name(map)))
+			continue;
+		same = bpf_object__find_map_by_name(source, bpf_map__name(map));
+		if (!same)
+			return -ENOENT;
+		err = bpf_map__reuse_fd(map, bpf_map__fd(same));
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
+static struct bpf_object *open_object(const struct cp_program *program)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, open_opts, .object_name = program->object_name);
+
+	return bpf_object__open_mem(program->elf, program->elf_size, &open_opts);
+}
+
+/* Program types and attach types, before load: uprobe_multi or classic. */
+static void prepare_programs(struct cp_program *program, struct bpf_object *obj, bool multi)
+{
+	struct bpf_program *prog;
+
+	bpf_object__for_each_program(prog, obj) {
+		bpf_program__set_type(prog, BPF_PROG_TYPE_KPROBE);
+		bpf_program__set_expected_attach_type(prog, multi ? CP_BPF_TRACE_UPROBE_MULTI : 0);
+	}
+}
+
+/* A record type: through const/volatile, keeping typedefs (cuprobe_kernel_t...). */
+static __u32 unqualified(const struct btf *btf, __u32 type_id)
+{
+	const struct btf_type *type = btf__type_by_id(btf, type_id);
+
+	while (type && (btf_is_const(type) || btf_is_volatile(type) || btf_is_restrict(type))) {
+		type_id = type->type;
+		type = btf__type_by_id(btf, type_id);
+	}
+	return type_id;
+}
+
+static int variable_type(const struct btf *btf, const char *prefix, const char *name, __u32 *type_id)
+{
+	char var_name[128];
+	const struct btf_type *var;
+	int id;
+
+	snprintf(var_name, sizeof(var_name), "%s%s", prefix, name);
+	id = btf__find_by_name_kind(btf, var_name, BTF_KIND_VAR);
+	if (id <= 0)
+		return -ENOENT;
+	var = btf__type_by_id(btf, id);
+	*type_id = unqualified(btf, var->type);
+	return 0;
+}
+
+/* The offset of a variable in the datasec named section ("".bss"), or -1. */
+static long variable_offset(const struct btf *btf, const char *section, const char *name)
+{
+	const struct btf_var_secinfo *info;
+	const struct btf_type *datasec;
+	int id = btf__find_by_name_kind(btf, section, BTF_KIND_DATASEC);
+	__u16 i;
+
+	if (id <= 0)
+		return -1;
+	datasec = btf__type_by_id(btf, id);
+	info = btf_var_secinfos(datasec);
+	for (i = 0; i < btf_vlen(datasec); i++, info++) {
+		const struct btf_type *var = btf__type_by_id(btf, info->type);
+
+		if (var && !strcmp(btf__name_by_offset(btf, var->name_off), name))
+			return info->offset;
+	}
+	return -1;
+}
+
+static struct bpf_map *internal_map(struct bpf_object *obj, const char *suffix)
+{
+	struct bpf_map *map;
+	size_t n = strlen(suffix), len;
+
+	bpf_object__for_each_map(map, obj) {
+		const char *name = bpf_map__name(map);
+
+		len = strlen(name);
+		if (bpf_map__is_internal(map) && len >= n && !strcmp(name + len - n, suffix))
+			return map;
+	}
+	return NULL;
+}
+
+/* The integer type of a variable: its size and signedness; false for other types. */
+static bool integer_variable(const struct btf *btf, __u32 var_id, size_t *size, bool *is_signed)
+{
+	const struct btf_type *var = btf__type_by_id(btf, var_id);
+	__u32 type_id = var ? var->type : 0;
+	const struct btf_type *type = btf__type_by_id(btf, type_id);
+
+	while (type && (btf_is_const(type) || btf_is_volatile(type) || btf_is_typedef(type))) {
+		type_id = type->type;
+		type = btf__type_by_id(btf, type_id);
+	}
+	if (type && btf_is_enum(type)) {
+		*size = type->size;
+		*is_signed = true;
+		return true;
+	}
+	if (!type || !btf_is_int(type) || type->size > 8)
+		return false;
+	*size = type->size;
+	*is_signed = btf_int_encoding(type) & BTF_INT_SIGNED;
+	return true;
+}
+
+/* The program's settable variables (const volatile integers), for messages. */
+static void settable_names(const struct btf *btf, char *out, size_t len)
+{
+	const struct btf_var_secinfo *info;
+	const struct btf_type *datasec;
+	int id = btf__find_by_name_kind(btf, ".rodata", BTF_KIND_DATASEC);
+	size_t used = 0, size;
+	bool is_signed;
+	__u16 i;
+	int n;
+
+	out[0] = '\0';
+	if (id <= 0)
+		return;
+	datasec = btf__type_by_id(btf, id);
+	info = btf_var_secinfos(datasec);
+	for (i = 0; i < btf_vlen(datasec) && used < len; i++, info++) {
+		const char *name = btf__name_by_offset(btf, btf__type_by_id(btf, info->type)->name_off);
+
+		/* cuprobe's own, and function-local statics ("f.zero"), are not settings. */
+		if (!strncmp(name, "cuprobe_", 8) || strchr(name, '.') ||
+		    !integer_variable(btf, info->type, &size, &is_signed))
+			continue;
+		n = snprintf(out + used, len - used, "%s%s", used ? ", " : "", name);
+		if (n > 0)
+			used += (size_t)n;
+	}
+}
+
+/* "-12", "4096", "0x1f": the whole text, no spaces; false otherwise. */
+static bool parse_integer(const char *text, bool is_signed, __u64 *value)
+{
+	char *end;
+
+	if (!*text || *text == ' ' || (!is_signed && *text == '-'))
+		return false;
+	errno = 0;
+	*value = is_signed ? (__u64)strtoll(text, &end, 0) : strtoull(text, &end, 0);
+	return !errno && !*end;
+}
+
+/* NAME=VALUE settings, written into .rodata before the load. */
+static int apply_settings(struct cp_program *program, const struct cp_program_opts *opts,
+			  const char *name)
+{
+	const struct btf *btf = bpf_object__btf(program->obj);
+	struct bpf_map *rodata = internal_map(program->obj, ".rodata");
+	size_t i, rodata_size = 0, size;
+	char *data = rodata ? (char *)bpf_map__initial_value(rodata, &rodata_size) : NULL;
+	char valid[1024];
+
+	for (i = 0; i < opts->setting_count; i++) {
+		const char *setting = opts->settings[i], *equals = strchr(setting, '=');
+		char var_name[128];
+		bool is_signed;
+		__u64 value;
+		long offset;
+		int id;
+
+		if (!equals || equals == setting || (size_t)(equals - setting) >= sizeof(var_name))
+			return fail(opts, -EINVAL, "--set %s: expected NAME=VALUE", setting);
+		snprintf(var_name, sizeof(var_name), "%.*s", (int)(equals - setting), setting);
+		id = btf__find_by_name_kind(btf, var_name, BTF_KIND_VAR);
+		offset = data ? variable_offset(btf, ".rodata", var_name) : -1;
+		if (id <= 0 || offset < 0 || !integer_variable(btf, id, &size, &is_signed) ||
+		    !strncmp(var_name, "cuprobe_", 8)) {
+			settable_names(btf, valid, sizeof(valid));
+			return fail(opts, -ENOENT, "%s: --set %s: no const volatile integer %s%s%s", name,
+				    setting, var_name, valid[0] ? "; settable: " : " (it has none)", valid);
+		}
+		if (!parse_integer(equals + 1, is_signed, &value) ||
+		    (size < 8 && (is_signed ? ((__s64)value < -(1ll << (size * 8 - 1)) ||
+					       (__s64)value >= (1ll << (size * 8 - 1))) :
+				  value >> (size * 8))))
+			return fail(opts, -ERANGE, "%s: --set %s: not a%s integer of %zu bytes", name,
+				    setting, is_signed ? "" : "n unsigned", size);
+		if ((size_t)offset + size > rodata_size)
+			return fail(opts, -EINVAL, "%s: --set %s: outside the object's data", name, setting);
+		memcpy(data + offset, &value, size);
+	}
+	return 0;
+}
+
+/* The rings, their record types and loss counters; the maps to print. */
+static int describe(struct cp_program *program, const struct cp_program_opts *opts)
+{
+	const struct btf *btf = bpf_object__btf(program->obj);
+	struct bpf_map *map;
+	size_t rings = 0, maps = 0;
+	char lost_var[128];
+
+	program->bss = internal_map(program->obj, ".bss");
+	bpf_object__for_each_map(map, program->obj) {
+		if (bpf_map__is_internal(map) || shared_map(bpf_map__name(map)))
+			continue;
+		if (bpf_map__type(map) == BPF_MAP_TYPE_RINGBUF)
+			rings++;
+		else
+			maps++;
+	}
+	program->rings = calloc(rings ? rings : 1, sizeof(*program->rings));
+	program->maps = calloc(maps ? maps : 1, sizeof(*program->maps));
+	if (!program->rings || !program->maps)
+		return fail(opts, -ENOMEM, "out of memory");
+	bpf_object__for_each_map(map, program->obj) {
+		const char *name = bpf_map__name(map);
+
+		if (bpf_map__is_internal(map) || shared_map(name))
+			continue;
+		if (bpf_map__type(map) == BPF_MAP_TYPE_RINGBUF) {
+			struct cp_program_ring *ring = &program->rings[program->ring_count++];
+			const struct btf_type *type;
+
+			snprintf(ring->name, sizeof(ring->name), "%s", name);
+			snprintf(lost_var, sizeof(lost_var), "cuprobe_lost__%s", name);
+			ring->fd = bpf_map__fd(map);
+			ring->lost_offset = program->bss ? variable_offset(btf, ".bss", lost_var) : -1;
+			if (!variable_type(btf, "cuprobe_record__", name, &ring->type_id)) {
+				type = btf__type_by_id(btf, ring->type_id);
+				ring->record_size = type ? (size_t)btf__resolve_size(btf, ring->type_id) : 0;
+			}
+			continue;
+		}
+		program->maps[program->map_count++] = map;
+	}
+	return 0;
+}
+
+static void free_program(struct cp_program *program)
+{
+	if (!program)
+		return;
+	bpf_object__close(program->classic_obj);
+	bpf_object__close(program->obj);
+	free(program->bindings);
+	free(program->rings);
+	free(program->maps);
+	free(program->elf);
+	free(program);
+}
+
+void cp_program__destroy(struct cp_program *program)
+{
+	free_program(program);
+}
+
+static bool cuda_section(const char *section)
+{
+	return !strncmp(section, SECTION_ENTRY, strlen(SECTION_ENTRY)) ||
+	       !strncmp(section, SECTION_RETURN, strlen(SECTION_RETURN));
+}
+
+/* Each program's family and direction, from its section; every one must name one. */
+static int bind_programs(struct cp_program *program, const struct cp_program_opts *opts,
+			 const char *name)
+{
+	struct bpf_program *prog;
+	size_t count = 0, cuda = 0;
+	char valid[1024];
+
+	bpf_object__for_each_program(prog, program->obj) {
+		count++;
+		cuda += cuda_section(bpf_program__section_name(prog));
+	}
+	if (!cuda)
+		return fail(opts, -ENOENT, "%s: no CUDA programs: put them in SEC(\"cuda/FAMILY\") or SEC(\"cuda.return/FAMILY\")%s%s",
+			    name, count ? "; found sections such as " : "",
+			    count ? bpf_program__section_name(bpf_object__next_program(program->obj, NULL)) : "");
+	program->bindings = calloc(count, sizeof(*program->bindings));
+	if (!program->bindings)
+		return fail(opts, -ENOMEM, "out of memory");
+	bpf_object__for_each_program(prog, program->obj) {
+		struct cp_program_binding *binding = &program->bindings[program->binding_count];
+		const char *section = bpf_program__section_name(prog);
+
+		if (!parse_section(section, &binding->family, &binding->retprobe)) {
+			valid_sections(valid, sizeof(valid));
+			return fail(opts, -EINVAL, "%s: program %s: unknown section \"%s\"; valid: %s",
+				    name, bpf_program__name(prog), section, valid);
+		}
+		binding->program = bpf_program__name(prog);
+		program->binding_count++;
+	}
+	return 0;
+}
+
+struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void *elf, size_t size,
+					   const struct cp_program_opts *opts)
+{
+	const char *name = opts && opts->name ? opts->name : "program";
+	struct cp_program *program = NULL, **programs;
+	struct bpf_program *prog;
+	int err;
+
+	if (!tracer || !elf || !opts || opts->sz < sizeof(*opts)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (opts->error && opts->error_size)
+		opts->error[0] = '\0';
+	if (tracer->probe_count) {
+		/* Files already attached would miss the program. */
+		err = fail(opts, -EBUSY, "%s: programs are loaded before any library is attached", name);
+		goto err_out;
+	}
+	err = check_elf(elf, size, opts, name);
+	if (err)
+		goto err_out;
+	program = calloc(1, sizeof(*program));
+	if (!program || !(program->elf = malloc(size))) {
+		err = fail(opts, -ENOMEM, "out of memory");
+		goto err_out;
+	}
+	memcpy(program->elf, elf, size);
+	program->elf_size = size;
+	program->tracer = tracer;
+	snprintf(program->object_name, sizeof(program->object_name), "cuprobe_run");
+	program->obj = open_object(program);
+	if (!program->obj) {
+		err = fail(opts, -errno, "%s: cannot open the BPF object: %s", name, strerror(errno));
+		goto err_out;
+	}
+	if (!bpf_object__btf(program->obj)) {
+		err = fail(opts, -ENOENT, "%s: no BTF (compile with -g): cuprobe needs it to print", name);
+		goto err_out;
+	}
+	err = bind_programs(program, opts, name);
+	if (err)
+		goto err_out;
+	prepare_programs(program, program->obj, tracer->use_multi);
+	err = apply_settings(program, opts, name);
+	if (err)
+		goto err_out;
+	err = reuse_maps(program->obj, tracer->skel->obj, false);
+	if (err) {
+		err = fail(opts, err, "%s: cannot share the runtime's maps: %s", name, strerror(-err));
+		goto err_out;
+	}
+	if (opts->log_buf && opts->log_size) {
+		opts->log_buf[0] = '\0';
+		bpf_object__for_each_program(prog, program->obj)
+			bpf_program__set_log_buf(prog, opts->log_buf, opts->log_size);
+	}
+	err = bpf_object__load(program->obj);
+	if (err) {
+		bool refused = opts->log_buf && opts->log_size && opts->log_buf[0];
+
+		err = fail(opts, err, "%s: %s: %s", name,
+			   refused ? "the kernel's verifier refused it" : "cannot load it",
+			   strerror(-err));
+		goto err_out;
+	}
+	err = describe(program, opts);
+	if (err)
+		goto err_out;
+	programs = realloc(tracer->programs, (tracer->program_count + 1) * sizeof(*programs));
+	if (!programs) {
+		err = fail(opts, -ENOMEM, "out of memory");
+		goto err_out;
+	}
+	tracer->programs = programs;
+	tracer->programs[tracer->program_count++] = program;
+	return program;
+
+err_out:
+	free_program(program);
+	errno = -err;
+	return NULL;
+}
+
+/*
+ * A twin of the program loaded for classic uprobes, every map shared with
+ * the first: for files whose uprobe_multi attach the kernel refuses.
+ */
+int cp_program__ensure_classic(struct cp_program *program)
+{
+	struct bpf_object *classic;
+	int err;
+
+	if (program->classic_obj || !program->tracer->use_multi)
+		return 0;
+	classic = open_object(program);
+	if (!classic)
+		return -errno;
+	prepare_programs(program, classic, false);
+	err = reuse_maps(classic, program->obj, true);
+	if (!err)
+		err = bpf_object__load(classic);
+	if (err) {
+		bpf_object__close(classic);
+		return err;
+	}
+	program->classic_obj = classic;
+	return 0;
+}
+
+/* ---- what the printer reads ----------------------------------------------------------- */
+
+const struct btf *cp_program__btf(const struct cp_program *program)
+{
+	return program ? bpf_object__btf(program->obj) : NULL;
+}
+
+size_t cp_program__ring_count(const struct cp_program *program)
+{
+	return program ? program->ring_count : 0;
+}
+
+int cp_program__ring(const struct cp_program *program, size_t index, struct cp_program_ring_info *out)
+{
+	const struct cp_program_ring *ring;
+	size_t bss_size = 0;
+	const char *bss;
+
+	if (!program || index >= program->ring_count || !out)
+		return -EINVAL;
+	ring = &program->rings[index];
+	memset(out, 0, sizeof(*out));
+	out->name = ring->name;
+	out->fd = ring->fd;
+	out->type_id = ring->type_id;
+	out->record_size = ring->record_size;
+	/* The live .bss of the loaded object (mmapped): the BPF side's loss counter. */
+	bss = program->bss ? bpf_map__initial_value(program->bss, &bss_size) : NULL;
+	if (bss && ring->lost_offset >= 0 && (size_t)ring->lost_offset + 8 <= bss_size) {
+		memcpy(&out->lost, bss + ring->lost_offset, sizeof(out->lost));
+		out->lost_counted = true;
+	}
+	return 0;
+}
+
+size_t cp_program__map_count(const struct cp_program *program)
+{
+	return program ? program->map_count : 0;
+}
+
+int cp_program__map(const struct cp_program *program, size_t index, struct cp_program_map_info *out)
+{
+	struct bpf_map *map;
+
+	if (!program || index >= program->map_count || !out)
+		return -EINVAL;
+	map = program->maps[index];
+	memset(out, 0, sizeof(*out));
+	out->name = bpf_map__name(map);
+	out->type = bpf_map__type(map);
+	out->fd = bpf_map__fd(map);
+	out->key_size = bpf_map__key_size(map);
+	out->value_size = bpf_map__value_size(map);
+	out->max_entries = bpf_map__max_entries(map);
+	out->key_type_id = bpf_map__btf_key_type_id(map);
+	out->value_type_id = bpf_map__btf_value_type_id(map);
+	out->per_cpu = out->type == BPF_MAP_TYPE_PERCPU_HASH || out->type == BPF_MAP_TYPE_PERCPU_ARRAY ||
+		       out->type == BPF_MAP_TYPE_LRU_PERCPU_HASH;
+	return 0;
+}
+
+static bool readable_type(enum bpf_map_type type)
+{
+	switch (type) {
+	case BPF_MAP_TYPE_HASH:
+	case BPF_MAP_TYPE_ARRAY:
+	case BPF_MAP_TYPE_LRU_HASH:
+	case BPF_MAP_TYPE_PERCPU_HASH:
+	case BPF_MAP_TYPE_PERCPU_ARRAY:
+	case BPF_MAP_TYPE_LRU_PERCPU_HASH:
+	case BPF_MAP_TYPE_STACK_TRACE:
+	case BPF_MAP_TYPE_LPM_TRIE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+void cp_map_entries__release(struct cp_map_entries *entries)
+{
+	if (!entries)
+		return;
+	free(entries->keys);
+	free(entries->values);
+	memset(entries, 0, sizeof(*entries));
+}
+
+int cp_program__read_map(const struct cp_program *program, size_t index, struct cp_map_entries *out)
+{
+	struct cp_program_map_info info;
+	size_t cpus = 1, value_bytes, capacity;
+	unsigned char *key = NULL, *next = NULL;
+	int err, possible;
+
+	if (!out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	err = cp_program__map(program, index, &info);
+	if (err)
+		return err;
+	if (!readable_type(info.type))
+		return -EOPNOTSUPP;
+	if (info.per_cpu) {
+		possible = libbpf_num_possible_cpus();
+		if (possible <= 0)
+			return possible ? possible : -EINVAL;
+		cpus = (size_t)possible;
+	}
+	/* Per-CPU values come one per possible CPU, each rounded up to 8 bytes. */
+	value_bytes = info.per_cpu ? cpus * ((info.value_size + 7) & ~7u) : info.value_size;
+	capacity = info.max_entries ? info.max_entries : 1;
+	out->key_size = info.key_size;
+	out->value_size = info.value_size;
+	out->value_stride = info.per_cpu ? (info.value_size + 7) & ~7u : info.value_size;
+	out->cpus = cpus;
+	out->keys = calloc(capacity, info.key_size);
+	out->values = calloc(capacity, value_bytes);
+	key = calloc(2, info.key_size);
+	if (!out->keys || !out->values || !key) {
+		err = -ENOMEM;
+		goto out_free;
+	}
+	next = key + info.key_size;
+	/* Keys as the map walks them; a key deleted meanwhile is skipped. */
+	err = bpf_map_get_next_key(info.fd, NULL, next);
+	while (!err && out->count < capacity) {
+		memcpy(key, next, info.key_size);
+		if (!bpf_map_lookup_elem(info.fd, key, out->values + out->count * value_bytes)) {
+			memcpy(out->keys + out->count * info.key_size, key, info.key_size);
+			out->count++;
+		}
+		err = bpf_map_get_next_key(info.fd, key, next);
+	}
+	err = err && errno != ENOENT ? -errno : 0;
+out_free:
+	free(key);
+	if (err)
+		cp_map_entries__release(out);
+	return err;
+}
