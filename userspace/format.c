@@ -1090,6 +1090,8 @@ static void put_stack(struct btf_walk *w, int64_t stack_id)
 	}
 	if (w->json)
 		put(w->out, "[");
+	else
+		put(w->out, "%d frames", depth);
 	for (i = 0; i < depth; i++) {
 		if (w->names->symbolizer)
 			cp_symbolizer__symbolize(w->names->symbolizer, (pid_t)w->pid, ips[i], frame,
@@ -1529,7 +1531,7 @@ static void put_value_lines(struct btf_walk *w, __u32 type_id, const unsigned ch
 
 		if (!name || !name[0] || !strncmp(name, "pad", 3) || btf_member_bitfield_size(type, i))
 			continue;
-		put(w->out, "\n    %s:%s", name, needs_block(w->btf, member->type, 0) ? "" : " ");
+		put(w->out, "\n    %s: ", name);
 		w->indent = "      ";
 		put_btf_value(w, member->type, data + offset, size > offset ? size - offset : 0);
 	}

@@ -550,8 +550,6 @@ size_t cp_program__ring_count(const struct cp_program *program)
 int cp_program__ring(const struct cp_program *program, size_t index, struct cp_program_ring_info *out)
 {
 	const struct cp_program_ring *ring;
-	size_t bss_size = 0;
-	const char *bss;
 
 	if (!program || index >= program->ring_count || !out)
 		return -EINVAL;
@@ -561,11 +559,17 @@ int cp_program__ring(const struct cp_program *program, size_t index, struct cp_p
 	out->fd = ring->fd;
 	out->type_id = ring->type_id;
 	out->record_size = ring->record_size;
-	/* The live .bss of the loaded object (mmapped): the BPF side's loss counter. */
-	bss = program->bss ? bpf_map__initial_value(program->bss, &bss_size) : NULL;
-	if (bss && ring->lost_offset >= 0 && (size_t)ring->lost_offset + 8 <= bss_size) {
-		memcpy(&out->lost, bss + ring->lost_offset, sizeof(out->lost));
-		out->lost_counted = true;
+	/* The BPF side's loss counter, in the object's .bss as the kernel holds it now. */
+	if (program->bss && ring->lost_offset >= 0 &&
+	    (size_t)ring->lost_offset + sizeof(out->lost) <= bpf_map__value_size(program->bss)) {
+		__u32 zero = 0;
+		char *bss = malloc(bpf_map__value_size(program->bss));
+
+		if (bss && !bpf_map_lookup_elem(bpf_map__fd(program->bss), &zero, bss)) {
+			memcpy(&out->lost, bss + ring->lost_offset, sizeof(out->lost));
+			out->lost_counted = true;
+		}
+		free(bss);
 	}
 	return 0;
 }

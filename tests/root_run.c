@@ -1,0 +1,750 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `cuprobe run` end to end against the simulated driver: every example of
+ * bpf/examples/ with exact numbers from the workload's own summary, the
+ * targets (COMMAND, -p, system-wide), -i, --set, and every bad program the
+ * runtime must refuse in one line with exit status 2 before anything runs.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "helpers.h"
+
+#define EXAMPLES EXAMPLES_DIR "/"
+
+struct run_result {
+	char *dir;
+	char *output;      /* -o FILE */
+	int status;
+	char *out_text;    /* cuprobe's stdout: COMMAND's summary line */
+	char *err_text;
+	json_t *lines;     /* the JSON lines of FILE (--json runs) */
+};
+
+/* `cuprobe run PROG --json -o FILE [extra...] -- drv_launch ARGS...` (workload NULL: no COMMAND). */
+static void run_prog(struct run_result *r, const char *prog, const char *const *extra,
+		     const char *const *workload, bool json)
+{
+	char *argv[64], *out_path, *err_path;
+	struct run_opts opts = { 0 };
+	int n = 0, i;
+
+	require_root();
+	memset(r, 0, sizeof(*r));
+	r->dir = make_tmpdir();
+	r->output = path_join(r->dir, "output");
+	out_path = path_join(r->dir, "stdout");
+	err_path = path_join(r->dir, "stderr");
+	argv[n++] = CUPROBE_BIN;
+	argv[n++] = "run";
+	argv[n++] = (char *)prog;
+	if (json)
+		argv[n++] = "--json";
+	argv[n++] = "-o";
+	argv[n++] = r->output;
+	for (i = 0; extra && extra[i]; i++)
+		argv[n++] = (char *)extra[i];
+	if (workload) {
+		argv[n++] = "--";
+		argv[n++] = DRV_LAUNCH;
+		for (i = 0; workload[i]; i++)
+			argv[n++] = (char *)workload[i];
+	}
+	argv[n] = NULL;
+	opts.stdout_path = out_path;
+	opts.stderr_path = err_path;
+	r->status = run_program(argv, &opts, NULL);
+	r->out_text = read_text(out_path);
+	r->err_text = read_text(err_path);
+	if (json && r->status == 0)
+		r->lines = load_json_lines(r->output);
+	free(out_path);
+	free(err_path);
+}
+
+static void free_result(struct run_result *r)
+{
+	json_decref(r->lines);
+	free(r->out_text);
+	free(r->err_text);
+	free(r->output);
+	remove_tree(r->dir);
+	free(r->dir);
+}
+
+/* key=VALUE of the nth drv_launch summary line. */
+static long long workload_value(const struct run_result *r, int nth, const char *key)
+{
+	char *line = find_line(r->out_text, "drv_launch:", nth);
+	long long value;
+
+	cr_assert_not_null(line, "no drv_launch summary in: %s / %s", r->out_text, r->err_text);
+	value = line_value(line, key);
+	free(line);
+	cr_assert_geq(value, 0, "no %s= on the summary line", key);
+	return value;
+}
+
+/* The entries of the last (final) printing of the map called name. */
+static json_t *final_map(const struct run_result *r, const char *name)
+{
+	json_t *found = NULL, *line;
+	size_t i;
+
+	cr_assert_not_null(r->lines, "no JSON output: %s", r->err_text);
+	json_array_foreach(r->lines, i, line)
+		if (!strcmp(jstr(line, "type"), "map") && !strcmp(jstr(line, "map"), name))
+			found = json_object_get(line, "entries");
+	cr_assert(json_is_array(found), "map %s not printed: %s", name, r->err_text);
+	return found;
+}
+
+/* The value of the entry whose key member field is value (an integer), or NULL. */
+static json_t *entry_where(json_t *entries, const char *field, long long value, const char *field2,
+			   const char *value2)
+{
+	json_t *entry;
+	size_t i;
+
+	json_array_foreach(entries, i, entry) {
+		json_t *key = json_object_get(entry, "key");
+
+		if (jint(key, field) != value)
+			continue;
+		if (field2 && strcmp(jstr(key, field2), value2))
+			continue;
+		return json_object_get(entry, "value");
+	}
+	return NULL;
+}
+
+/* The count of a histogram, checked against the sum of its buckets. */
+static long long hist_count(json_t *hist, long long *only_low, long long *only_high)
+{
+	json_t *buckets = json_object_get(hist, "buckets"), *bucket;
+	long long sum = 0;
+	size_t i;
+
+	cr_assert(json_is_array(buckets));
+	json_array_foreach(buckets, i, bucket)
+		sum += jint(bucket, "count");
+	cr_assert_eq(sum, jint(hist, "count"), "buckets do not sum to the count");
+	if (only_low && json_array_size(buckets) == 1) {
+		*only_low = jint(json_array_get(buckets, 0), "low");
+		*only_high = jint(json_array_get(buckets, 0), "high");
+	}
+	return sum;
+}
+
+/* ---- the examples ---------------------------------------------------------------- */
+
+Test(examples, launch_dims_counts_every_launch_of_each_kernel, .timeout = 120)
+{
+	const char *const workload[] = { "1000", "2", NULL };
+	struct run_result r;
+	json_t *dims;
+	long long low = 0, high = 0;
+
+	run_prog(&r, EXAMPLES "launch_dims.bpf.c", NULL, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	dims = entry_where(final_map(&r, "launch_dims"), "pid", workload_value(&r, 0, "pid"),
+			   "kernel", "vec_add");
+	cr_assert_not_null(dims, "no entry for vec_add of the workload");
+	cr_assert_eq(hist_count(json_object_get(dims, "blocks_per_grid"), &low, &high),
+		     workload_value(&r, 0, "launches"));
+	/* drv_launch: 1024 elements in blocks of 256 threads, 4 blocks. */
+	cr_assert(low <= 4 && 4 <= high, "4 blocks not in [%lld, %lld]", low, high);
+	cr_assert_eq(hist_count(json_object_get(dims, "threads_per_block"), &low, &high), 2000);
+	cr_assert(low <= 256 && 256 <= high, "256 threads not in [%lld, %lld]", low, high);
+	free_result(&r);
+}
+
+Test(examples, launch_dims_text_draws_the_histogram, .timeout = 120)
+{
+	const char *const workload[] = { "1000", NULL };
+	struct run_result r;
+	char *text;
+
+	run_prog(&r, EXAMPLES "launch_dims.bpf.c", NULL, workload, false);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	text = read_text(r.output);
+	cr_assert_not_null(text);
+	cr_assert(strstr(text, "kernel=\"vec_add\""), "kernel not named: %s", text);
+	cr_assert(strstr(text, "blocks_per_grid: 1000 values"), "%s", text);
+	cr_assert(strstr(text, "[3, 4]") && strstr(text, " 1000 |@@@@"), "no bar drawn: %s", text);
+	free(text);
+	free_result(&r);
+}
+
+Test(examples, slow_syncs_records_every_sync_with_its_stack, .timeout = 120)
+{
+	const char *const extra[] = { "--set", "min_us=0", NULL };
+	const char *const workload[] = { "100", "3", NULL };
+	struct run_result r;
+	json_t *line;
+	size_t i, records = 0, stream_syncs = 0, context_syncs = 0;
+
+	run_prog(&r, EXAMPLES "slow_syncs.bpf.c", extra, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	json_array_foreach(r.lines, i, line) {
+		json_t *record, *stack;
+		const char *api, *want;
+		bool named = false;
+		size_t f;
+
+		if (strcmp(jstr(line, "type"), "record"))
+			continue;
+		cr_assert_str_eq(jstr(line, "ring"), "slow_syncs");
+		record = json_object_get(line, "record");
+		cr_assert_eq(jint(record, "pid"), workload_value(&r, 0, "pid"));
+		cr_assert_eq(jint(record, "result"), 0);
+		api = jstr(record, "api");
+		/* Each launching thread syncs its stream; main syncs the context once. */
+		if (!strcmp(api, "cuStreamSynchronize")) {
+			stream_syncs++;
+			want = "launch_thread+";
+		} else {
+			cr_assert_str_eq(api, "cuCtxSynchronize");
+			context_syncs++;
+			want = "main+";
+		}
+		stack = json_object_get(record, "stack");
+		cr_assert(json_is_array(stack), "no stack");
+		for (f = 0; f < json_array_size(stack); f++) {
+			const char *frame = json_string_value(json_array_get(stack, f));
+
+			named |= frame && strstr(frame, want) && strstr(frame, "drv_launch");
+		}
+		cr_assert(named, "the stack of %s does not name %s in drv_launch", api, want);
+		records++;
+	}
+	cr_assert_eq(stream_syncs, 3);
+	cr_assert_eq(context_syncs, 1);
+	cr_assert_eq((long long)records, workload_value(&r, 0, "syncs"));
+	cr_assert(strstr(r.err_text, "ring slow_syncs: 4 records printed, 0 lost, 0 short"),
+		  "%s", r.err_text);
+	free_result(&r);
+}
+
+Test(examples, slow_syncs_threshold_leaves_fast_syncs_out, .timeout = 120)
+{
+	/* The simulated driver's syncs return in microseconds: none blocks 10 s. */
+	const char *const extra[] = { "--set", "min_us=10000000", NULL };
+	const char *const workload[] = { "100", NULL };
+	struct run_result r;
+
+	run_prog(&r, EXAMPLES "slow_syncs.bpf.c", extra, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	cr_assert_eq(count_events(r.lines, "record", NULL), 0);
+	cr_assert(strstr(r.err_text, "ring slow_syncs: 0 records printed, 0 lost, 0 short"),
+		  "%s", r.err_text);
+	free_result(&r);
+}
+
+Test(examples, alloc_sizes_per_process_and_kind, .timeout = 120)
+{
+	const char *const workload[] = { "10", "--leak", "65536", NULL };
+	struct run_result r;
+	json_t *entries, *device, *host;
+	long long pid;
+
+	run_prog(&r, EXAMPLES "alloc_sizes.bpf.c", NULL, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	pid = workload_value(&r, 0, "pid");
+	entries = final_map(&r, "alloc_sizes");
+	device = entry_where(entries, "pid", pid, "kind", "device");
+	host = entry_where(entries, "pid", pid, "kind", "host");
+	cr_assert_not_null(device);
+	cr_assert_not_null(host);
+	/* allocs= counts device allocations, the leak included; host_allocs the pinned ones. */
+	cr_assert_eq(jint(device, "allocations"), workload_value(&r, 0, "allocs"));
+	cr_assert_eq(jint(device, "bytes"), workload_value(&r, 0, "alloc_bytes"));
+	cr_assert_eq(hist_count(json_object_get(device, "size"), NULL, NULL),
+		     workload_value(&r, 0, "allocs"));
+	cr_assert_eq(jint(host, "allocations"), workload_value(&r, 0, "host_allocs"));
+	free_result(&r);
+}
+
+Test(examples, stream_launches_per_stream_add_up, .timeout = 120)
+{
+	const char *const workload[] = { "700", "3", NULL };
+	struct run_result r;
+	json_t *entries, *entry;
+	uint64_t streams[8] = { 0 };
+	long long per_stream[8] = { 0 }, pid;
+	size_t i, s, stream_count = 0;
+
+	run_prog(&r, EXAMPLES "stream_launches.bpf.c", NULL, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	pid = workload_value(&r, 0, "pid");
+	entries = final_map(&r, "launches");
+	json_array_foreach(entries, i, entry) {
+		json_t *key = json_object_get(entry, "key");
+		uint64_t stream = jhex(key, "stream");
+
+		if (jint(key, "pid") != pid)
+			continue;
+		for (s = 0; s < stream_count && streams[s] != stream; s++)
+			;
+		cr_assert_lt(s, 8);
+		if (s == stream_count)
+			streams[stream_count++] = stream;
+		per_stream[s] += json_integer_value(json_object_get(entry, "value"));
+	}
+	/* One stream per launching thread, each with all of its launches. */
+	cr_assert_eq(stream_count, 3);
+	for (s = 0; s < stream_count; s++)
+		cr_assert_eq(per_stream[s], 700, "stream %zu: %lld launches", s, per_stream[s]);
+	free_result(&r);
+}
+
+Test(examples, copy_sizes_by_direction, .timeout = 120)
+{
+	const char *const workload[] = { "10", NULL };
+	struct run_result r;
+	json_t *entries, *entry;
+	long long htod = 0, dtoh = 0, dtod = 0, bytes = 0;
+	size_t i;
+
+	run_prog(&r, EXAMPLES "copy_sizes.bpf.c", NULL, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	entries = final_map(&r, "copy_sizes");
+	json_array_foreach(entries, i, entry) {
+		json_t *key = json_object_get(entry, "key"), *value = json_object_get(entry, "value");
+		const char *direction = jstr(key, "direction");
+
+		cr_assert_eq(jint(key, "async"), 0);
+		if (!strcmp(direction, "HtoD"))
+			htod += jint(value, "copies");
+		else if (!strcmp(direction, "DtoH"))
+			dtoh += jint(value, "copies");
+		else if (!strcmp(direction, "DtoD"))
+			dtod += jint(value, "copies");
+		else
+			cr_assert_fail("unexpected direction %s", direction);
+		bytes += jint(value, "bytes");
+		cr_assert_eq(hist_count(json_object_get(value, "size"), NULL, NULL), jint(value, "copies"));
+	}
+	cr_assert_eq(htod, workload_value(&r, 0, "htod"));
+	cr_assert_eq(dtoh, workload_value(&r, 0, "dtoh"));
+	cr_assert_eq(dtod, workload_value(&r, 0, "dtod"));
+	cr_assert_eq(bytes, workload_value(&r, 0, "copy_bytes"));
+	free_result(&r);
+}
+
+/* ---- targets and timing ----------------------------------------------------------------- */
+
+/* The launches of pid in launch_dims' final map. */
+static long long launches_of(const struct run_result *r, long long pid)
+{
+	json_t *dims = entry_where(final_map(r, "launch_dims"), "pid", pid, "kernel", "vec_add");
+
+	cr_assert_not_null(dims, "no entry for pid %lld: %s", pid, r->err_text);
+	return hist_count(json_object_get(dims, "blocks_per_grid"), NULL, NULL);
+}
+
+Test(targets, system_wide_sees_a_process_started_after_it, .timeout = 120)
+{
+	char *argv[16], *out, *err, *work_out;
+	struct run_opts opts = { 0 }, work_opts = { 0 };
+	struct run_result r = { 0 };
+	pid_t cuprobe;
+	int n = 0;
+
+	require_root();
+	r.dir = make_tmpdir();
+	r.output = path_join(r.dir, "output");
+	out = path_join(r.dir, "stdout");
+	err = path_join(r.dir, "stderr");
+	work_out = path_join(r.dir, "workload");
+	argv[n++] = CUPROBE_BIN;
+	argv[n++] = "run";
+	argv[n++] = EXAMPLES "launch_dims.bpf.c";
+	argv[n++] = "--json";
+	argv[n++] = "-o";
+	argv[n++] = r.output;
+	argv[n++] = "--lib";
+	argv[n++] = CUDA_SIM_LIB;
+	argv[n++] = "-v";
+	argv[n] = NULL;
+	opts.stdout_path = out;
+	opts.stderr_path = err;
+	cuprobe = spawn_program(argv, &opts);
+	cr_assert(wait_for_text(err, "Ctrl-C stops", 60), "cuprobe did not start: %s", read_text(err));
+	{
+		char *workload[] = { DRV_LAUNCH, "300", NULL };
+
+		work_opts.stdout_path = work_out;
+		cr_assert_eq(run_program(workload, &work_opts, NULL), 0);
+	}
+	kill(cuprobe, SIGINT);
+	r.status = wait_program(cuprobe, 30);
+	/* System-wide, SIGINT is how tracing ends: no target was cut short, status 0. */
+	cr_assert_eq(r.status, 0, "status %d", r.status);
+	r.out_text = read_text(work_out);
+	r.err_text = read_text(err);
+	r.lines = load_json_lines(r.output);
+	cr_assert_eq(launches_of(&r, workload_value(&r, 0, "pid")), 300);
+	free(out);
+	free(err);
+	free(work_out);
+	free_result(&r);
+}
+
+Test(targets, pid_target_counts_only_that_process, .timeout = 120)
+{
+	/* Time for cuprobe to compile, load and attach (a loaded CI machine) before cuInit. */
+	char *workload[] = { DRV_LAUNCH, "400", "--start-delay", "5000", NULL };
+	char *other[] = { DRV_LAUNCH, "50", NULL };
+	char pid_text[16];
+	const char *extra[] = { "-p", pid_text, "--lib", CUDA_SIM_LIB, NULL };
+	struct run_opts work_opts = { 0 };
+	struct run_result r;
+	char *work_out, *dir = make_tmpdir();
+	pid_t target;
+
+	work_out = path_join(dir, "target");
+	work_opts.stdout_path = work_out;
+	target = spawn_program(workload, &work_opts);
+	snprintf(pid_text, sizeof(pid_text), "%d", target);
+	/* Another CUDA process meanwhile, not a target. */
+	start_background(other);
+	run_prog(&r, EXAMPLES "launch_dims.bpf.c", extra, NULL, true);
+	cr_assert_eq(wait_program(target, 30), 0);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	free(r.out_text);
+	r.out_text = read_text(work_out);
+	cr_assert_eq(launches_of(&r, target), 400);
+	cr_assert_eq(json_array_size(final_map(&r, "launch_dims")), 1, "a process not targeted was counted");
+	free(work_out);
+	remove_tree(dir);
+	free(dir);
+	free_result(&r);
+}
+
+Test(targets, interval_prints_the_maps_while_running, .timeout = 120)
+{
+	const char *const extra[] = { "-i", "0.2", NULL };
+	const char *const workload[] = { "300", "--start-delay", "900", NULL };
+	struct run_result r;
+	json_t *line;
+	size_t i, headers = 0, finals = 0;
+
+	run_prog(&r, EXAMPLES "launch_dims.bpf.c", extra, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	json_array_foreach(r.lines, i, line) {
+		if (strcmp(jstr(line, "type"), "maps"))
+			continue;
+		headers++;
+		if (json_is_true(json_object_get(line, "final")))
+			finals++;
+	}
+	cr_assert_geq(headers, 3, "only %zu printings in about a second at -i 0.2", headers);
+	cr_assert_eq(finals, 1);
+	cr_assert_eq(launches_of(&r, workload_value(&r, 0, "pid")), 300);
+	free_result(&r);
+}
+
+/* ---- records lost and short, maps cuprobe cannot print --------------------------------- */
+
+static char *write_program(const char *dir, const char *name, const char *source)
+{
+	char *path = path_join(dir, name);
+
+	cr_assert(write_text(path, source));
+	chmod(dir, 0755);
+	chmod(path, 0644);
+	return path;
+}
+
+static const char short_records[] =
+	"#include \"cuprobe.bpf.h\"\n"
+	"struct big { __u64 a, b, c, d; };\n"
+	"CUPROBE_RING(events, struct big, 16384);\n"
+	"struct { __uint(type, BPF_MAP_TYPE_QUEUE); __uint(max_entries, 16); __type(value, __u64); } queue SEC(\".maps\");\n"
+	"struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 16); __uint(key_size, 4); __uint(value_size, 8); } untyped SEC(\".maps\");\n"
+	"SEC(\"cuda/launch\")\n"
+	"int CUDA_PROG(half_records, struct cuda_launch, launch)\n"
+	"{\n"
+	"	__u64 half[2] = { 1, 2 };\n"
+	"	__u32 key = 7;\n"
+	"	__u64 value = 9;\n"
+	"	bpf_ringbuf_output(&events, half, sizeof(half), 0);\n"
+	"	bpf_map_update_elem(&untyped, &key, &value, BPF_ANY);\n"
+	"	return 0;\n"
+	"}\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+
+Test(rings, short_records_counted_and_unreadable_maps_named, .timeout = 120)
+{
+	const char *const workload[] = { "25", NULL };
+	struct run_result r;
+	char *dir = make_tmpdir(), *prog = write_program(dir, "short.bpf.c", short_records), *text;
+
+	run_prog(&r, prog, NULL, workload, false);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	cr_assert(strstr(r.err_text, "ring events: 0 records printed, 0 lost, 25 short"), "%s",
+		  r.err_text);
+	cr_assert(strstr(r.err_text, "25 records of ring events shorter than their type (32 bytes)"),
+		  "%s", r.err_text);
+	text = read_text(r.output);
+	cr_assert(strstr(text, "queue (queue): not printed"), "%s", text);
+	/* No BTF types for its key and value: the bytes in hex. */
+	cr_assert(strstr(text, "07000000: 0900000000000000"), "%s", text);
+	free(text);
+	free(prog);
+	remove_tree(dir);
+	free(dir);
+	free_result(&r);
+}
+
+static const char lossy[] =
+	"#include \"cuprobe.bpf.h\"\n"
+	"struct fat { __u64 launch; __u8 filler[1800]; };\n"
+	"CUPROBE_RING(fat, struct fat, 4096);\n"
+	"SEC(\"cuda/launch\")\n"
+	"int CUDA_PROG(fat_records, struct cuda_launch, launch)\n"
+	"{\n"
+	"	struct fat *record = cuprobe_ring_reserve(fat);\n"
+	"	if (record) {\n"
+	"		record->launch = 1;\n"
+	"		cuprobe_ring_submit(record);\n"
+	"	}\n"
+	"	return 0;\n"
+	"}\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+
+Test(rings, every_record_is_printed_or_counted_lost, .timeout = 120)
+{
+	const char *const workload[] = { "3000", NULL };
+	struct run_result r;
+	char *dir = make_tmpdir(), *prog = write_program(dir, "lossy.bpf.c", lossy), *line;
+	unsigned long long printed = 0, lost = 0;
+
+	run_prog(&r, prog, NULL, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	line = strstr(r.err_text, "ring fat: ");
+	cr_assert_not_null(line, "%s", r.err_text);
+	cr_assert_eq(sscanf(line, "ring fat: %llu records printed, %llu lost", &printed, &lost), 2);
+	/* Two records fit in the ring: 3000 launches overflow it. */
+	cr_assert_gt(lost, 0, "%s", r.err_text);
+	cr_assert_eq(printed + lost, 3000);
+	cr_assert_eq(count_events(r.lines, "record", NULL), printed);
+	free(prog);
+	remove_tree(dir);
+	free(dir);
+	free_result(&r);
+}
+
+/* ---- bad programs: one line, exit 2, nothing run or written ---------------------------- */
+
+struct refusal {
+	int status;
+	char *err;
+	bool command_ran;
+	bool output_touched;
+};
+
+/* Runs cuprobe run PROG on a COMMAND that would leave a mark, with -o on an existing file. */
+static void refuse(struct refusal *out, const char *prog, const char *const *extra,
+		   const char *const *launcher)
+{
+	char *dir = make_tmpdir(), *mark = path_join(dir, "ran"), *output = path_join(dir, "kept");
+	char *err_path = path_join(dir, "stderr"), *argv[32], script[512], *text;
+	struct run_opts opts = { .stderr_path = err_path };
+	int n = 0, i;
+
+	require_root();
+	cr_assert(write_text(output, "old contents\n"));
+	snprintf(script, sizeof(script), "/usr/bin/touch %s", mark);
+	for (i = 0; launcher && launcher[i]; i++)
+		argv[n++] = (char *)launcher[i];
+	argv[n++] = CUPROBE_BIN;
+	argv[n++] = "run";
+	argv[n++] = (char *)prog;
+	argv[n++] = "-o";
+	argv[n++] = output;
+	for (i = 0; extra && extra[i]; i++)
+		argv[n++] = (char *)extra[i];
+	argv[n++] = "--";
+	argv[n++] = "/bin/sh";
+	argv[n++] = "-c";
+	argv[n++] = script;
+	argv[n] = NULL;
+	out->status = run_program(argv, &opts, NULL);
+	out->err = read_text(err_path);
+	out->command_ran = !access(mark, F_OK);
+	text = read_text(output);
+	out->output_touched = !text || strcmp(text, "old contents\n");
+	free(text);
+	remove_tree(dir);
+	free(dir);
+	free(mark);
+	free(output);
+	free(err_path);
+}
+
+static void assert_refused(const struct refusal *r, int status, const char *message)
+{
+	cr_assert_eq(r->status, status, "status %d: %s", r->status, r->err);
+	cr_assert(strstr(r->err, message), "expected \"%s\" in: %s", message, r->err);
+	cr_assert(!r->command_ran, "COMMAND ran");
+	cr_assert(!r->output_touched, "-o FILE was touched");
+}
+
+Test(bad_programs, not_an_elf_file)
+{
+	struct refusal r;
+	char *dir = make_tmpdir(), *prog = write_program(dir, "text.bpf.o", "hello\n");
+
+	refuse(&r, prog, NULL, NULL);
+	assert_refused(&r, 2, "text.bpf.o: not an ELF file");
+	/* One line. */
+	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+	remove_tree(dir);
+}
+
+Test(bad_programs, an_elf_file_that_is_not_bpf)
+{
+	struct refusal r;
+
+	refuse(&r, "/bin/true", NULL, NULL);
+	assert_refused(&r, 2, "/bin/true: not a BPF object");
+	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+}
+
+Test(bad_programs, a_missing_file)
+{
+	struct refusal r;
+
+	refuse(&r, "/nonexistent/prog.bpf.o", NULL, NULL);
+	assert_refused(&r, 2, "/nonexistent/prog.bpf.o: no such file");
+}
+
+Test(bad_programs, no_cuda_programs)
+{
+	struct refusal r;
+	char *dir = make_tmpdir(), *prog = write_program(dir, "plain.bpf.c",
+		"#include \"cuprobe.bpf.h\"\n"
+		"SEC(\"uprobe\") int plain(void *ctx) { return 0; }\n"
+		"char LICENSE[] SEC(\"license\") = \"GPL\";\n");
+
+	refuse(&r, prog, NULL, NULL);
+	assert_refused(&r, 2, "no CUDA programs: put them in SEC(\"cuda/FAMILY\")");
+	remove_tree(dir);
+}
+
+Test(bad_programs, an_unknown_section_lists_the_valid_ones)
+{
+	struct refusal r;
+	char *dir = make_tmpdir(), *prog = write_program(dir, "typo.bpf.c",
+		"#include \"cuprobe.bpf.h\"\n"
+		"SEC(\"cuda/launches\") int typo(void *ctx) { return 0; }\n"
+		"char LICENSE[] SEC(\"license\") = \"GPL\";\n");
+
+	refuse(&r, prog, NULL, NULL);
+	assert_refused(&r, 2, "program typo: unknown section \"cuda/launches\"; valid: cuda/launch, ");
+	cr_assert(strstr(r.err, "cuda.return/sync") && strstr(r.err, "cuda/context"), "%s", r.err);
+	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+	remove_tree(dir);
+}
+
+static const char unchecked[] =
+	"#include \"cuprobe.bpf.h\"\n"
+	"struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4); __type(key, __u32); __type(value, __u64); } m SEC(\".maps\");\n"
+	"SEC(\"cuda/launch\")\n"
+	"int CUDA_PROG(unchecked, struct cuda_launch, launch)\n"
+	"{\n"
+	"	__u32 k = 0;\n"
+	"	__u64 *v = bpf_map_lookup_elem(&m, &k);\n"
+	"	return *v;\n"
+	"}\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+
+Test(bad_programs, the_verifier_refuses_and_v_shows_its_log, .timeout = 60)
+{
+	const char *const verbose[] = { "-v", NULL };
+	struct refusal r;
+	char *dir = make_tmpdir(), *prog = write_program(dir, "unchecked.bpf.c", unchecked);
+
+	refuse(&r, prog, NULL, NULL);
+	assert_refused(&r, 2, "unchecked.bpf.c: the kernel's verifier refused it");
+	cr_assert(strstr(r.err, "run with -v"), "%s", r.err);
+	cr_assert(!strstr(r.err, "invalid mem access"), "the log without -v: %s", r.err);
+	refuse(&r, prog, verbose, NULL);
+	assert_refused(&r, 2, "the kernel's verifier refused it");
+	cr_assert(strstr(r.err, "invalid mem access 'map_value_or_null'"), "%s", r.err);
+	remove_tree(dir);
+}
+
+Test(bad_programs, a_compile_error_is_clangs_to_say)
+{
+	struct refusal r;
+	char *dir = make_tmpdir(), *prog = write_program(dir, "broken.bpf.c", "int broken( {\n");
+
+	refuse(&r, prog, NULL, NULL);
+	assert_refused(&r, 2, "broken.bpf.c: clang failed (exit status 1)");
+	cr_assert(strstr(r.err, "error"), "clang's own message: %s", r.err);
+	remove_tree(dir);
+}
+
+Test(bad_programs, no_btf_without_g)
+{
+	char *dir = make_tmpdir(), *source = write_program(dir, "nobtf.bpf.c",
+		"__attribute__((section(\"cuda/launch\"), used)) int nobtf(void *ctx) { return 0; }\n"
+		"__attribute__((section(\"license\"), used)) char LICENSE[] = \"GPL\";\n");
+	char *object = path_join(dir, "nobtf.bpf.o");
+	char *cc[] = { BPF_CLANG, "-O2", "-target", "bpf", "-c", source, "-o", object, NULL };
+	struct refusal r;
+
+	cr_assert_eq(run_program(cc, NULL, NULL), 0, "clang could not build the test object");
+	refuse(&r, object, NULL, NULL);
+	assert_refused(&r, 2, "nobtf.bpf.o: no BTF (compile with -g)");
+	remove_tree(dir);
+}
+
+Test(bad_programs, set_names_an_unknown_variable_or_a_bad_value)
+{
+	const char *const unknown[] = { "--set", "threshold=5", NULL };
+	const char *const negative[] = { "--set", "min_us=-1", NULL };
+	const char *const junk[] = { "--set", "min_us=12abc", NULL };
+	struct refusal r;
+
+	refuse(&r, EXAMPLES "slow_syncs.bpf.c", unknown, NULL);
+	assert_refused(&r, 2, "--set threshold=5: no const volatile integer threshold; settable: min_us");
+	refuse(&r, EXAMPLES "slow_syncs.bpf.c", negative, NULL);
+	assert_refused(&r, 2, "--set min_us=-1: not an unsigned integer of 8 bytes");
+	refuse(&r, EXAMPLES "slow_syncs.bpf.c", junk, NULL);
+	assert_refused(&r, 2, "--set min_us=12abc: not an unsigned integer");
+}
+
+Test(bad_programs, no_clang_is_one_clear_error)
+{
+	const char *const no_path[] = { "/usr/bin/env", "PATH=/nonexistent", NULL };
+	struct refusal r;
+
+	refuse(&r, EXAMPLES "launch_dims.bpf.c", NULL, no_path);
+	assert_refused(&r, 1, "cannot compile it: clang is not installed");
+	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+}
+
+Test(bad_programs, no_prog_is_a_usage_error)
+{
+	char *argv[] = { CUPROBE_BIN, "run", "--json", NULL };
+	char *dir = make_tmpdir(), *err = path_join(dir, "err"), *text;
+	struct run_opts opts = { .stderr_path = err };
+
+	cr_assert_eq(run_program(argv, &opts, NULL), 2);
+	text = read_text(err);
+	cr_assert(strstr(text, "no PROG"), "%s", text);
+	free(text);
+	remove_tree(dir);
+}
