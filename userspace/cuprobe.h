@@ -47,7 +47,7 @@ extern "C" {
  *	struct cp_tracer *tracer = cp_tracer__open(&opts);
  */
 #define CP_OPTS(TYPE, NAME, ...)						\
-	struct TYPE NAME = ({							\
+	struct TYPE NAME = __extension__ ({					\
 		memset(&NAME, 0, sizeof(struct TYPE));				\
 		(struct TYPE){ .sz = sizeof(struct TYPE), __VA_ARGS__ };	\
 	})
