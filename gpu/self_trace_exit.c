@@ -65,7 +65,7 @@ static void stop_tracing(void)
 
 __attribute__((constructor)) static void start_tracing(void)
 {
-	struct cp_self_trace_opts opts = { .sz = sizeof(opts), .on_event = on_event };
+	CP_OPTS(cp_self_trace_opts, opts, .on_event = on_event);
 
 	/* libbpf would report each driver symbol the simulated driver lacks. */
 	libbpf_set_print(NULL);

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -485,3 +486,113 @@ bool jdims_equal(json_t *obj, const char *key, long long a, long long b, long lo
 	       json_is_integer(json_array_get(v, 2)) && json_integer_value(json_array_get(v, 2)) == c;
 }
 #endif
+
+/* ---- option lists: --help, the man page ----------------------------------------- */
+
+static void option_list_add(struct option_list *l, const char *name, size_t len)
+{
+	size_t i;
+
+	if (len >= sizeof(l->names[0]))
+		return;
+	for (i = 0; i < l->count; i++)
+		if (strlen(l->names[i]) == len && !strncmp(l->names[i], name, len))
+			return;
+	cr_assert_lt(l->count, OPTION_LIST_MAX);
+	memcpy(l->names[l->count], name, len);
+	l->names[l->count++][len] = '\0';
+}
+
+bool option_list_has(const struct option_list *l, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < l->count; i++)
+		if (!strcmp(l->names[i], name))
+			return true;
+	return false;
+}
+
+void scan_options(const char *text, struct option_list *l)
+{
+	const char *p = text;
+
+	while ((p = strchr(p, '-'))) {
+		const char *start = p;
+		size_t n;
+
+		if (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '-')) {
+			p++;
+			continue;
+		}
+		if (p[1] == '-' && islower((unsigned char)p[2])) {
+			for (n = 2; islower((unsigned char)p[n]) || p[n] == '-'; n++)
+				;
+			option_list_add(l, start, n);
+			p += n;
+		} else if (isalpha((unsigned char)p[1]) && !isalnum((unsigned char)p[2]) && p[2] != '-') {
+			option_list_add(l, start, 2);
+			p += 2;
+		} else {
+			p++;
+		}
+	}
+}
+
+void help_text_options(const char *help, struct option_list *l)
+{
+	char *text = strdup(help), *line, *save = NULL;
+
+	cr_assert_not_null(text);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char label[64], *gap;
+
+		if (strncmp(line, "  -", 3) && strncmp(line, "      --", 8))
+			continue;
+		/* The label ends where two spaces start the help text. */
+		snprintf(label, sizeof(label), "%s", line);
+		gap = strstr(label + 6, "  ");
+		if (gap)
+			*gap = '\0';
+		scan_options(label, l);
+	}
+	free(text);
+}
+
+bool man_section_options(const char *man, const char *name, struct option_list *l)
+{
+	char heading[64], *section, *next, *p, *q;
+	const char *found;
+
+	snprintf(heading, sizeof(heading), "\n.SS %s\n", name);
+	found = strstr(man, heading);
+	if (!found)
+		return false;
+	section = strdup(found + 1);
+	cr_assert_not_null(section);
+	next = strstr(section + 1, "\n.SS ");
+	if (!next)
+		next = strstr(section, "\n.SH ");
+	if (next)
+		*next = '\0';
+	for (p = strstr(section, ".TP\n"); p; p = strstr(p + 1, ".TP\n")) {
+		char line[256];
+		size_t i;
+
+		q = p + 4;
+		for (i = 0; q[0] && q[0] != '\n' && i < sizeof(line) - 1; q++) {
+			if (q[0] == '\\' && q[1] == '-') {
+				line[i++] = '-';
+				q++;
+			} else if (q[0] == '\\' && q[1] == 'f') {
+				q += 2;
+			} else {
+				line[i++] = q[0];
+			}
+		}
+		line[i] = '\0';
+		scan_options(line, l);
+	}
+	free(section);
+	return true;
+}

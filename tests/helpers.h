@@ -97,6 +97,26 @@ char *find_line(const char *text, const char *prefix, int nth);
 
 uint64_t parse_hex(const char *text);
 
+/* Option names ("--json", "-p") that a text lists, each once. */
+#define OPTION_LIST_MAX 64
+
+struct option_list {
+	char names[OPTION_LIST_MAX][32];
+	size_t count;
+};
+
+bool option_list_has(const struct option_list *l, const char *name);
+/* Adds every "-x" and "--long-name" token of text. */
+void scan_options(const char *text, struct option_list *l);
+/* Adds the option labels of a --help text ("  -p, --pid PID", "      --json"), not their help. */
+void help_text_options(const char *help, struct option_list *l);
+/*
+ * Adds the options of the man page's section ".SS name": the heading line
+ * after each .TP, with the \- and \f escapes removed. false when there is
+ * no such section.
+ */
+bool man_section_options(const char *man, const char *name, struct option_list *l);
+
 #ifdef CUPROBE_TEST_WITH_JSON
 /* Every line of path parsed as a JSON object into an array; fails the test on a bad line. */
 json_t *load_json_lines(const char *path);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,7 +155,7 @@ Test(agent, invalid_arguments)
 	cr_assert_null(cp_agent__new(ring_fd, NULL));
 	cr_assert_eq(errno, EINVAL);
 	o = good;
-	o.sz = sizeof(o) - 1;
+	o.sz = 0;
 	errno = 0;
 	cr_assert_null(cp_agent__new(ring_fd, &o));
 	cr_assert_eq(errno, EINVAL);
@@ -173,6 +174,35 @@ Test(agent, invalid_arguments)
 	errno = 0;
 	cr_assert_null(cp_agent__new(ring_fd, &o));
 	cr_assert_eq(errno, EINVAL);
+}
+
+/* Options structs of older and newer releases, on a real ring (tests/unit_opts.c has the rule). */
+Test(agent, options_of_other_releases)
+{
+	atomic_int calls = 0;
+	CP_OPTS(cp_agent_opts, old, .on_event = count_event, .ctx = &calls,
+		.busy_timeout_ms = -1, .idle_timeout_ms = -2);
+	struct { struct cp_agent_opts known; uint64_t added; } newer;
+	struct cp_agent *agent;
+
+	/* Built before the timeouts existed: the invalid values past its sz are not its own. */
+	old.sz = offsetof(struct cp_agent_opts, busy_timeout_ms);
+	agent = cp_agent__new(ring_fd, &old);
+	cr_assert_not_null(agent, "older struct: %s", strerror(errno));
+	cp_agent__free(agent);
+
+	memset(&newer, 0, sizeof(newer));
+	newer.known.sz = sizeof(newer);
+	newer.known.on_event = count_event;
+	newer.known.ctx = &calls;
+	agent = cp_agent__new(ring_fd, &newer.known);
+	cr_assert_not_null(agent, "newer struct, unknown field unset: %s", strerror(errno));
+	cp_agent__free(agent);
+
+	newer.added = 1;
+	errno = 0;
+	cr_assert_null(cp_agent__new(ring_fd, &newer.known));
+	cr_assert_eq(errno, EINVAL, "newer struct with an unknown field set");
 }
 
 Test(agent, not_a_ring_buffer)

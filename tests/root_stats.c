@@ -357,7 +357,7 @@ Test(stats, top_without_a_terminal_says_so)
 
 Test(histogram, percentiles_of_log2_buckets)
 {
-	__u64 h[CP_HIST_BUCKETS] = { 0 };
+	uint64_t h[CP_HIST_BUCKETS] = { 0 };
 
 	cr_assert_eq(cp_histogram__percentile(h, 0.5), 0, "empty histogram");
 	h[10] = 90; /* (512, 1024] ns */

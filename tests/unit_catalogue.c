@@ -190,7 +190,7 @@ Test(log2_bucket, bounds)
 
 Test(log2_bucket, percentiles_are_the_bucket_upper_bounds)
 {
-	__u64 h[CP_HIST_BUCKETS] = { 0 };
+	uint64_t h[CP_HIST_BUCKETS] = { 0 };
 
 	h[cp_log2_bucket(1000)]++; /* (512, 1024] */
 	h[cp_log2_bucket(1024)]++;

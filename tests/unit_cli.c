@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* `cuprobe trace` option parsing, and the small parsers behind it. */
-#include <ctype.h>
 #include <errno.h>
 #include <string.h>
 
@@ -233,64 +232,6 @@ Test(cli, help)
 
 /* ---- --help, the man page and the README list the options the parser takes -------- */
 
-#define MAX_LISTED 64
-
-struct listed {
-	char names[MAX_LISTED][32]; /* "--json", "-p" */
-	size_t count;
-};
-
-static void add_listed(struct listed *l, const char *name, size_t len)
-{
-	size_t i;
-
-	if (len >= sizeof(l->names[0]))
-		return;
-	for (i = 0; i < l->count; i++)
-		if (strlen(l->names[i]) == len && !strncmp(l->names[i], name, len))
-			return;
-	cr_assert_lt(l->count, MAX_LISTED);
-	memcpy(l->names[l->count], name, len);
-	l->names[l->count++][len] = '\0';
-}
-
-static bool listed_has(const struct listed *l, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < l->count; i++)
-		if (!strcmp(l->names[i], name))
-			return true;
-	return false;
-}
-
-/* Every "-x" and "--long-name" token of text (man page escapes \- first removed). */
-static void scan_options(const char *text, struct listed *l)
-{
-	const char *p = text;
-
-	while ((p = strchr(p, '-'))) {
-		const char *start = p;
-		size_t n;
-
-		if (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '-')) {
-			p++;
-			continue;
-		}
-		if (p[1] == '-' && islower((unsigned char)p[2])) {
-			for (n = 2; islower((unsigned char)p[n]) || p[n] == '-'; n++)
-				;
-			add_listed(l, start, n);
-			p += n;
-		} else if (isalpha((unsigned char)p[1]) && !isalnum((unsigned char)p[2]) && p[2] != '-') {
-			add_listed(l, start, 2);
-			p += 2;
-		} else {
-			p++;
-		}
-	}
-}
-
 static char *help_of(enum cp_command command)
 {
 	char *text = NULL;
@@ -303,23 +244,12 @@ static char *help_of(enum cp_command command)
 	return text;
 }
 
-/* The options lines of a --help ("  -p, --pid PID", "      --json"): the labels only. */
-static void help_options(enum cp_command command, struct listed *l)
+/* The options of a command's --help, the labels only. */
+static void help_options(enum cp_command command, struct option_list *l)
 {
-	char *text = help_of(command), *line, *save = NULL;
+	char *text = help_of(command);
 
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char label[64], *gap;
-
-		if (strncmp(line, "  -", 3) && strncmp(line, "      --", 8))
-			continue;
-		/* The label ends where two spaces start the help text. */
-		snprintf(label, sizeof(label), "%s", line);
-		gap = strstr(label + 6, "  ");
-		if (gap)
-			*gap = '\0';
-		scan_options(label, l);
-	}
+	help_text_options(text, l);
 	free(text);
 }
 
@@ -344,7 +274,7 @@ Test(docs, every_option_the_parser_takes_is_in_the_help_and_back)
 	enum cp_command command;
 
 	for (command = 0; command < CP_CMD_COUNT; command++) {
-		struct listed help = { 0 };
+		struct option_list help = { 0 };
 
 		help_options(command, &help);
 		for (i = 0; i < count; i++) {
@@ -353,13 +283,13 @@ Test(docs, every_option_the_parser_takes_is_in_the_help_and_back)
 
 			snprintf(long_name, sizeof(long_name), "--%s", docs[i].name);
 			takes = parser_takes(command, long_name);
-			cr_assert_eq(listed_has(&help, long_name), takes,
+			cr_assert_eq(option_list_has(&help, long_name), takes,
 				     "cuprobe %s: %s is %s by the parser but %s in --help",
 				     cp_command_doc(command)->name, long_name, takes ? "taken" : "refused",
 				     takes ? "missing" : "listed");
 			if (docs[i].short_name && takes) {
 				snprintf(short_name, sizeof(short_name), "-%c", docs[i].short_name);
-				cr_assert(listed_has(&help, short_name), "cuprobe %s: %s missing in --help",
+				cr_assert(option_list_has(&help, short_name), "cuprobe %s: %s missing in --help",
 					  cp_command_doc(command)->name, short_name);
 				cr_assert(parser_takes(command, short_name));
 			}
@@ -373,7 +303,7 @@ Test(docs, every_option_the_parser_takes_is_in_the_help_and_back)
 /* The man page's options, per command section (".SS trace" ...). */
 Test(docs, the_man_page_lists_the_same_options_per_command)
 {
-	char *man = NULL, *section, *next;
+	char *man = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&man, &len);
 	enum cp_command command;
@@ -383,44 +313,17 @@ Test(docs, the_man_page_lists_the_same_options_per_command)
 	fclose(out);
 	cr_assert_not_null(strstr(man, ".TH CUPROBE 8"));
 	for (command = 0; command < CP_CMD_COUNT; command++) {
-		struct listed help = { 0 }, in_man = { 0 };
-		char heading[32], *p, *q;
+		struct option_list help = { 0 }, in_man = { 0 };
 		size_t i;
 
-		snprintf(heading, sizeof(heading), "\n.SS %s\n", cp_command_doc(command)->name);
-		section = strstr(man, heading);
-		cr_assert_not_null(section, "no section %s", heading);
-		section = strdup(section + 1);
-		next = strstr(section + 1, "\n.SS ");
-		if (!next)
-			next = strstr(section, "\n.SH ");
-		if (next)
-			*next = '\0';
-		/* Only the option headings: the line after each .TP, with \- and \f escapes removed. */
-		for (p = strstr(section, ".TP\n"); p; p = strstr(p + 1, ".TP\n")) {
-			char line[256];
-
-			q = p + 4;
-			for (i = 0; q[0] && q[0] != '\n' && i < sizeof(line) - 1; q++) {
-				if (q[0] == '\\' && q[1] == '-') {
-					line[i++] = '-';
-					q++;
-				} else if (q[0] == '\\' && q[1] == 'f') {
-					q += 2;
-				} else {
-					line[i++] = q[0];
-				}
-			}
-			line[i] = '\0';
-			scan_options(line, &in_man);
-		}
+		cr_assert(man_section_options(man, cp_command_doc(command)->name, &in_man),
+			  "no section .SS %s", cp_command_doc(command)->name);
 		help_options(command, &help);
 		cr_assert_eq(in_man.count, help.count, "cuprobe %s: %zu options in the man page, %zu in --help",
 			     cp_command_doc(command)->name, in_man.count, help.count);
 		for (i = 0; i < help.count; i++)
-			cr_assert(listed_has(&in_man, help.names[i]), "%s: %s not in the man page",
+			cr_assert(option_list_has(&in_man, help.names[i]), "%s: %s not in the man page",
 				  cp_command_doc(command)->name, help.names[i]);
-		free(section);
 	}
 	free(man);
 }
@@ -435,7 +338,7 @@ Test(docs, the_readme_synopses_list_the_same_options)
 
 	cr_assert_not_null(readme);
 	for (command = 0; command < CP_CMD_COUNT; command++) {
-		struct listed help = { 0 }, synopsis = { 0 };
+		struct option_list help = { 0 }, synopsis = { 0 };
 		char start[64], *p, *end, *block;
 		size_t i;
 
@@ -457,16 +360,16 @@ Test(docs, the_readme_synopses_list_the_same_options)
 			if (docs[i].short_name)
 				snprintf(short_name, sizeof(short_name), "-%c", docs[i].short_name);
 			/* Every command has --help and --verbose: synopses may leave them out. */
-			if (!listed_has(&help, long_name) || !strcmp(docs[i].name, "help") ||
+			if (!option_list_has(&help, long_name) || !strcmp(docs[i].name, "help") ||
 			    !strcmp(docs[i].name, "verbose"))
 				continue;
-			cr_assert(listed_has(&synopsis, long_name) ||
-				  (*short_name && listed_has(&synopsis, short_name)),
+			cr_assert(option_list_has(&synopsis, long_name) ||
+				  (*short_name && option_list_has(&synopsis, short_name)),
 				  "README's synopsis of cuprobe %s lacks %s", cp_command_doc(command)->name,
 				  long_name);
 		}
 		for (i = 0; i < synopsis.count; i++)
-			cr_assert(listed_has(&help, synopsis.names[i]),
+			cr_assert(option_list_has(&help, synopsis.names[i]),
 				  "README's synopsis of cuprobe %s has %s, which --help does not list",
 				  cp_command_doc(command)->name, synopsis.names[i]);
 		free(block);

@@ -9,7 +9,7 @@
 
 #include <criterion/criterion.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "helpers.h"
 
 Test(maps_parse, line_with_a_path)

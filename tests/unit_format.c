@@ -6,7 +6,7 @@
 
 #include <criterion/criterion.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "helpers.h"
 
 static union cp_event blank(enum cp_event_type type, enum cp_api api)

@@ -11,7 +11,7 @@
 
 #include <criterion/criterion.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "helpers.h"
 
 /*

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "session.h"
 #include "probes.h"
 

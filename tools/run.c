@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cli_options.h"
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "run.h"
 #include "session.h"
 #include "spawn.h"
@@ -327,7 +327,7 @@ static int set_up_rings(struct run_ctx *run, struct cp_session_ring **session_ri
 
 int cp_cmd_run(int argc, char **argv)
 {
-	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts) };
+	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_session_ring *session_rings = NULL;
 	struct cp_wait_hooks hooks = { 0 };
 	struct run_ctx run = { 0 };

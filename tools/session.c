@@ -367,11 +367,11 @@ static int load_program(struct cp_session *s)
 {
 	static char log[1 << 20];
 	char error[1024];
-	struct cp_program_opts opts = { .sz = sizeof(opts), .name = s->opts->program,
-					.log_buf = log, .log_size = sizeof(log),
-					.error = error, .error_size = sizeof(error),
-					.settings = s->opts->settings,
-					.setting_count = s->opts->setting_count };
+	CP_OPTS(cp_program_opts, opts, .name = s->opts->program,
+		.log_buf = log, .log_size = sizeof(log),
+		.error = error, .error_size = sizeof(error),
+		.settings = s->opts->settings,
+		.setting_count = s->opts->setting_count);
 
 	s->program = cp_tracer__load_program(s->tracer, s->program_elf, s->program_size, &opts);
 	if (s->program)
@@ -467,13 +467,10 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 
 int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ctx)
 {
-	struct cp_agent_opts agent_opts = { .sz = sizeof(agent_opts) };
+	CP_OPTS(cp_agent_opts, agent_opts, .on_event = on_event, .ctx = ctx, .tracer = s->tracer);
 	size_t i;
 	int err;
 
-	agent_opts.on_event = on_event;
-	agent_opts.ctx = ctx;
-	agent_opts.tracer = s->tracer;
 	s->agent = cp_agent__new(cp_tracer__ring_fd(s->tracer), &agent_opts);
 	if (!s->agent) {
 		cp_say("cannot start the GPU agent: %s", strerror(errno));

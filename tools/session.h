@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "cli_options.h"
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "output_file.h"
 #include "spawn.h"
 

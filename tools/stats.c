@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cli_options.h"
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "output_file.h"
 #include "session.h"
 #include "stats.h"
@@ -121,7 +121,7 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 			apis[report.api_count++] = snap->apis[i];
 	for (i = 0; i < snap->mem_count; i++)
 		if (snap->mems[i].pid == pid)
-			report.memory = &snap->mems[i].stat;
+			report.memory = &snap->mems[i];
 	report.kernels = kernels;
 	report.apis = apis;
 	ctx->reports++;
@@ -157,7 +157,7 @@ static int by_bytes_desc(const void *a, const void *b)
 /* The allocating stack of a group, symbolized (the walk skips the caller: put it back). */
 static void symbolize_group(struct stats_ctx *ctx, uint32_t pid, struct leak_group *group)
 {
-	__u64 walked[CP_STACK_DEPTH], ips[CP_STACK_DEPTH + 1];
+	uint64_t walked[CP_STACK_DEPTH], ips[CP_STACK_DEPTH + 1];
 	int walked_depth = group->stack_id >= 0 ?
 		cp_tracer__stack(ctx->session->tracer, group->stack_id, walked, CP_STACK_DEPTH) : -1;
 	size_t depth = 0, f;
@@ -201,7 +201,7 @@ static void report_leaks(struct stats_ctx *ctx, uint32_t pid)
 	}
 	/* Grouped by allocating stack (or by API when stacks are off); pinned host memory is not a device leak. */
 	for (i = 0; i < count; i++) {
-		const struct cp_alloc_info *info = &allocs[i].info;
+		const struct cp_live_alloc *info = &allocs[i];
 
 		if (info->kind == CP_MEM_HOST)
 			continue;
@@ -367,7 +367,7 @@ static void warn_overflows(const struct cp_tracer *tracer)
 
 int cp_cmd_stats(int argc, char **argv)
 {
-	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts) };
+	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_wait_hooks hooks = { 0 };
 	struct stats_ctx ctx = { 0 };
 	struct cp_trace_options opts;

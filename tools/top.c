@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "cli_options.h"
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "session.h"
 #include "stats.h"
 
@@ -165,19 +165,19 @@ static void refresh_view(void *arg)
 
 		if (!row)
 			continue;
-		row->launches += k->stat.launches;
-		if (k->stat.launches > row->top_launches) {
-			row->top_launches = k->stat.launches;
+		row->launches += k->launches;
+		if (k->launches > row->top_launches) {
+			row->top_launches = k->launches;
 			row->top_handle = k->handle;
-			row->top_graph = k->stat.graph;
+			row->top_graph = k->graph;
 		}
 	}
 	for (i = 0; i < snap.mem_count; i++) {
 		struct top_row *row = row_for(rows, &count, snap.mems[i].pid);
 
 		if (row) {
-			row->live_bytes = snap.mems[i].stat.live_bytes;
-			row->peak_bytes = snap.mems[i].stat.peak_bytes;
+			row->live_bytes = snap.mems[i].live_bytes;
+			row->peak_bytes = snap.mems[i].peak_bytes;
 		}
 	}
 	for (i = 0; i < count; i++) {
@@ -261,7 +261,7 @@ static bool on_key(void *arg)
 
 int cp_cmd_top(int argc, char **argv)
 {
-	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts) };
+	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_wait_hooks hooks = { 0 };
 	struct cp_trace_options opts;
 	struct cp_session session;

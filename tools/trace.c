@@ -22,7 +22,7 @@
 #include <bpf/libbpf.h>
 
 #include "cli_options.h"
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "output_file.h"
 #include "session.h"
 #include "trace.h"
@@ -116,7 +116,7 @@ static void print_summary(const struct cp_session *s)
 
 int cp_cmd_trace(int argc, char **argv)
 {
-	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts) };
+	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct trace_output output = { 0 };
 	struct cp_trace_options opts;
 	struct cp_session session;

@@ -16,7 +16,7 @@
 
 #include <bpf/libbpf.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 
 #define DEFAULT_BUSY_TIMEOUT_MS 1
 #define DEFAULT_IDLE_TIMEOUT_MS 1000
@@ -163,14 +163,16 @@ static void *agent_thread(void *arg)
 	return NULL;
 }
 
-struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *opts)
+struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *caller_opts)
 {
 	struct epoll_event wake = { .events = EPOLLIN };
 	struct epoll_event ring = { .events = EPOLLIN };
+	struct cp_agent_opts known;
+	const struct cp_agent_opts *opts = &known;
 	struct cp_agent *agent;
 	int err;
 
-	if (ring_fd < 0 || !opts || opts->sz < sizeof(*opts) || !opts->on_event ||
+	if (ring_fd < 0 || CP_OPTS_COPY(known, caller_opts) || !opts->on_event ||
 	    opts->busy_timeout_ms < 0 || opts->idle_timeout_ms < -1) {
 		errno = EINVAL;
 		return NULL;

@@ -7,6 +7,11 @@
  * structs that start with their size, negative errno from int functions,
  * NULL with errno set from pointer functions. Nothing here prints or exits;
  * messages go to the log callback given in the options.
+ *
+ * Installed as <prefix>/include/cuprobe/cuprobe.h, with the record format
+ * it includes (cuprobe_events.h, cuprobe_catalogue.h); build and link with
+ * `pkg-config --cflags --libs cuprobe`. Everything declared here is
+ * CUPROBE_API, exported from libcuprobe.so.0; nothing else is.
  */
 #ifndef CUPROBE_H
 #define CUPROBE_H
@@ -14,16 +19,38 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "cuprobe_events.h"
 
 struct btf;
 
+#ifndef CUPROBE_API
+#define CUPROBE_API __attribute__((visibility("default")))
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*
+ * Options structs (struct cp_tracer_opts, cp_agent_opts, cp_self_trace_opts)
+ * start with size_t sz, the size of the struct the caller was built with:
+ * a program built against an older, smaller struct keeps working (the
+ * fields it lacks read as zero), and one built against a newer, larger
+ * struct is accepted when every byte this library does not know is zero
+ * (else -EINVAL). sz 0 is refused. Zero the whole struct, padding included,
+ * before setting fields: CP_OPTS does.
+ *
+ *	CP_OPTS(cp_tracer_opts, opts, .aggregate = true, .ring_bytes = 1 << 24);
+ *	struct cp_tracer *tracer = cp_tracer__open(&opts);
+ */
+#define CP_OPTS(TYPE, NAME, ...)						\
+	struct TYPE NAME = __extension__ ({					\
+		memset(&NAME, 0, sizeof(struct TYPE));				\
+		(struct TYPE){ .sz = sizeof(struct TYPE), __VA_ARGS__ };	\
+	})
 
 /* Every record the agent hands out, decoded and checked. */
 union cp_event {
@@ -49,27 +76,27 @@ union cp_event {
  * are not trusted: an unknown type or a record shorter than its type needs
  * gives -EPROTO; names are NUL-terminated and name_len clamped.
  */
-int cp_event__decode(const void *data, size_t size, union cp_event *out);
+CUPROBE_API int cp_event__decode(const void *data, size_t size, union cp_event *out);
 
-const char *cp_event_type__name(enum cp_event_type type);
-const char *cp_api__name(enum cp_api api);
-const char *cp_mem_kind__name(enum cp_mem_kind kind);
-const char *cp_copy_dir__name(enum cp_copy_dir dir);
-const char *cp_sync_kind__name(enum cp_sync_kind kind);
-const char *cp_event_op__name(enum cp_event_op op);
-const char *cp_module_op__name(enum cp_module_op op);
-const char *cp_vmm_op__name(enum cp_vmm_op op);
-const char *cp_attach_status__name(enum cp_attach_status status);
-const char *cp_context_op__name(enum cp_context_op op);
-const char *cp_family__name(enum cp_family family);
+CUPROBE_API const char *cp_event_type__name(enum cp_event_type type);
+CUPROBE_API const char *cp_api__name(enum cp_api api);
+CUPROBE_API const char *cp_mem_kind__name(enum cp_mem_kind kind);
+CUPROBE_API const char *cp_copy_dir__name(enum cp_copy_dir dir);
+CUPROBE_API const char *cp_sync_kind__name(enum cp_sync_kind kind);
+CUPROBE_API const char *cp_event_op__name(enum cp_event_op op);
+CUPROBE_API const char *cp_module_op__name(enum cp_module_op op);
+CUPROBE_API const char *cp_vmm_op__name(enum cp_vmm_op op);
+CUPROBE_API const char *cp_attach_status__name(enum cp_attach_status status);
+CUPROBE_API const char *cp_context_op__name(enum cp_context_op op);
+CUPROBE_API const char *cp_family__name(enum cp_family family);
 /* Whether users' programs may attach to the family (SEC("cuda/FAMILY")). */
-bool cp_family__programmable(enum cp_family family);
+CUPROBE_API bool cp_family__programmable(enum cp_family family);
 /* CP_FAMILY_NONE when no family has that name. */
-enum cp_family cp_family__by_name(const char *name);
+CUPROBE_API enum cp_family cp_family__by_name(const char *name);
 /* The family of an API (CP_FAMILY_NONE for the lifecycle slots). */
-enum cp_family cp_api__family(enum cp_api api);
+CUPROBE_API enum cp_family cp_api__family(enum cp_api api);
 /* The API of a catalogued symbol name, or CP_API_UNKNOWN. */
-enum cp_api cp_api__by_name(const char *name);
+CUPROBE_API enum cp_api cp_api__by_name(const char *name);
 
 /* ---- the probe catalogue (bpf/cuprobe_catalogue.h) ------------------------ */
 
@@ -84,11 +111,11 @@ struct cp_catalogue_entry {
 };
 
 /* Every catalogue line, probed and excluded, driver first: returns how many. */
-size_t cp_catalogue__entries(const struct cp_catalogue_entry **entries);
+CUPROBE_API size_t cp_catalogue__entries(const struct cp_catalogue_entry **entries);
 /* The line of symbol, or NULL when the catalogue does not name it. */
-const struct cp_catalogue_entry *cp_catalogue__find(const char *symbol);
+CUPROBE_API const struct cp_catalogue_entry *cp_catalogue__find(const char *symbol);
 /* The traced family whose export-name prefix symbol has, or CP_FAMILY_NONE. */
-enum cp_family cp_catalogue__family_of_export(const char *symbol);
+CUPROBE_API enum cp_family cp_catalogue__family_of_export(const char *symbol);
 
 /*
  * What a driver exports in a traced family without a probe: for each such
@@ -98,11 +125,8 @@ enum cp_family cp_catalogue__family_of_export(const char *symbol);
  */
 typedef void (*cp_unprobed_fn)(void *ctx, const char *symbol,
 			       const struct cp_catalogue_entry *excluded);
-int cp_catalogue__unprobed(const char *const *exports, size_t count, cp_unprobed_fn fn,
-			   void *ctx);
-/* The defined, exported function symbols of an ELF file (malloc'd array of malloc'd names). */
-int cp_elf__exported_functions(const char *path, char ***names, size_t *count);
-void cp_elf__free_names(char **names, size_t count);
+CUPROBE_API int cp_catalogue__unprobed(const char *const *exports, size_t count, cp_unprobed_fn fn,
+				       void *ctx);
 
 /* ---- logging ------------------------------------------------------------ */
 
@@ -114,56 +138,38 @@ typedef void (*cp_log_fn)(void *ctx, enum cp_log_level level, const char *messag
 /* A set of distinct library files, deduplicated by (device, inode). */
 struct cp_lib_set;
 
-struct cp_lib_set *cp_lib_set__new(void);
-void cp_lib_set__free(struct cp_lib_set *set);
+CUPROBE_API struct cp_lib_set *cp_lib_set__new(void);
+CUPROBE_API void cp_lib_set__free(struct cp_lib_set *set);
 /* Adds path if it is a regular file not already in the set: 1 added, 0 known, <0 error. */
-int cp_lib_set__add(struct cp_lib_set *set, const char *path);
-size_t cp_lib_set__count(const struct cp_lib_set *set);
-const char *cp_lib_set__path(const struct cp_lib_set *set, size_t index);
-
-/* One line of /proc/PID/maps, parsed. */
-struct cp_maps_entry {
-	uint64_t start, end, offset, inode;
-	unsigned int dev_major, dev_minor;
-	char perms[5];
-	const char *path; /* points into the line; "" for anonymous mappings */
-};
-
-/* Parses a maps line in place (trailing newline removed): 0 or -EINVAL. */
-int cp_maps__parse_line(char *line, struct cp_maps_entry *entry);
-
-/*
- * True when the file name of path is the library soname names, whatever its
- * version suffix: libcuda.so.1 matches libcuda.so, libcuda.so.1 and
- * libcuda.so.580.159.04 (maps show the file a symlink resolved to).
- */
-bool cp_path__is_library(const char *path, const char *library_soname);
+CUPROBE_API int cp_lib_set__add(struct cp_lib_set *set, const char *path);
+CUPROBE_API size_t cp_lib_set__count(const struct cp_lib_set *set);
+CUPROBE_API const char *cp_lib_set__path(const struct cp_lib_set *set, size_t index);
 
 /*
  * Every file named `soname` that process pid has mapped, reached through
  * /proc/PID/root so paths inside containers work. Returns how many were
  * added, or -ESRCH when the process is gone, -EACCES/-EPERM without rights.
  */
-int cp_discover__process(struct cp_lib_set *set, pid_t pid, const char *soname);
+CUPROBE_API int cp_discover__process(struct cp_lib_set *set, pid_t pid, const char *soname);
 /* The same for every process on the host; processes that vanish are skipped. */
-int cp_discover__all_processes(struct cp_lib_set *set, const char *soname);
+CUPROBE_API int cp_discover__all_processes(struct cp_lib_set *set, const char *soname);
 /*
  * Where a program started now would find soname: the LD_LIBRARY_PATH given,
  * the executable's DT_RPATH/DT_RUNPATH (with $ORIGIN), the ld.so cache and
  * the standard directories. executable and ld_library_path may be NULL.
  */
-int cp_discover__for_exec(struct cp_lib_set *set, const char *soname, const char *executable,
-			  const char *ld_library_path);
+CUPROBE_API int cp_discover__for_exec(struct cp_lib_set *set, const char *soname,
+				      const char *executable, const char *ld_library_path);
 
 /* The pids of processes that have soname mapped now: returns how many (up to max). */
-int cp_discover__processes_using(const char *soname, pid_t *pids, size_t max);
+CUPROBE_API int cp_discover__processes_using(const char *soname, pid_t *pids, size_t max);
 
 /* ---- the tracer: BPF object, probes, target set -------------------------- */
 
 struct cp_tracer;
 
 struct cp_tracer_opts {
-	size_t sz;                  /* sizeof(struct cp_tracer_opts) */
+	size_t sz;                  /* sizeof(struct cp_tracer_opts): see CP_OPTS */
 	bool system_wide;           /* every process; else only added pids and their forks */
 	size_t ring_bytes;          /* ring buffer size, a power of two >= page size; 0 = 8 MiB */
 	uint64_t wakeup_bytes;      /* wake the agent once this much is unread; 0 = default */
@@ -209,8 +215,9 @@ struct cp_tracer_opts {
 	uint64_t families;
 };
 
-struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts);
-void cp_tracer__free(struct cp_tracer *tracer);
+/* opts may be NULL: every option zero. */
+CUPROBE_API struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts);
+CUPROBE_API void cp_tracer__free(struct cp_tracer *tracer);
 
 /* What attaching to one library did. */
 struct cp_attach_report {
@@ -220,18 +227,18 @@ struct cp_attach_report {
 };
 
 /* Attach every driver-API probe to one libcuda file. -ENOENT when no probe attached. */
-int cp_tracer__attach_driver(struct cp_tracer *tracer, const char *lib_path,
-			     struct cp_attach_report *report);
+CUPROBE_API int cp_tracer__attach_driver(struct cp_tracer *tracer, const char *lib_path,
+					 struct cp_attach_report *report);
 /* Attach the cudaLaunchKernel probe to a libcudart file or an executable with static cudart. */
-int cp_tracer__attach_runtime(struct cp_tracer *tracer, const char *path,
-			      struct cp_attach_report *report);
+CUPROBE_API int cp_tracer__attach_runtime(struct cp_tracer *tracer, const char *path,
+					  struct cp_attach_report *report);
 /* Add a process to the traced set (its later forks follow). */
-int cp_tracer__add_pid(struct cp_tracer *tracer, pid_t pid);
-int cp_tracer__ring_fd(const struct cp_tracer *tracer);
+CUPROBE_API int cp_tracer__add_pid(struct cp_tracer *tracer, pid_t pid);
+CUPROBE_API int cp_tracer__ring_fd(const struct cp_tracer *tracer);
 /* Kernel links held (a uprobe_multi link covers many symbols). */
-unsigned int cp_tracer__link_count(const struct cp_tracer *tracer);
+CUPROBE_API unsigned int cp_tracer__link_count(const struct cp_tracer *tracer);
 /* Probes attached: symbols, entry and return probes counted apart. */
-unsigned int cp_tracer__probe_count(const struct cp_tracer *tracer);
+CUPROBE_API unsigned int cp_tracer__probe_count(const struct cp_tracer *tracer);
 
 /* Sums of the BPF-side per-CPU counters. */
 struct cp_counters {
@@ -253,7 +260,7 @@ struct cp_counters {
 	uint64_t hold_failed;
 	uint64_t driver_mappings;   /* attach events the BPF side emitted */
 };
-int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters *out);
+CUPROBE_API int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters *out);
 
 /*
  * Handle one attach event (the agent does this when given the tracer):
@@ -262,18 +269,18 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
  * already covered, mark it covered for the BPF side, and continue the
  * process if it was held. Fills the event's outcome fields. 0 or -errno.
  */
-int cp_tracer__handle_attach(struct cp_tracer *tracer, struct cp_attach_event *event);
+CUPROBE_API int cp_tracer__handle_attach(struct cp_tracer *tracer, struct cp_attach_event *event);
 /* Processes of the traced set still alive (COMMAND's tree, -p targets and their forks). */
-int cp_tracer__live_targets(const struct cp_tracer *tracer);
+CUPROBE_API int cp_tracer__live_targets(const struct cp_tracer *tracer);
 /*
  * hold_for_stacks: the consumer is about to read pid's memory map (call it
  * before reading, so code mapped meanwhile still counts as new)...
  */
-int cp_tracer__maps_reading(struct cp_tracer *tracer, uint32_t pid);
+CUPROBE_API int cp_tracer__maps_reading(struct cp_tracer *tracer, uint32_t pid);
 /* ... and has read it: continue pid if a stack held it. */
-int cp_tracer__maps_read(struct cp_tracer *tracer, uint32_t pid);
+CUPROBE_API int cp_tracer__maps_read(struct cp_tracer *tracer, uint32_t pid);
 /* Continue every process still held (no attach will come for it). Returns how many. */
-int cp_tracer__release_held(struct cp_tracer *tracer);
+CUPROBE_API int cp_tracer__release_held(struct cp_tracer *tracer);
 
 /* ---- users' programs (cuprobe run) --------------------------------------- */
 
@@ -286,7 +293,7 @@ int cp_tracer__release_held(struct cp_tracer *tracer);
 struct cp_program;
 
 struct cp_program_opts {
-	size_t sz;             /* sizeof(struct cp_program_opts) */
+	size_t sz;             /* sizeof(struct cp_program_opts): see CP_OPTS */
 	const char *name;      /* in messages (the file name); default "program" */
 	char *log_buf;         /* the verifier's log when it refuses a program */
 	size_t log_size;
@@ -304,10 +311,11 @@ struct cp_program_opts {
  * filled when it is not a BPF object, has no BTF or no CUDA programs, uses
  * an unknown section, or the kernel refuses it.
  */
-struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void *elf, size_t size,
-					   const struct cp_program_opts *opts);
+CUPROBE_API struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void *elf,
+						       size_t size,
+						       const struct cp_program_opts *opts);
 /* The object's BTF: the types of its records and maps. */
-const struct btf *cp_program__btf(const struct cp_program *program);
+CUPROBE_API const struct btf *cp_program__btf(const struct cp_program *program);
 
 struct cp_program_ring_info {
 	const char *name;
@@ -317,8 +325,9 @@ struct cp_program_ring_info {
 	uint64_t lost;         /* records that did not fit (cuprobe_ring_reserve/output) */
 	bool lost_counted;     /* false: written without the SDK's helpers, losses unknown */
 };
-size_t cp_program__ring_count(const struct cp_program *program);
-int cp_program__ring(const struct cp_program *program, size_t index, struct cp_program_ring_info *out);
+CUPROBE_API size_t cp_program__ring_count(const struct cp_program *program);
+CUPROBE_API int cp_program__ring(const struct cp_program *program, size_t index,
+				 struct cp_program_ring_info *out);
 
 /* A map of the program other than rings, internal and shared maps. */
 struct cp_program_map_info {
@@ -329,8 +338,9 @@ struct cp_program_map_info {
 	uint32_t key_type_id, value_type_id; /* BTF; 0 when not declared */
 	bool per_cpu;
 };
-size_t cp_program__map_count(const struct cp_program *program);
-int cp_program__map(const struct cp_program *program, size_t index, struct cp_program_map_info *out);
+CUPROBE_API size_t cp_program__map_count(const struct cp_program *program);
+CUPROBE_API int cp_program__map(const struct cp_program *program, size_t index,
+				struct cp_program_map_info *out);
 
 /* A map's entries at one moment: count keys and values; per-CPU values cpus each. */
 struct cp_map_entries {
@@ -342,8 +352,9 @@ struct cp_map_entries {
 	unsigned char *values; /* count * cpus * value_stride */
 };
 /* -EOPNOTSUPP for map types whose entries cannot be read this way. */
-int cp_program__read_map(const struct cp_program *program, size_t index, struct cp_map_entries *out);
-void cp_map_entries__release(struct cp_map_entries *entries);
+CUPROBE_API int cp_program__read_map(const struct cp_program *program, size_t index,
+				     struct cp_map_entries *out);
+CUPROBE_API void cp_map_entries__release(struct cp_map_entries *entries);
 
 /* A CUDA library file the tracer probed or considered. */
 struct cp_traced_file {
@@ -361,16 +372,77 @@ struct cp_traced_file {
 	unsigned int held_processes;  /* of those, held until they were (none missed) */
 };
 /* The files attached or considered so far: copies up to max, returns how many there are. */
-size_t cp_tracer__files(struct cp_tracer *tracer, struct cp_traced_file *out, size_t max);
+CUPROBE_API size_t cp_tracer__files(struct cp_tracer *tracer, struct cp_traced_file *out,
+				    size_t max);
 /* How uprobes are attached: "uprobe_multi" or "classic". */
-const char *cp_tracer__attach_mode(const struct cp_tracer *tracer);
+CUPROBE_API const char *cp_tracer__attach_mode(const struct cp_tracer *tracer);
 
 /* ---- aggregation: reading the BPF maps ------------------------------------ */
 
-struct cp_kernel_row { __u32 pid; __u64 handle; struct cp_kernel_stat stat; };
-struct cp_api_row { __u32 pid; __u32 api; struct cp_api_stat stat; };
-struct cp_mem_row { __u32 pid; struct cp_mem_stat stat; };
-struct cp_live_alloc { __u32 pid; __u64 ptr; struct cp_alloc_info info; };
+/*
+ * Rows of the aggregation maps, copied field by field from the BPF side's
+ * values: their layout is this header's, whatever the BPF maps hold.
+ */
+
+/* Launches of one kernel (or CUDA graph) handle by one process. */
+struct cp_kernel_row {
+	uint32_t pid;
+	uint32_t graph;           /* 1 when handle is a CUgraphExec */
+	uint64_t handle;          /* the CUfunction/CUkernel launched, or the CUgraphExec */
+	uint64_t launches;
+	uint64_t threads;         /* sum of grid x block over the launches */
+};
+
+/* Calls of one API by one process. */
+struct cp_api_row {
+	uint32_t pid;
+	uint32_t api;             /* enum cp_api */
+	uint64_t calls;
+	uint64_t timed;           /* calls whose return was seen (measure_latency) */
+	uint64_t errors;          /* of those, returned a CUresult other than 0 */
+	uint64_t total_ns;        /* time in those calls */
+	uint64_t histogram[CP_HIST_BUCKETS]; /* their durations, log2 buckets of ns */
+};
+
+/*
+ * Device memory of one process: cuMemAlloc*, managed and stream-ordered
+ * allocations, and the physical memory of VMM handles (live from
+ * cuMemCreate until the handle is released and every mapping of it
+ * unmapped). Reserved address ranges and page-locked host memory are
+ * counted apart.
+ */
+struct cp_mem_row {
+	uint32_t pid;
+	uint32_t pad;
+	uint64_t live_bytes;            /* device memory, VMM physical memory included */
+	uint64_t peak_bytes;
+	uint64_t live_allocations;      /* device allocations live (a VMM handle counts as one) */
+	uint64_t host_live_bytes;       /* page-locked host memory */
+	uint64_t allocations;           /* device allocation calls that succeeded (cuMemCreate too) */
+	uint64_t frees;                 /* device frees, and VMM handles freed */
+	uint64_t unknown_frees;         /* device frees of pointers allocated before tracing */
+	uint64_t vmm_live_bytes;        /* of live_bytes, physical memory of VMM handles */
+	uint64_t reserved_bytes;        /* virtual address ranges reserved (cuMemAddressReserve) */
+	uint64_t host_live_allocations; /* page-locked host allocations live */
+	uint64_t vmm_peak_bytes;        /* the most VMM physical memory live at once */
+};
+
+/* One allocation still live. */
+struct cp_live_alloc {
+	uint32_t pid;
+	uint32_t kind;            /* enum cp_mem_kind */
+	uint64_t ptr;
+	uint64_t bytes;
+	int64_t stack_id;         /* for cp_tracer__stack; < 0 when not captured */
+	/*
+	 * The return address of the allocation call: the stack walk starts from
+	 * the caller's frame and so skips the caller itself; this is that frame.
+	 */
+	uint64_t caller;
+	uint64_t time_ns;         /* CLOCK_MONOTONIC of the allocation */
+	uint32_t api;             /* enum cp_api */
+	uint32_t pad;
+};
 
 /* One consistent-enough read of the aggregation maps (rows of one pid, or all when 0). */
 struct cp_stats_snapshot {
@@ -382,24 +454,25 @@ struct cp_stats_snapshot {
 	size_t mem_count;
 };
 
-int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
-			struct cp_stats_snapshot *out);
-void cp_stats_snapshot__release(struct cp_stats_snapshot *snapshot);
+CUPROBE_API int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
+				    struct cp_stats_snapshot *out);
+CUPROBE_API void cp_stats_snapshot__release(struct cp_stats_snapshot *snapshot);
 /* Live allocations of pid (all pids when 0), malloc'd into *rows. */
-int cp_tracer__live_allocs(const struct cp_tracer *tracer, uint32_t pid,
-			   struct cp_live_alloc **rows, size_t *count);
+CUPROBE_API int cp_tracer__live_allocs(const struct cp_tracer *tracer, uint32_t pid,
+				       struct cp_live_alloc **rows, size_t *count);
 /* The user stack stack_id, innermost first: returns the depth, or -ENOENT. */
-int cp_tracer__stack(const struct cp_tracer *tracer, __s64 stack_id, __u64 *ips, size_t max);
+CUPROBE_API int cp_tracer__stack(const struct cp_tracer *tracer, int64_t stack_id, uint64_t *ips,
+				 size_t max);
 /* Removes every aggregation row of pid (after its final report was read). */
-int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid);
+CUPROBE_API int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid);
 
 /*
  * The p-th fraction (0..1] of a log2 histogram: the upper bound, in ns, of
  * the bucket that reaches it (bucket b holds (2^(b-1), 2^b], cp_log2_bucket).
  * 0 when empty.
  */
-__u64 cp_histogram__percentile(const __u64 histogram[CP_HIST_BUCKETS], double p);
-__u64 cp_histogram__total(const __u64 histogram[CP_HIST_BUCKETS]);
+CUPROBE_API uint64_t cp_histogram__percentile(const uint64_t histogram[CP_HIST_BUCKETS], double p);
+CUPROBE_API uint64_t cp_histogram__total(const uint64_t histogram[CP_HIST_BUCKETS]);
 
 /* ---- the GPU agent ------------------------------------------------------- */
 
@@ -437,7 +510,7 @@ struct cp_agent;
 typedef int (*cp_event_fn)(void *ctx, const union cp_event *event);
 
 struct cp_agent_opts {
-	size_t sz;               /* sizeof(struct cp_agent_opts) */
+	size_t sz;               /* sizeof(struct cp_agent_opts): see CP_OPTS */
 	cp_event_fn on_event;    /* called on the agent thread, in ring order */
 	void *ctx;
 	int busy_timeout_ms;     /* epoll timeout after a drain that found records; 0 = 1 ms */
@@ -449,18 +522,19 @@ struct cp_agent_opts {
 	struct cp_tracer *tracer;
 };
 
-struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *opts);
+CUPROBE_API struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *opts);
 /*
  * Before the start: another ring buffer (a user's program's), consumed on
  * the same epoll by the same thread; each record is handed to fn as bytes.
  * A negative return from fn stops the agent, as from on_event.
  */
 typedef int (*cp_record_fn)(void *ctx, const void *data, size_t size);
-int cp_agent__add_ring(struct cp_agent *agent, int ring_fd, cp_record_fn fn, void *ctx);
-int cp_agent__start(struct cp_agent *agent);
-void cp_agent__request_stop(struct cp_agent *agent);
-int cp_agent__stop(struct cp_agent *agent);
-void cp_agent__free(struct cp_agent *agent);
+CUPROBE_API int cp_agent__add_ring(struct cp_agent *agent, int ring_fd, cp_record_fn fn,
+				   void *ctx);
+CUPROBE_API int cp_agent__start(struct cp_agent *agent);
+CUPROBE_API void cp_agent__request_stop(struct cp_agent *agent);
+CUPROBE_API int cp_agent__stop(struct cp_agent *agent);
+CUPROBE_API void cp_agent__free(struct cp_agent *agent);
 
 struct cp_agent_stats {
 	uint64_t delivered;     /* records handed to on_event */
@@ -470,7 +544,7 @@ struct cp_agent_stats {
 	int thread_error;       /* an error that ended the thread, 0 if none */
 };
 /* Safe from any thread; exact once the agent is stopped. */
-void cp_agent__stats(const struct cp_agent *agent, struct cp_agent_stats *out);
+CUPROBE_API void cp_agent__stats(const struct cp_agent *agent, struct cp_agent_stats *out);
 
 /* ---- self-tracing: a program watching its own CUDA calls ---------------- */
 
@@ -484,7 +558,7 @@ void cp_agent__stats(const struct cp_agent *agent, struct cp_agent_stats *out);
 struct cp_self_trace;
 
 struct cp_self_trace_opts {
-	size_t sz;            /* sizeof(struct cp_self_trace_opts) */
+	size_t sz;            /* sizeof(struct cp_self_trace_opts): see CP_OPTS */
 	cp_event_fn on_event;
 	void *ctx;
 	size_t ring_bytes;    /* 0 = default */
@@ -493,13 +567,14 @@ struct cp_self_trace_opts {
 	void *log_ctx;
 };
 
-struct cp_self_trace *cp_self_trace__start(const struct cp_self_trace_opts *opts);
+CUPROBE_API struct cp_self_trace *cp_self_trace__start(const struct cp_self_trace_opts *opts);
 /* Async-signal-safe. */
-void cp_self_trace__request_stop(struct cp_self_trace *self);
-int cp_self_trace__stop(struct cp_self_trace *self);
-void cp_self_trace__stats(const struct cp_self_trace *self, struct cp_agent_stats *agent_stats,
-			  struct cp_counters *counters);
-void cp_self_trace__free(struct cp_self_trace *self);
+CUPROBE_API void cp_self_trace__request_stop(struct cp_self_trace *self);
+CUPROBE_API int cp_self_trace__stop(struct cp_self_trace *self);
+CUPROBE_API void cp_self_trace__stats(const struct cp_self_trace *self,
+				      struct cp_agent_stats *agent_stats,
+				      struct cp_counters *counters);
+CUPROBE_API void cp_self_trace__free(struct cp_self_trace *self);
 
 /* ---- names: (pid, handle) -> kernel name -------------------------------- */
 
@@ -509,38 +584,28 @@ void cp_self_trace__free(struct cp_self_trace *self);
  */
 struct cp_symbolizer;
 
-struct cp_symbolizer *cp_symbolizer__new(void);
-void cp_symbolizer__free(struct cp_symbolizer *symbolizer);
+CUPROBE_API struct cp_symbolizer *cp_symbolizer__new(void);
+CUPROBE_API void cp_symbolizer__free(struct cp_symbolizer *symbolizer);
 /* Make a file known by its identity, for stubs of processes already gone. */
-int cp_symbolizer__add_file(struct cp_symbolizer *symbolizer, const char *path);
+CUPROBE_API int cp_symbolizer__add_file(struct cp_symbolizer *symbolizer, const char *path);
 /*
  * Reads /proc/PID/maps and keeps the process's files and executable
  * mappings (read it while the process lives; the result outlives it).
  * 0 or -errno (-ESRCH when it is gone).
  */
-int cp_symbolizer__refresh(struct cp_symbolizer *symbolizer, pid_t pid);
-void cp_symbolizer__forget(struct cp_symbolizer *symbolizer, pid_t pid);
+CUPROBE_API int cp_symbolizer__refresh(struct cp_symbolizer *symbolizer, pid_t pid);
+CUPROBE_API void cp_symbolizer__forget(struct cp_symbolizer *symbolizer, pid_t pid);
 /* "function+0x1c (path)", "0xADDR (path+0xOFFSET)" or "0xADDR": always writes out. */
-void cp_symbolizer__symbolize(struct cp_symbolizer *symbolizer, pid_t pid, uint64_t ip,
-			      char *out, size_t out_len);
+CUPROBE_API void cp_symbolizer__symbolize(struct cp_symbolizer *symbolizer, pid_t pid, uint64_t ip,
+					  char *out, size_t out_len);
 /*
  * The function symbol containing file_offset in the file (dev, inode),
  * found among the files added or those mapped by pid. dev is the kernel's
  * encoding (major << 20 | minor). Copies the symbol name to out.
  */
-int cp_symbolizer__resolve(struct cp_symbolizer *symbolizer, pid_t pid, uint32_t dev,
-			   uint64_t inode, uint64_t file_offset, char *out, size_t out_len);
-/*
- * File offsets of the named function symbols of an ELF file (.dynsym, then
- * .symtab); 0 where a name is absent. Returns how many were found.
- */
-int cp_elf__function_offsets(const char *path, const char *const *names, size_t count,
-			     uint64_t *offsets);
-/* The function symbol containing file_offset, and how far into it the offset is. */
-int cp_elf__symbolize(const char *path, uint64_t file_offset, char *out, size_t out_len,
-		      uint64_t *offset_in_symbol);
-/* The function symbol at file_offset in the ELF file at path. */
-int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, size_t out_len);
+CUPROBE_API int cp_symbolizer__resolve(struct cp_symbolizer *symbolizer, pid_t pid, uint32_t dev,
+				       uint64_t inode, uint64_t file_offset, char *out,
+				       size_t out_len);
 
 struct cp_names;
 
@@ -558,7 +623,7 @@ struct cp_name_entry {
 	enum cp_name_source source;
 };
 
-const char *cp_name_source__name(enum cp_name_source source);
+CUPROBE_API const char *cp_name_source__name(enum cp_name_source source);
 
 struct cp_names_stats {
 	uint64_t names_learned;    /* from the naming probes */
@@ -571,8 +636,8 @@ struct cp_names_stats {
 	uint64_t launches_unnamed; /* of those, with a handle nobody named */
 };
 
-struct cp_names *cp_names__new(struct cp_symbolizer *symbolizer);
-void cp_names__free(struct cp_names *names);
+CUPROBE_API struct cp_names *cp_names__new(struct cp_symbolizer *symbolizer);
+CUPROBE_API void cp_names__free(struct cp_names *names);
 /*
  * For handles created before cuprobe attached: read the kernel's name from
  * the driver's CUkernel record in the traced process (its name pointer at
@@ -581,7 +646,7 @@ void cp_names__free(struct cp_names *names);
  * the record, and one disagreement turns this source off for the session.
  * Only strings shaped like symbols are taken. Off by default.
  */
-void cp_names__read_driver_records(struct cp_names *names, bool enable);
+CUPROBE_API void cp_names__read_driver_records(struct cp_names *names, bool enable);
 /*
  * Learn from one record: names from CP_EV_NAME, stub names from
  * CP_EV_RT_LAUNCH (paired with the next launch of the same thread when that
@@ -590,34 +655,27 @@ void cp_names__read_driver_records(struct cp_names *names, bool enable);
  * kept after its exit record until cp_names__forget_pid: the caller decides
  * when its last report is out.
  */
-void cp_names__observe(struct cp_names *names, const union cp_event *event);
+CUPROBE_API void cp_names__observe(struct cp_names *names, const union cp_event *event);
 /* Name of a driver handle (CUfunction/CUkernel) of pid, or NULL when unknown. */
-const struct cp_name_entry *cp_names__lookup(const struct cp_names *names, uint32_t pid,
-					     uint64_t handle);
+CUPROBE_API const struct cp_name_entry *cp_names__lookup(const struct cp_names *names, uint32_t pid,
+							 uint64_t handle);
 /*
  * The one naming path for a handle of pid: a probe-learned or stub name, or,
  * for a handle made before cuprobe attached, the driver's record read from
  * the process (when enabled and the process lives). NULL when unknown.
  */
-const struct cp_name_entry *cp_names__resolve(struct cp_names *names, uint32_t pid, uint64_t handle);
+CUPROBE_API const struct cp_name_entry *cp_names__resolve(struct cp_names *names, uint32_t pid,
+							  uint64_t handle);
 /* Name of a host stub address of pid, or NULL when unknown. */
-const struct cp_name_entry *cp_names__lookup_stub(const struct cp_names *names, uint32_t pid,
-						  uint64_t stub);
+CUPROBE_API const struct cp_name_entry *cp_names__lookup_stub(const struct cp_names *names,
+							      uint32_t pid, uint64_t stub);
 /* Remember a name directly: 0, or -ENOMEM. */
-int cp_names__set(struct cp_names *names, uint32_t pid, uint64_t handle, const char *mangled);
-void cp_names__forget_pid(struct cp_names *names, uint32_t pid);
-size_t cp_names__count(const struct cp_names *names);
-void cp_names__stats(const struct cp_names *names, struct cp_names_stats *out);
+CUPROBE_API int cp_names__set(struct cp_names *names, uint32_t pid, uint64_t handle,
+			      const char *mangled);
+CUPROBE_API void cp_names__forget_pid(struct cp_names *names, uint32_t pid);
+CUPROBE_API size_t cp_names__count(const struct cp_names *names);
+CUPROBE_API void cp_names__stats(const struct cp_names *names, struct cp_names_stats *out);
 
-/*
- * The kernel's mangled name embedded in an nvcc device-stub symbol
- * (_Z41__device_stub__Z14vec_add_kernelPKfS0_PfiPKfS0_Pfi -> _Z14vec_add_kernelPKfS0_Pfi);
- * -ENOENT for any other symbol.
- */
-int cp_kernel_name_from_device_stub(const char *symbol, char *out, size_t out_len);
-
-/* Demangles an Itanium C++ ABI name into out; a plain C name is copied as is. */
-int cp_demangle(const char *mangled, char *out, size_t out_len);
 
 /* ---- output formats ------------------------------------------------------ */
 
@@ -628,115 +686,22 @@ int cp_demangle(const char *mangled, char *out, size_t out_len);
  * Launch names come from names (may be NULL); start_ns is subtracted from
  * the record time for the text column.
  */
-int cp_format__text(const union cp_event *event, const struct cp_names *names,
-		    uint64_t start_ns, char *buf, size_t len);
-int cp_format__json(const union cp_event *event, const struct cp_names *names,
-		    char *buf, size_t len);
+CUPROBE_API int cp_format__text(const union cp_event *event, const struct cp_names *names,
+				uint64_t start_ns, char *buf, size_t len);
+CUPROBE_API int cp_format__json(const union cp_event *event, const struct cp_names *names,
+				char *buf, size_t len);
 /* The header line matching cp_format__text's columns. */
-const char *cp_format__text_header(void);
-
-/*
- * Writes src into buf as a JSON string body (escaped, no quotes): valid UTF-8
- * as it is, bytes that are not part of valid UTF-8 as \u00XX of the byte.
- * Returns the length written, -ENOSPC or -EINVAL.
- */
-int cp_json__escape(const char *src, char *buf, size_t len);
-/*
- * Copies src to buf for a terminal or a text file: control characters
- * (bytes < 0x20 and 0x7f) become \xNN. Returns the length, or -ENOSPC (buf
- * then holds what fit).
- */
-int cp_text__escape(const char *src, char *buf, size_t len);
-
-/* A growable string the report formatters append to (they never print). */
-struct cp_text {
-	char *data;
-	size_t len;
-	size_t capacity;
-	bool failed;     /* out of memory: data holds what fit */
-};
-void cp_text__clear(struct cp_text *text);
-void cp_text__free(struct cp_text *text);
-
-/*
- * Users' programs (cuprobe run): their records and maps printed from BTF.
- * Types cuprobe.bpf.h declares print their meaning: cuprobe_kernel_t as
- * the kernel's name and cuprobe_stack_t as symbolized frames (both of the
- * process in an integer member "pid" beside them, or in the map's key, else
- * of names->pid), struct cuprobe_hist as a log2 histogram.
- */
-struct cp_btf_names {
-	struct cp_names *names;            /* kernel names; may be NULL */
-	struct cp_symbolizer *symbolizer;  /* stack frames; may be NULL */
-	const struct cp_tracer *tracer;    /* where stacks are read; may be NULL */
-	uint32_t pid;                      /* when no "pid" is beside a value; 0 = none */
-};
-/* One record of a ring, a text line or a JSON object (newline-terminated), appended to text. */
-int cp_format__program_record(struct cp_text *text, bool json, const struct btf *btf,
-			      const struct cp_program_ring_info *ring, const void *data, size_t size,
-			      const struct cp_btf_names *names);
-/* One map's entries: a header line and a line (or block) per entry, or one JSON object. */
-int cp_format__program_map(struct cp_text *text, bool json, const struct btf *btf,
-			   const struct cp_program_map_info *map, const struct cp_map_entries *entries,
-			   const struct cp_btf_names *names);
-/* The line before the maps printed at one moment (final: at exit). */
-int cp_format__program_maps_header(struct cp_text *text, bool json, uint64_t elapsed_ns, bool final);
-/* A map that cannot be read (err from cp_program__read_map). */
-int cp_format__program_map_unreadable(struct cp_text *text, bool json,
-				      const struct cp_program_map_info *map, int err);
+CUPROBE_API const char *cp_format__text_header(void);
 
 /*
  * The one label of a kernel: its demangled name (cp_names__resolve), or
  * "<graph 0x...>", or "<unnamed function 0x...>" (into buf). *mangled, when
  * given, gets the mangled name or NULL.
  */
-const char *cp_format__kernel_label(struct cp_names *names, uint32_t pid, uint64_t handle,
-				    bool graph, const char **mangled, char *buf, size_t len);
+CUPROBE_API const char *cp_format__kernel_label(struct cp_names *names, uint32_t pid,
+						uint64_t handle, bool graph, const char **mangled,
+						char *buf, size_t len);
 
-/* One process's counts, as cuprobe stats reports them. */
-struct cp_report {
-	uint32_t pid;
-	const char *comm;
-	uint64_t time_ns;        /* CLOCK_MONOTONIC when the rows were read */
-	double since_start_s;    /* for the text header */
-	bool final;              /* its last report */
-	bool exited;
-	int exit_code;           /* wait status, when exited */
-	bool live;               /* read while it ran: tables may differ by the calls made meanwhile */
-	bool latency;            /* the API rows carry timings */
-	const struct cp_kernel_row *kernels;
-	size_t kernel_count;
-	const struct cp_api_row *apis;
-	size_t api_count;
-	const struct cp_mem_stat *memory; /* NULL when none */
-};
-/* Appends the report as text lines, or as one JSON object and a newline. 0 or -ENOMEM. */
-int cp_format__report_text(const struct cp_report *report, struct cp_names *names,
-			   struct cp_text *out);
-int cp_format__report_json(const struct cp_report *report, struct cp_names *names,
-			   struct cp_text *out);
-
-/* Device memory still live when a process exited, by allocating site. */
-struct cp_leak_site {
-	uint64_t allocations;
-	uint64_t bytes;
-	uint32_t kind;             /* enum cp_mem_kind */
-	uint32_t api;
-	const char *const *frames; /* symbolized, innermost first; NULL when not captured */
-	size_t frame_count;
-};
-
-struct cp_leak {
-	uint32_t pid;
-	const char *comm;
-	uint64_t allocations;
-	uint64_t bytes;
-	bool stacks;               /* stacks were asked for */
-	const struct cp_leak_site *sites;
-	size_t site_count;
-};
-int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *out);
-int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *out);
 
 #ifdef __cplusplus
 }

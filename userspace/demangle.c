@@ -6,7 +6,7 @@
 
 #include <libiberty/demangle.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 
 int cp_demangle(const char *mangled, char *out, size_t out_len)
 {

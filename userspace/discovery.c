@@ -22,7 +22,7 @@
 #include <gelf.h>
 #include <libelf.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 
 extern char **environ;
 

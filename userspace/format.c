@@ -17,7 +17,7 @@
 #include <bpf/libbpf.h>
 #include <linux/bpf.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 
 /*
  * Where a formatter writes: a caller's fixed buffer (one record), or a
@@ -691,14 +691,14 @@ static int by_launches_desc(const void *a, const void *b)
 {
 	const struct cp_kernel_row *x = a, *y = b;
 
-	return x->stat.launches < y->stat.launches ? 1 : x->stat.launches > y->stat.launches ? -1 : 0;
+	return x->launches < y->launches ? 1 : x->launches > y->launches ? -1 : 0;
 }
 
 static int by_calls_desc(const void *a, const void *b)
 {
 	const struct cp_api_row *x = a, *y = b;
 
-	return x->stat.calls < y->stat.calls ? 1 : x->stat.calls > y->stat.calls ? -1 : 0;
+	return x->calls < y->calls ? 1 : x->calls > y->calls ? -1 : 0;
 }
 
 /* The report's rows, most used first (copies: the caller's arrays stay as they are). */
@@ -752,7 +752,7 @@ int cp_format__report_text(const struct cp_report *r, struct cp_names *names, st
 	struct out_buf out = text_out(text);
 	struct cp_kernel_row *kernels;
 	struct cp_api_row *apis;
-	const struct cp_mem_stat *mem = r->memory;
+	const struct cp_mem_row *mem = r->memory;
 	char label[128], a[32], b[32], c[32], d[32];
 	size_t i;
 
@@ -776,11 +776,11 @@ int cp_format__report_text(const struct cp_report *r, struct cp_names *names, st
 		put(&out, "    %12s %16s  %s\n", "launches", "threads", "kernel");
 	for (i = 0; i < r->kernel_count && i < REPORT_KERNELS_SHOWN; i++) {
 		const char *shown = cp_format__kernel_label(names, r->pid, kernels[i].handle,
-							    kernels[i].stat.graph, NULL, label,
+							    kernels[i].graph, NULL, label,
 							    sizeof(label));
 
-		put(&out, "    %12llu %16llu  ", (unsigned long long)kernels[i].stat.launches,
-		    (unsigned long long)kernels[i].stat.threads);
+		put(&out, "    %12llu %16llu  ", (unsigned long long)kernels[i].launches,
+		    (unsigned long long)kernels[i].threads);
 		put_text_string(&out, shown);
 		put(&out, "\n");
 	}
@@ -791,7 +791,7 @@ int cp_format__report_text(const struct cp_report *r, struct cp_names *names, st
 	else if (r->api_count)
 		put(&out, "    %12s  %s\n", "calls", "api");
 	for (i = 0; i < r->api_count; i++) {
-		const struct cp_api_stat *st = &apis[i].stat;
+		const struct cp_api_row *st = &apis[i];
 
 		if (!r->latency) {
 			put(&out, "    %12llu  %s\n", (unsigned long long)st->calls,
@@ -834,7 +834,7 @@ int cp_format__report_json(const struct cp_report *r, struct cp_names *names, st
 	struct out_buf out = text_out(text);
 	struct cp_kernel_row *kernels;
 	struct cp_api_row *apis;
-	const struct cp_mem_stat *mem = r->memory;
+	const struct cp_mem_row *mem = r->memory;
 	char label[128];
 	size_t i;
 	int bucket;
@@ -851,19 +851,19 @@ int cp_format__report_json(const struct cp_report *r, struct cp_names *names, st
 	put(&out, ",\"kernels\":[");
 	for (i = 0; i < r->kernel_count; i++) {
 		const char *mangled, *shown = cp_format__kernel_label(names, r->pid, kernels[i].handle,
-								     kernels[i].stat.graph, &mangled,
+								     kernels[i].graph, &mangled,
 								     label, sizeof(label));
 
 		put(&out, "%s{\"handle\":\"0x%llx\"", i ? "," : "", (unsigned long long)kernels[i].handle);
 		put_json_string(&out, "kernel", shown);
 		put_json_string(&out, "mangled", mangled);
 		put(&out, ",\"launches\":%llu,\"threads\":%llu,\"graph\":%s}",
-		    (unsigned long long)kernels[i].stat.launches,
-		    (unsigned long long)kernels[i].stat.threads, kernels[i].stat.graph ? "true" : "false");
+		    (unsigned long long)kernels[i].launches,
+		    (unsigned long long)kernels[i].threads, kernels[i].graph ? "true" : "false");
 	}
 	put(&out, "],\"apis\":[");
 	for (i = 0; i < r->api_count; i++) {
-		const struct cp_api_stat *st = &apis[i].stat;
+		const struct cp_api_row *st = &apis[i];
 		bool first = true;
 
 		put(&out, "%s{\"api\":\"%s\",\"calls\":%llu", i ? "," : "", cp_api__name(apis[i].api),
@@ -1075,7 +1075,7 @@ static void put_kernel(struct btf_walk *w, uint64_t handle)
 /* A user stack id: its frames, symbolized in the process named by the pid beside it. */
 static void put_stack(struct btf_walk *w, int64_t stack_id)
 {
-	__u64 ips[STACK_FRAMES_MAX];
+	uint64_t ips[STACK_FRAMES_MAX];
 	char frame[512];
 	int depth = -1, i;
 

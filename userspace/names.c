@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 
 /* KEY_*_UNRESOLVED remember a failed look-up, so it is not repeated per launch. */
 enum key_kind { KEY_HANDLE = 0, KEY_STUB = 1, KEY_STUB_UNRESOLVED = 2, KEY_DRIVER_UNRESOLVED = 3 };

@@ -18,7 +18,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "tracer_internal.h"
 
 #ifndef EM_BPF
@@ -426,17 +426,20 @@ static int bind_programs(struct cp_program *program, const struct cp_program_opt
 }
 
 struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void *elf, size_t size,
-					   const struct cp_program_opts *opts)
+					   const struct cp_program_opts *caller_opts)
 {
-	const char *name = opts && opts->name ? opts->name : "program";
+	struct cp_program_opts known;
+	const struct cp_program_opts *opts = &known;
 	struct cp_program *program = NULL, **programs;
 	struct bpf_program *prog;
+	const char *name;
 	int err;
 
-	if (!tracer || !elf || !opts || opts->sz < sizeof(*opts)) {
+	if (!tracer || !elf || CP_OPTS_COPY(known, caller_opts)) {
 		errno = EINVAL;
 		return NULL;
 	}
+	name = opts->name ? opts->name : "program";
 	if (opts->error && opts->error_size)
 		opts->error[0] = '\0';
 	if (tracer->probe_count) {

@@ -10,23 +10,25 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 
 struct cp_self_trace {
 	struct cp_tracer *tracer;
 	struct cp_agent *agent;
 };
 
-struct cp_self_trace *cp_self_trace__start(const struct cp_self_trace_opts *opts)
+struct cp_self_trace *cp_self_trace__start(const struct cp_self_trace_opts *caller_opts)
 {
-	struct cp_tracer_opts tracer_opts = { .sz = sizeof(tracer_opts) };
-	struct cp_agent_opts agent_opts = { .sz = sizeof(agent_opts) };
+	CP_OPTS(cp_tracer_opts, tracer_opts);
+	CP_OPTS(cp_agent_opts, agent_opts);
+	struct cp_self_trace_opts known;
+	const struct cp_self_trace_opts *opts = &known;
 	struct cp_self_trace *self;
 	struct cp_lib_set *libs;
 	size_t i, attached = 0;
 	int err;
 
-	if (!opts || opts->sz < sizeof(*opts) || !opts->on_event) {
+	if (CP_OPTS_COPY(known, caller_opts) || !opts->on_event) {
 		errno = EINVAL;
 		return NULL;
 	}

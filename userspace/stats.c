@@ -12,7 +12,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "tracer_internal.h"
 
 /* Walks a hash map, copying (key, value) pairs into a growing array of rows. */
@@ -60,11 +60,65 @@ static int collect_rows(int map_fd, size_t key_size, size_t value_size, size_t r
 	return 0;
 }
 
-/* Row layouts: the map key's fields first, as the key lays them out, then the value. */
+/*
+ * The maps' (key, value) pairs as collect_rows lays them out; the public rows
+ * (cuprobe.h) are then copied from them field by field.
+ */
 struct kernel_row_image { struct cp_kernel_key key; struct cp_kernel_stat stat; };
 struct api_row_image { struct cp_api_key key; struct cp_api_stat stat; };
 struct mem_row_image { uint32_t pid; uint32_t pad; struct cp_mem_stat stat; };
 struct alloc_row_image { struct cp_alloc_key key; struct cp_alloc_info info; };
+
+static void kernel_row(struct cp_kernel_row *row, const struct kernel_row_image *image)
+{
+	row->pid = image->key.pid;
+	row->graph = image->stat.graph ? 1 : 0;
+	row->handle = image->key.handle;
+	row->launches = image->stat.launches;
+	row->threads = image->stat.threads;
+}
+
+static void api_row(struct cp_api_row *row, const struct api_row_image *image)
+{
+	int b;
+
+	row->pid = image->key.pid;
+	row->api = image->key.api;
+	row->calls = image->stat.calls;
+	row->timed = image->stat.timed;
+	row->errors = image->stat.errors;
+	row->total_ns = image->stat.total_ns;
+	for (b = 0; b < CP_HIST_BUCKETS; b++)
+		row->histogram[b] = image->stat.histogram[b];
+}
+
+static void mem_row(struct cp_mem_row *row, const struct mem_row_image *image)
+{
+	row->pid = image->pid;
+	row->live_bytes = image->stat.live_bytes;
+	row->peak_bytes = image->stat.peak_bytes;
+	row->live_allocations = image->stat.live_allocations;
+	row->host_live_bytes = image->stat.host_live_bytes;
+	row->allocations = image->stat.allocations;
+	row->frees = image->stat.frees;
+	row->unknown_frees = image->stat.unknown_frees;
+	row->vmm_live_bytes = image->stat.vmm_live_bytes;
+	row->reserved_bytes = image->stat.reserved_bytes;
+	row->host_live_allocations = image->stat.host_live_allocations;
+	row->vmm_peak_bytes = image->stat.vmm_peak_bytes;
+}
+
+static void alloc_row(struct cp_live_alloc *row, const struct alloc_row_image *image)
+{
+	row->pid = image->key.pid;
+	row->kind = image->info.kind;
+	row->ptr = image->key.ptr;
+	row->bytes = image->info.bytes;
+	row->stack_id = image->info.stack_id;
+	row->caller = image->info.caller;
+	row->time_ns = image->info.time_ns;
+	row->api = image->info.api;
+}
 
 int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
 			struct cp_stats_snapshot *out)
@@ -100,12 +154,11 @@ int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
 		goto err_free;
 	}
 	for (i = 0; i < kernel_count; i++)
-		out->kernels[i] = (struct cp_kernel_row){ kernels[i].key.pid, kernels[i].key.handle,
-							  kernels[i].stat };
+		kernel_row(&out->kernels[i], &kernels[i]);
 	for (i = 0; i < api_count; i++)
-		out->apis[i] = (struct cp_api_row){ apis[i].key.pid, apis[i].key.api, apis[i].stat };
+		api_row(&out->apis[i], &apis[i]);
 	for (i = 0; i < mem_count; i++)
-		out->mems[i] = (struct cp_mem_row){ mems[i].pid, mems[i].stat };
+		mem_row(&out->mems[i], &mems[i]);
 	out->kernel_count = kernel_count;
 	out->api_count = api_count;
 	out->mem_count = mem_count;
@@ -146,13 +199,13 @@ int cp_tracer__live_allocs(const struct cp_tracer *tracer, uint32_t pid,
 		return -ENOMEM;
 	}
 	for (i = 0; i < n; i++)
-		(*rows)[i] = (struct cp_live_alloc){ images[i].key.pid, images[i].key.ptr, images[i].info };
+		alloc_row(&(*rows)[i], &images[i]);
 	*count = n;
 	free(images);
 	return 0;
 }
 
-int cp_tracer__stack(const struct cp_tracer *tracer, __s64 stack_id, __u64 *ips, size_t max)
+int cp_tracer__stack(const struct cp_tracer *tracer, int64_t stack_id, uint64_t *ips, size_t max)
 {
 	__u64 frames[CP_STACK_DEPTH] = { 0 };
 	uint32_t key = (uint32_t)stack_id;
@@ -207,9 +260,9 @@ int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid)
 	/* The stacks of its live allocations go too: a dead process's stacks serve nobody. */
 	if (!cp_tracer__live_allocs(tracer, pid, &allocs, &count)) {
 		for (i = 0; i < count; i++) {
-			uint32_t id = (uint32_t)allocs[i].info.stack_id;
+			uint32_t id = (uint32_t)allocs[i].stack_id;
 
-			if (allocs[i].info.stack_id >= 0)
+			if (allocs[i].stack_id >= 0)
 				bpf_map_delete_elem(bpf_map__fd(tracer->skel->maps.cuprobe_stacks), &id);
 		}
 		free(allocs);
@@ -224,9 +277,9 @@ int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid)
 	return 0;
 }
 
-__u64 cp_histogram__total(const __u64 histogram[CP_HIST_BUCKETS])
+uint64_t cp_histogram__total(const uint64_t histogram[CP_HIST_BUCKETS])
 {
-	__u64 total = 0;
+	uint64_t total = 0;
 	int b;
 
 	for (b = 0; b < CP_HIST_BUCKETS; b++)
@@ -234,16 +287,16 @@ __u64 cp_histogram__total(const __u64 histogram[CP_HIST_BUCKETS])
 	return total;
 }
 
-__u64 cp_histogram__percentile(const __u64 histogram[CP_HIST_BUCKETS], double p)
+uint64_t cp_histogram__percentile(const uint64_t histogram[CP_HIST_BUCKETS], double p)
 {
-	__u64 total = cp_histogram__total(histogram), seen = 0, want;
+	uint64_t total = cp_histogram__total(histogram), seen = 0, want;
 	int b;
 
 	if (!total || p <= 0)
 		return 0;
 	if (p > 1)
 		p = 1;
-	want = (__u64)(p * (double)total + 0.999999);
+	want = (uint64_t)(p * (double)total + 0.999999);
 	if (!want)
 		want = 1;
 	for (b = 0; b < CP_HIST_BUCKETS; b++) {

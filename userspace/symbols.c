@@ -19,7 +19,7 @@
 #include <gelf.h>
 #include <libelf.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 
 struct elf_symbol {
 	uint64_t start;  /* virtual address */

@@ -196,14 +196,16 @@ static int attach_tracepoint(struct cp_tracer *tracer, struct bpf_program *progr
 	return err;
 }
 
-struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *opts)
+struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 {
 	size_t ring_bytes, page = (size_t)sysconf(_SC_PAGESIZE);
+	struct cp_tracer_opts known;
+	const struct cp_tracer_opts *opts = &known;
 	struct bpf_program *mmap_program = NULL;
 	struct cp_tracer *tracer;
 	int err;
 
-	if (!opts || opts->sz < sizeof(*opts)) {
+	if (CP_OPTS_COPY(known, caller_opts)) {
 		errno = EINVAL;
 		return NULL;
 	}

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "cuprobe.skel.h"
 
 /* One file of the tracer's bookkeeping, with the pids seen mapping it early. */

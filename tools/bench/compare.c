@@ -58,7 +58,7 @@
 #include <bpf/libbpf.h>
 
 #include "cp_bench_stats.h"
-#include "cuprobe.h"
+#include "cuprobe_internal.h"
 #include "empty_uprobe.skel.h"
 
 #define MAX_ROUNDS 64

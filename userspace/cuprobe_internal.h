@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * libcuprobe's internal interface: what the library's own files, the
+ * cuprobe command line (tools/) and the tests share beyond the public API
+ * (cuprobe.h). Not installed, not exported from libcuprobe.so: these are
+ * reachable only by linking the static libcuprobe.a, and may change at any
+ * time.
+ */
+#ifndef CUPROBE_INTERNAL_H
+#define CUPROBE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cuprobe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- options structs (libbpf's OPTS_VALID/OPTS_GET, in one place) -------- */
+
+/*
+ * Copies the caller's options struct opts (a struct of any cuprobe release,
+ * starting with its size_t sz) into local, the library's own struct of
+ * local_sz bytes, zeroed first: a smaller, older struct leaves the fields it
+ * lacks zero. NULL opts gives all zeroes. -EINVAL when sz cannot even hold
+ * sz, or when the caller's struct is larger and a byte beyond local_sz is
+ * not zero (a field this library does not know was set). local->sz is then
+ * local_sz.
+ */
+int cp_opts__copy(void *local, size_t local_sz, const void *opts);
+
+/* cp_opts__copy into a local struct of the library's own type. */
+#define CP_OPTS_COPY(local, opts) cp_opts__copy(&(local), sizeof(local), (opts))
+
+/* ---- discovery helpers ---------------------------------------------------- */
+
+/* One line of /proc/PID/maps, parsed. */
+struct cp_maps_entry {
+	uint64_t start, end, offset, inode;
+	unsigned int dev_major, dev_minor;
+	char perms[5];
+	const char *path; /* points into the line; "" for anonymous mappings */
+};
+
+/* Parses a maps line in place (trailing newline removed): 0 or -EINVAL. */
+int cp_maps__parse_line(char *line, struct cp_maps_entry *entry);
+
+/*
+ * True when the file name of path is the library soname names, whatever its
+ * version suffix: libcuda.so.1 matches libcuda.so, libcuda.so.1 and
+ * libcuda.so.580.159.04 (maps show the file a symlink resolved to).
+ */
+bool cp_path__is_library(const char *path, const char *library_soname);
+
+/* ---- ELF symbols ------------------------------------------------------------ */
+
+/*
+ * File offsets of the named function symbols of an ELF file (.dynsym, then
+ * .symtab); 0 where a name is absent. Returns how many were found.
+ */
+int cp_elf__function_offsets(const char *path, const char *const *names, size_t count,
+			     uint64_t *offsets);
+/* The function symbol containing file_offset, and how far into it the offset is. */
+int cp_elf__symbolize(const char *path, uint64_t file_offset, char *out, size_t out_len,
+		      uint64_t *offset_in_symbol);
+/* The function symbol at file_offset in the ELF file at path. */
+int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, size_t out_len);
+/* The defined, exported function symbols of an ELF file (malloc'd array of malloc'd names). */
+int cp_elf__exported_functions(const char *path, char ***names, size_t *count);
+void cp_elf__free_names(char **names, size_t count);
+
+/* ---- names ------------------------------------------------------------------ */
+
+/*
+ * The kernel's mangled name embedded in an nvcc device-stub symbol
+ * (_Z41__device_stub__Z14vec_add_kernelPKfS0_PfiPKfS0_Pfi -> _Z14vec_add_kernelPKfS0_Pfi);
+ * -ENOENT for any other symbol.
+ */
+int cp_kernel_name_from_device_stub(const char *symbol, char *out, size_t out_len);
+
+/* Demangles an Itanium C++ ABI name into out; a plain C name is copied as is. */
+int cp_demangle(const char *mangled, char *out, size_t out_len);
+
+/* ---- escaping and the report formatters (cuprobe stats) ---------------------- */
+
+/*
+ * Writes src into buf as a JSON string body (escaped, no quotes): valid UTF-8
+ * as it is, bytes that are not part of valid UTF-8 as \u00XX of the byte.
+ * Returns the length written, -ENOSPC or -EINVAL.
+ */
+int cp_json__escape(const char *src, char *buf, size_t len);
+/*
+ * Copies src to buf for a terminal or a text file: control characters
+ * (bytes < 0x20 and 0x7f) become \xNN. Returns the length, or -ENOSPC (buf
+ * then holds what fit).
+ */
+int cp_text__escape(const char *src, char *buf, size_t len);
+
+/* A growable string the report formatters append to (they never print). */
+struct cp_text {
+	char *data;
+	size_t len;
+	size_t capacity;
+	bool failed;     /* out of memory: data holds what fit */
+};
+void cp_text__clear(struct cp_text *text);
+void cp_text__free(struct cp_text *text);
+
+/*
+ * Users' programs (cuprobe run): their records and maps printed from BTF.
+ * Types cuprobe.bpf.h declares print their meaning: cuprobe_kernel_t as
+ * the kernel's name and cuprobe_stack_t as symbolized frames (both of the
+ * process in an integer member "pid" beside them, or in the map's key, else
+ * of names->pid), struct cuprobe_hist as a log2 histogram.
+ */
+struct cp_btf_names {
+	struct cp_names *names;            /* kernel names; may be NULL */
+	struct cp_symbolizer *symbolizer;  /* stack frames; may be NULL */
+	const struct cp_tracer *tracer;    /* where stacks are read; may be NULL */
+	uint32_t pid;                      /* when no "pid" is beside a value; 0 = none */
+};
+/* One record of a ring, a text line or a JSON object (newline-terminated), appended to text. */
+int cp_format__program_record(struct cp_text *text, bool json, const struct btf *btf,
+			      const struct cp_program_ring_info *ring, const void *data, size_t size,
+			      const struct cp_btf_names *names);
+/* One map's entries: a header line and a line (or block) per entry, or one JSON object. */
+int cp_format__program_map(struct cp_text *text, bool json, const struct btf *btf,
+			   const struct cp_program_map_info *map, const struct cp_map_entries *entries,
+			   const struct cp_btf_names *names);
+/* The line before the maps printed at one moment (final: at exit). */
+int cp_format__program_maps_header(struct cp_text *text, bool json, uint64_t elapsed_ns, bool final);
+/* A map that cannot be read (err from cp_program__read_map). */
+int cp_format__program_map_unreadable(struct cp_text *text, bool json,
+				      const struct cp_program_map_info *map, int err);
+
+/* One process's counts, as cuprobe stats reports them. */
+struct cp_report {
+	uint32_t pid;
+	const char *comm;
+	uint64_t time_ns;        /* CLOCK_MONOTONIC when the rows were read */
+	double since_start_s;    /* for the text header */
+	bool final;              /* its last report */
+	bool exited;
+	int exit_code;           /* wait status, when exited */
+	bool live;               /* read while it ran: tables may differ by the calls made meanwhile */
+	bool latency;            /* the API rows carry timings */
+	const struct cp_kernel_row *kernels;
+	size_t kernel_count;
+	const struct cp_api_row *apis;
+	size_t api_count;
+	const struct cp_mem_row *memory; /* NULL when none */
+};
+/* Appends the report as text lines, or as one JSON object and a newline. 0 or -ENOMEM. */
+int cp_format__report_text(const struct cp_report *report, struct cp_names *names,
+			   struct cp_text *out);
+int cp_format__report_json(const struct cp_report *report, struct cp_names *names,
+			   struct cp_text *out);
+
+/* Device memory still live when a process exited, by allocating site. */
+struct cp_leak_site {
+	uint64_t allocations;
+	uint64_t bytes;
+	uint32_t kind;             /* enum cp_mem_kind */
+	uint32_t api;
+	const char *const *frames; /* symbolized, innermost first; NULL when not captured */
+	size_t frame_count;
+};
+
+struct cp_leak {
+	uint32_t pid;
+	const char *comm;
+	uint64_t allocations;
+	uint64_t bytes;
+	bool stacks;               /* stacks were asked for */
+	const struct cp_leak_site *sites;
+	size_t site_count;
+};
+int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *out);
+int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CUPROBE_INTERNAL_H */
