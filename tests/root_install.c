@@ -451,11 +451,105 @@ Test(install, a_bpf_program_builds_against_the_installed_sdk)
 	cr_assert_eq(status, 0, "clang -target bpf: status %d: %s", status, err ? err : "");
 	cr_assert_eq(stat(object, &st), 0);
 	cr_assert_gt(st.st_size, 0);
-	/*
-	 * Next: run the object with the installed `cuprobe run` (root) against a
-	 * workload, and build and run each installed example the same way.
-	 */
 	free(err);
 	free(source);
 	free(object);
+}
+
+static const char count_program[] =
+	"#include \"cuprobe.bpf.h\"\n"
+	"\n"
+	"struct {\n"
+	"\t__uint(type, BPF_MAP_TYPE_HASH);\n"
+	"\t__uint(max_entries, 64);\n"
+	"\t__type(key, __u32);\n"
+	"\t__type(value, __u64);\n"
+	"} launches_by_pid SEC(\".maps\");\n"
+	"\n"
+	"SEC(\"cuda/launch\")\n"
+	"int CUDA_PROG(count, struct cuda_launch, launch)\n"
+	"{\n"
+	"\t__u32 pid = bpf_get_current_pid_tgid() >> 32;\n"
+	"\t__u64 *n = cuprobe_lookup_or_init(launches_by_pid, &pid);\n"
+	"\n"
+	"\tif (n)\n"
+	"\t\t__sync_fetch_and_add(n, 1);\n"
+	"\treturn 0;\n"
+	"}\n"
+	"\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+
+/* The value printed for the workload's pid in the final printing of map, from JSON lines. */
+static long long map_value_of(const char *output, const char *map, long long pid, const char *member)
+{
+	json_t *lines = load_json_lines(output), *line, *entries = NULL, *entry;
+	long long value = -1;
+	size_t i;
+
+	json_array_foreach(lines, i, line)
+		if (!strcmp(jstr(line, "type"), "map") && !strcmp(jstr(line, "map"), map))
+			entries = json_object_get(line, "entries");
+	cr_assert(json_is_array(entries), "map %s not printed", map);
+	json_array_foreach(entries, i, entry) {
+		json_t *key = json_object_get(entry, "key"), *v = json_object_get(entry, "value");
+
+		if ((json_is_integer(key) ? json_integer_value(key) : jint(key, "pid")) != pid)
+			continue;
+		value = member ? jint(json_object_get(v, member), "count") : json_integer_value(v);
+	}
+	json_decref(lines);
+	return value;
+}
+
+/* The installed cuprobe runs PROG on drv_launch ITERATIONS: the workload's pid. */
+static long long run_installed(const char *prog, const char *output, const char *iterations)
+{
+	char *bin = installed("bin", "cuprobe"), *out = NULL, *err = NULL, *line;
+	long long pid;
+	int status;
+
+	status = sh(&out, &err, "%s run %s --json -o %s -- %s %s", bin, prog, output, DRV_LAUNCH,
+		    iterations);
+	cr_assert_eq(status, 0, "installed cuprobe run %s: status %d: %s", prog, status, err ? err : "");
+	line = find_line(out, "drv_launch:", 0);
+	cr_assert_not_null(line, "no workload summary: %s", out);
+	pid = line_value(line, "pid");
+	free(line);
+	free(out);
+	free(err);
+	free(bin);
+	return pid;
+}
+
+Test(install, a_program_built_out_of_tree_runs_with_the_installed_cuprobe, .timeout = 120)
+{
+	char *source = path_join(work, "count.bpf.c"), *object = path_join(work, "count.bpf.o");
+	char *output = path_join(work, "count.json"), *err = NULL;
+	long long pid;
+	int status;
+
+	require_root();
+	cr_assert(write_text(source, count_program));
+	status = compile_bpf(source, object, &err);
+	cr_assert_eq(status, 0, "clang -target bpf: status %d: %s", status, err ? err : "");
+	pid = run_installed(object, output, "250");
+	cr_assert_eq(map_value_of(output, "launches_by_pid", pid, NULL), 250);
+	free(err);
+	free(source);
+	free(object);
+	free(output);
+}
+
+Test(install, the_installed_cuprobe_compiles_an_installed_example, .timeout = 120)
+{
+	char *example = installed("share/cuprobe/examples", "launch_dims.bpf.c");
+	char *output = path_join(work, "dims.json");
+	long long pid;
+
+	require_root();
+	/* C source: compiled by the installed cuprobe against the installed SDK. */
+	pid = run_installed(example, output, "120");
+	cr_assert_eq(map_value_of(output, "launch_dims", pid, "blocks_per_grid"), 120);
+	free(example);
+	free(output);
 }
