@@ -405,6 +405,9 @@ int cp_cmd_stats(int argc, char **argv)
 		exit_code = cp_session__start_command(&session);
 	if (exit_code)
 		goto cleanup;
+	if (cp_verbosity)
+		cp_say("counting (%u probes, %u links); Ctrl-C stops",
+		       cp_tracer__probe_count(session.tracer), cp_tracer__link_count(session.tracer));
 	hooks.tick_ms = opts.interval_ms;
 	hooks.tick = on_tick;
 	hooks.ctx = &ctx;
