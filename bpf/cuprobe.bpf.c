@@ -419,6 +419,8 @@ int BPF_KPROBE(launch)
 	__builtin_memcpy(event->block, l.block, sizeof(event->block));
 	event->shared_mem_bytes = l.shared_mem_bytes;
 	event->flags = l.flags;
+	event->device = cuprobe_current_device();
+	event->pad = 0;
 	submit(event, c.now, false);
 	return 0;
 }
@@ -504,6 +506,15 @@ int BPF_KPROBE(free_entry)
 	return 0;
 }
 
+/* Entry state for the return probe (built-in programs: deleted when read). */
+static __always_inline void keep_call(struct call *c, struct cuprobe_call *call)
+{
+	struct cuprobe_call_key key = cuprobe_entry_key(c->regs);
+
+	if (bpf_map_update_elem(&pending, &key, call, BPF_ANY))
+		count_in(c->slots, CP_CNT_PENDING_OVERFLOW);
+}
+
 /* 1D copies (pointers, arrays, peers), 2D, 3D and batches. */
 SEC("uprobe")
 int BPF_KPROBE(copy)
@@ -514,6 +525,12 @@ int BPF_KPROBE(copy)
 
 	if (!enter(ctx, &c))
 		return 0;
+	if (!CP_COOKIE_ASYNC(c.cookie)) {
+		/* Its return (call_return) says the legacy stream's work before it is done. */
+		struct cuprobe_call call = cuprobe_call_of(&c.args, c.now);
+
+		keep_call(&c, &call);
+	}
 	if (!stream_events)
 		return 0;
 	cuda_decode_copy(&c.args, &x);
@@ -559,29 +576,6 @@ int BPF_KPROBE(memset_entry)
 	return 0;
 }
 
-/* cuCtxSynchronize(void), cuCtxSynchronize_v2(ctx), cuStreamSynchronize(stream), cuEventSynchronize(event) */
-SEC("uprobe")
-int BPF_KPROBE(sync)
-{
-	struct cp_sync_event *event;
-	struct cuda_sync y;
-	struct call c;
-
-	if (!enter(ctx, &c))
-		return 0;
-	if (!stream_events)
-		return 0;
-	cuda_decode_sync(&c.args, &y);
-	event = call_record(&c, CP_EV_SYNC, sizeof(*event));
-	if (!event)
-		return 0;
-	event->kind = y.kind;
-	event->handle = y.handle;
-	event->result = 0;
-	submit(event, c.now, false);
-	return 0;
-}
-
 /* cuEventRecord[WithFlags](event, stream[, flags]), cuStreamWaitEvent(stream, event, flags) */
 SEC("uprobe")
 int BPF_KPROBE(event)
@@ -598,6 +592,8 @@ int BPF_KPROBE(event)
 	record = call_record(&c, CP_EV_EVENT, sizeof(*record));
 	if (!record)
 		return 0;
+	record->device = cuprobe_current_device();
+	record->pad = 0;
 	record->op = e.op;
 	record->event = e.event;
 	record->stream = e.stream;
@@ -608,13 +604,6 @@ int BPF_KPROBE(event)
 
 /* ---- calls whose result is read on return ---------------------------------- */
 
-static __always_inline void keep_call(struct call *c, struct cuprobe_call *call)
-{
-	struct cuprobe_call_key key = cuprobe_entry_key(c->regs);
-
-	if (bpf_map_update_elem(&pending, &key, call, BPF_ANY))
-		count_in(c->slots, CP_CNT_PENDING_OVERFLOW);
-}
 
 /*
  * hold_for_stacks: the first stack of a process whose memory map the agent
@@ -839,6 +828,15 @@ static __always_inline __u64 track_vmm(__u32 tgid, const struct cuda_vmm *v)
 	return 0;
 }
 
+/* The device of a context of the process, or -1. */
+static __always_inline __s32 context_device(__u32 tgid, __u64 context)
+{
+	struct cuprobe_context_key key = { .pid = tgid, .context = context };
+	__s32 *device = bpf_map_lookup_elem(&cuprobe_contexts, &key);
+
+	return device ? *device : -1;
+}
+
 /* The thread's current context after a successful context call; the context's device kept. */
 static __always_inline __s32 track_context(__u64 pid_tgid, const struct cuda_context *x)
 {
@@ -950,14 +948,20 @@ int BPF_KRETPROBE(call_return, int result)
 		event->device = device;
 		event->pad = 0;
 		submit(event, c.now, false);
-	} else if (family == CP_FAMILY_sync) {
+	} else if (family == CP_FAMILY_sync || family == CP_FAMILY_copy) {
+		/* Syncs and blocking copies, when they return: the timeline's evidence. */
 		struct cp_sync_event *event = call_record(&c, CP_EV_SYNC, sizeof(*event));
+		__u32 kind = family == CP_FAMILY_copy ? CP_SYNC_COPY : CP_COOKIE_KIND(call.cookie);
 
 		if (!event)
 			return 0;
-		event->kind = CP_COOKIE_KIND(call.cookie);
-		event->handle = call.a;
+		event->kind = kind;
+		event->handle = family == CP_FAMILY_copy ? 0 : call.a;
+		event->entry_ns = call.start_ns;
 		event->result = result;
+		event->device = kind == CP_SYNC_CONTEXT && call.a ?
+				context_device(c.pid_tgid >> 32, call.a) : cuprobe_current_device();
+		event->pad = 0;
 		submit(event, c.now, false);
 	} else if (family == CP_FAMILY_module) {
 		struct cp_module_event *event;

@@ -165,6 +165,7 @@ enum cp_sync_kind {
 	CP_SYNC_EVENT = 3,
 	CP_SYNC_QUERY_STREAM = 4, /* cuStreamQuery returned (result says whether it was idle) */
 	CP_SYNC_QUERY_EVENT = 5,  /* cuEventQuery returned */
+	CP_SYNC_COPY = 6,         /* a blocking copy returned (it waited for the legacy stream) */
 };
 
 /* Operations of CP_EV_EVENT. */
@@ -254,6 +255,8 @@ struct cp_launch_event {
 	__u32 block[3];
 	__u32 shared_mem_bytes;
 	__u32 flags;    /* CP_LAUNCH_* */
+	__s32 device;   /* of the calling thread's current context; -1 when not known */
+	__u32 pad;
 };
 
 struct cp_alloc_event {
@@ -297,11 +300,15 @@ struct cp_memset_event {
 	__u32 pad;
 };
 
+/* Written when the call returns: hdr.time_ns is the return, entry_ns the call. */
 struct cp_sync_event {
 	struct cp_event_header hdr;
 	__u64 handle;   /* stream, event or context; 0 for the current context */
+	__u64 entry_ns; /* when the call was made (CLOCK_MONOTONIC) */
 	__u32 kind;     /* enum cp_sync_kind */
-	__s32 result;   /* queries: CUresult (0 idle/complete, 600 not ready); else 0 */
+	__s32 result;   /* CUresult (queries: 0 idle/complete, 600 not ready) */
+	__s32 device;   /* of the context synchronized or current; -1 when not known */
+	__u32 pad;
 };
 
 struct cp_event_event {
@@ -310,6 +317,8 @@ struct cp_event_event {
 	__u64 stream;
 	__u32 op;       /* enum cp_event_op */
 	__u32 flags;    /* the call's flags argument */
+	__s32 device;   /* of the calling thread's current context; -1 when not known */
+	__u32 pad;
 };
 
 struct cp_module_event {

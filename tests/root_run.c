@@ -279,7 +279,7 @@ Test(examples, stream_launches_per_stream_add_up, .timeout = 120)
 	struct run_result r;
 	json_t *entries, *entry;
 	uint64_t streams[8] = { 0 };
-	long long per_stream[8] = { 0 }, pid;
+	long long per_stream[8] = { 0 }, pid, total;
 	size_t i, s, stream_count = 0;
 
 	run_prog(&r, EXAMPLES "stream_launches.bpf.c", NULL, workload, true);
@@ -299,10 +299,17 @@ Test(examples, stream_launches_per_stream_add_up, .timeout = 120)
 			streams[stream_count++] = stream;
 		per_stream[s] += json_integer_value(json_object_get(entry, "value"));
 	}
-	/* One stream per launching thread, each with all of its launches. */
-	cr_assert_eq(stream_count, 3);
-	for (s = 0; s < stream_count; s++)
-		cr_assert_eq(per_stream[s], 700, "stream %zu: %lld launches", s, per_stream[s]);
+	/*
+	 * One stream per launching thread, each with all of its 700 launches; a
+	 * thread's stream handle may be one another thread destroyed before (the
+	 * driver reuses them), so a handle holds a multiple of 700.
+	 */
+	cr_assert_geq(stream_count, 1);
+	for (s = 0, total = 0; s < stream_count; s++) {
+		cr_assert_eq(per_stream[s] % 700, 0, "stream %zu: %lld launches", s, per_stream[s]);
+		total += per_stream[s];
+	}
+	cr_assert_eq(total, 2100);
 	free_result(&r);
 }
 

@@ -160,7 +160,7 @@ Test(trace, allocations_frees_and_copies_match_the_workload, .timeout = 120)
 {
 	struct run r;
 	uint64_t device_ptrs[16], freed_ptrs[16], host_ptr = 0, host_freed = 0;
-	long long alloc_bytes = 0, copy_bytes = 0, htod = 0, dtoh = 0, dtod = 0, syncs = 0;
+	long long alloc_bytes = 0, copy_bytes = 0, htod = 0, dtoh = 0, dtod = 0, syncs = 0, blocking_copies = 0;
 	size_t i, n_alloc = 0, n_freed = 0, n_host = 0, n_host_free = 0, j;
 	json_t *ev;
 	char *line;
@@ -205,6 +205,9 @@ Test(trace, allocations_frees_and_copies_match_the_workload, .timeout = 120)
 				dtod++;
 			else
 				cr_assert_fail("copy direction %s", jstr(ev, "direction"));
+		} else if (is(ev, "type", "sync") && is(ev, "kind", "blocking_copy")) {
+			/* A blocking copy's return: evidence for the timeline, after its copy record. */
+			blocking_copies++;
 		} else if (is(ev, "type", "sync")) {
 			syncs++;
 		}
@@ -230,6 +233,8 @@ Test(trace, allocations_frees_and_copies_match_the_workload, .timeout = 120)
 	cr_assert_eq(dtod, line_value(line, "dtod"));
 	cr_assert_eq(copy_bytes, line_value(line, "copy_bytes"));
 	cr_assert_eq(syncs, line_value(line, "syncs"));
+	/* Every copy of drv_launch is a blocking one. */
+	cr_assert_eq(blocking_copies, htod + dtoh + dtod);
 	assert_clean_summary(&r);
 	free(line);
 	run_free(&r);

@@ -196,6 +196,7 @@ const char *cp_sync_kind__name(enum cp_sync_kind kind)
 	case CP_SYNC_EVENT: return "event";
 	case CP_SYNC_QUERY_STREAM: return "stream_query";
 	case CP_SYNC_QUERY_EVENT: return "event_query";
+	case CP_SYNC_COPY: return "blocking_copy";
 	default: return "unknown";
 	}
 }

@@ -368,10 +368,11 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 	case CP_EV_SYNC: {
 		const struct cp_sync_event *e = &event->sync;
 
-		put(&out, ",\"kind\":\"%s\",\"handle\":\"0x%llx\"", cp_sync_kind__name(e->kind),
-		    (unsigned long long)e->handle);
-		if (e->kind == CP_SYNC_QUERY_STREAM || e->kind == CP_SYNC_QUERY_EVENT)
-			put(&out, ",\"result\":%d", e->result);
+		put(&out, ",\"kind\":\"%s\",\"handle\":\"0x%llx\",\"entry_ns\":%llu,"
+		    "\"waited_ns\":%llu,\"result\":%d,\"device\":%d", cp_sync_kind__name(e->kind),
+		    (unsigned long long)e->handle, (unsigned long long)e->entry_ns,
+		    (unsigned long long)(hdr->time_ns > e->entry_ns ? hdr->time_ns - e->entry_ns : 0),
+		    e->result, e->device);
 		break;
 	}
 	case CP_EV_MEMSET: {
@@ -389,9 +390,9 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 	case CP_EV_EVENT: {
 		const struct cp_event_event *e = &event->event;
 
-		put(&out, ",\"op\":\"%s\",\"event\":\"0x%llx\",\"stream\":\"0x%llx\"",
+		put(&out, ",\"op\":\"%s\",\"event\":\"0x%llx\",\"stream\":\"0x%llx\",\"device\":%d",
 		    cp_event_op__name(e->op), (unsigned long long)e->event,
-		    (unsigned long long)e->stream);
+		    (unsigned long long)e->stream, e->device);
 		break;
 	}
 	case CP_EV_MODULE: {
@@ -567,11 +568,16 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 	case CP_EV_SYNC:
 		if (event->sync.kind == CP_SYNC_CONTEXT && !event->sync.handle)
 			put(&out, " context");
+		else if (event->sync.kind == CP_SYNC_COPY)
+			put(&out, " blocking copy returned");
 		else
 			put(&out, " %s=0x%llx", cp_sync_kind__name(event->sync.kind),
 			    (unsigned long long)event->sync.handle);
-		if (event->sync.kind == CP_SYNC_QUERY_STREAM || event->sync.kind == CP_SYNC_QUERY_EVENT)
+		if (event->sync.kind == CP_SYNC_QUERY_STREAM || event->sync.kind == CP_SYNC_QUERY_EVENT ||
+		    event->sync.result)
 			put(&out, " result=%d", event->sync.result);
+		put(&out, " waited=%lluus", (unsigned long long)(event->hdr.time_ns > event->sync.entry_ns ?
+				(event->hdr.time_ns - event->sync.entry_ns) / 1000 : 0));
 		break;
 	case CP_EV_MEMSET: {
 		const struct cp_memset_event *e = &event->memset;
