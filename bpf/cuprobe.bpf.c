@@ -39,6 +39,12 @@ const volatile bool watch_runtime = false;
 /* Stop a traced process that maps an uncovered file until the agent attached. */
 const volatile bool hold_new_mappers = false;
 const volatile bool hold_for_stacks = false;
+/* A CP_EV_RETURN record at every API's return (--perfetto's slices). */
+const volatile bool return_records = false;
+/* Where nvidia:nvidia_dev_xid keeps its fields (from its tracefs format). */
+const volatile __u32 xid_dev_offset = 8;
+const volatile __u32 xid_code_offset = 12;
+const volatile __u32 xid_msg_offset = 16;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -268,7 +274,7 @@ static __always_inline bool enter(struct pt_regs *regs, struct call *c)
 		if (row)
 			__sync_fetch_and_add(&row->calls, 1);
 	}
-	if (measure_latency) {
+	if (measure_latency || return_records) {
 		struct call_start start = { .time_ns = c->now, .api = c->api };
 		struct cuprobe_call_key key = { .pid_tgid = c->pid_tgid, .sp = PT_REGS_SP(regs) };
 
@@ -337,18 +343,31 @@ static __always_inline void *call_record(struct call *c, __u32 type, __u64 size)
 static __always_inline void returned(struct pt_regs *regs, __u64 pid_tgid, int result)
 {
 	struct cuprobe_call_key key = { .pid_tgid = pid_tgid, .sp = PT_REGS_SP(regs) - 8 };
-	struct call_start *start;
+	struct call_start *start, found;
 	struct cp_api_stat *row;
-	__u64 elapsed;
+	__u64 now, elapsed;
 
-	if (!measure_latency)
+	if (!measure_latency && !return_records)
 		return;
 	start = bpf_map_lookup_elem(&call_starts, &key);
 	if (!start)
 		return;
-	elapsed = bpf_ktime_get_ns() - start->time_ns;
-	row = aggregate ? api_row(pid_tgid >> 32, start->api) : NULL;
+	found = *start;
 	bpf_map_delete_elem(&call_starts, &key);
+	now = bpf_ktime_get_ns();
+	elapsed = now - found.time_ns;
+	if (return_records) {
+		struct cp_return_event *event = reserve(cpu_counters(), sizeof(*event));
+
+		if (event) {
+			fill_header(&event->hdr, CP_EV_RETURN, found.api, pid_tgid, now);
+			event->entry_ns = found.time_ns;
+			event->result = result;
+			event->pad = 0;
+			submit(event, now, false);
+		}
+	}
+	row = measure_latency && aggregate ? api_row(pid_tgid >> 32, found.api) : NULL;
 	if (!row)
 		return;
 	__sync_fetch_and_add(&row->timed, 1);
@@ -1410,5 +1429,40 @@ int BPF_PROG(process_exec, struct task_struct *task, pid_t old_pid, struct linux
 	if (!watch_runtime)
 		return 0;
 	file_mapped(BPF_CORE_READ(bprm, file), -1, CP_ATTACH_RUNTIME | CP_ATTACH_EXEC);
+	return 0;
+}
+
+/* ---- GPU errors ---------------------------------------------------------------- */
+
+/* A __data_loc string of a tracepoint record: length << 16 | offset from the record's start. */
+static __always_inline void data_loc_string(void *record, __u32 field_offset, char *out, __u32 size)
+{
+	__u32 loc = 0;
+
+	out[0] = '\0';
+	if (bpf_probe_read_kernel(&loc, sizeof(loc), record + field_offset))
+		return;
+	bpf_probe_read_kernel_str(out, size, record + (loc & 0xffff));
+}
+
+/*
+ * nvidia:nvidia_dev_xid (the NVIDIA driver's own tracepoint): every Xid,
+ * whatever process it names; userspace attributes it.
+ */
+SEC("tracepoint/nvidia/nvidia_dev_xid")
+int gpu_xid(void *record)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
+	struct cp_xid_event *event = reserve(cpu_counters(), sizeof(*event));
+
+	count(CP_API_nvidia_dev_xid);
+	if (!event)
+		return 0;
+	__builtin_memset(event, 0, sizeof(*event));
+	fill_header(&event->hdr, CP_EV_XID, CP_API_nvidia_dev_xid, pid_tgid, now);
+	bpf_probe_read_kernel(&event->error_code, sizeof(event->error_code), record + xid_code_offset);
+	data_loc_string(record, xid_dev_offset, event->dev, sizeof(event->dev));
+	data_loc_string(record, xid_msg_offset, event->msg, sizeof(event->msg));
+	submit(event, now, true);
 	return 0;
 }

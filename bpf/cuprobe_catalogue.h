@@ -255,7 +255,7 @@
 	P(cudaLaunchKernel, runtime, rt_launch, none, 0) \
 	P(cudaLaunchKernel_ptsz, runtime, rt_launch, none, 0)
 
-/* Slots of enum cp_api that are not probed symbols: lifecycle tracepoints. */
-#define CP_PSEUDO_APIS(S) S(sched_process_fork) S(sched_process_exit) S(driver_mapped)
+/* Slots of enum cp_api that are not probed symbols: lifecycle and driver tracepoints. */
+#define CP_PSEUDO_APIS(S) S(sched_process_fork) S(sched_process_exit) S(driver_mapped) S(nvidia_dev_xid)
 
 #endif /* CUPROBE_CATALOGUE_H */

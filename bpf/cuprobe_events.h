@@ -29,6 +29,8 @@ enum cp_event_type {
 	CP_EV_VMM = 12,     /* virtual memory management: physical handles, ranges, mappings */
 	CP_EV_ATTACH = 13,  /* a process mapped a CUDA library file (attach event) */
 	CP_EV_CONTEXT = 14, /* a context was made, made current, pushed, popped or destroyed */
+	CP_EV_RETURN = 15,  /* an API call returned (return_records: slices for --perfetto) */
+	CP_EV_XID = 16,     /* the NVIDIA driver reported a GPU error (Xid) */
 	CP_EV_TYPE_MAX,
 };
 
@@ -298,6 +300,30 @@ struct cp_memset_event {
 	__u32 element_size;  /* 1, 2 or 4 */
 	__u32 async;
 	__u32 pad;
+};
+
+/* An API call returned: hdr.time_ns is the return; the entry record, if any, has entry_ns. */
+struct cp_return_event {
+	struct cp_event_header hdr;
+	__u64 entry_ns;
+	__s32 result;   /* CUresult */
+	__u32 pad;
+};
+
+#define CP_XID_DEV_MAX 32
+#define CP_XID_MSG_MAX 256
+
+/*
+ * The driver's tracepoint nvidia:nvidia_dev_xid: hdr.pid/tid are the task
+ * current when it fired (the faulting process, or a driver thread); the
+ * message often names the process ("pid=..., name=...").
+ */
+struct cp_xid_event {
+	struct cp_event_header hdr;
+	__u32 error_code;            /* the Xid */
+	__u32 pad;
+	char dev[CP_XID_DEV_MAX];    /* the PCI address */
+	char msg[CP_XID_MSG_MAX];
 };
 
 /* Written when the call returns: hdr.time_ns is the return, entry_ns the call. */

@@ -13,7 +13,7 @@
  * the man page (cuprobe-man, built beside cuprobe) are all made from it.
  */
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
-       OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET };
+       OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
@@ -53,6 +53,16 @@ static const struct cp_option_doc option_docs[] = {
 	{ OPT_SET, "set", 0, "NAME=VALUE", RUN,
 	  "set the integer NAME of PROG (declared const volatile, e.g. a threshold)\n"
 	  "before it is loaded (repeatable); VALUE decimal or 0x hex" },
+	{ OPT_TIMELINE, "timeline", 0, NULL, TRACE | STATS,
+	  "bound when each kernel ran on the GPU from host evidence (syncs, event\n"
+	  "queries, blocking copies, exits): trace adds a gpu_interval record per\n"
+	  "launch; stats adds GPU busy time bounds, sync waits and a verdict\n"
+	  "(gpu-bound or launch-bound) per process (stats then streams every call)" },
+	{ OPT_PERFETTO, "perfetto", 0, "FILE", TRACE,
+	  "also write a trace the Perfetto UI opens (Chrome trace-event JSON): API\n"
+	  "calls per thread, kernel bounds per stream with flows from their\n"
+	  "launches, memory and queue counters, Xid errors (implies --timeline's\n"
+	  "evidence, and return probes on every API)" },
 	{ 'd', "duration", 'd', "SECS", TRACING,
 	  "stop after SECS seconds (COMMAND, if still running, is left running)" },
 	{ OPT_RING_SIZE, "ring-size", 0, "SIZE", TRACE | STATS,
@@ -563,6 +573,16 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 			break;
 		case OPT_STACKS:
 			opts->stacks = true;
+			break;
+		case OPT_TIMELINE:
+			opts->timeline = true;
+			break;
+		case OPT_PERFETTO:
+			if (!*optarg) {
+				snprintf(error, error_len, "--perfetto needs a file name");
+				return CP_PARSE_ERROR;
+			}
+			opts->perfetto = optarg;
 			break;
 		case OPT_SET:
 			if (opts->setting_count == CP_CLI_MAX_SETTINGS) {

@@ -34,6 +34,8 @@ struct cp_trace_options {
 	uint64_t interval_ms;/* --interval SECS: report (or refresh) period; 0 = only at exit */
 	bool latency;        /* --latency: return probes, latency histograms, error counts */
 	bool stacks;         /* --stacks: allocating stacks in leak reports */
+	bool timeline;       /* --timeline: kernels' GPU time bounded from host evidence */
+	const char *perfetto;/* --perfetto FILE: a trace file the Perfetto UI opens */
 	/* cuprobe run */
 	const char *program; /* PROG: a .bpf.o, or a .bpf.c to compile */
 	const char *settings[CP_CLI_MAX_SETTINGS]; /* --set NAME=VALUE */

@@ -456,6 +456,16 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 		       err == -ELOOP ? "it is a symbolic link" : strerror(-err));
 		return CP_EXIT_SETUP;
 	}
+	if (opts->perfetto) {
+		err = opts->output && !strcmp(opts->output, opts->perfetto) ? -EEXIST :
+		      cp_output__open(&s->perfetto, opts->perfetto, &s->identity);
+		if (err) {
+			cp_say("cannot create %s: %s", opts->perfetto,
+			       err == -EEXIST ? "it is also the -o FILE" :
+			       err == -ELOOP ? "it is a symbolic link" : strerror(-err));
+			return err == -EEXIST ? CP_EXIT_USAGE : CP_EXIT_SETUP;
+		}
+	}
 	/*
 	 * COMMAND writing to the same stdout: whole lines only, or its output
 	 * would land inside an event line at a buffer boundary.
@@ -537,6 +547,11 @@ int cp_session__start_command(struct cp_session *s)
 		cp_say("cannot create %s: %s", s->opts->output, strerror(-err));
 		return CP_EXIT_SETUP;
 	}
+	err = s->perfetto.stream ? cp_output__commit(&s->perfetto) : 0;
+	if (err) {
+		cp_say("cannot create %s: %s", s->opts->perfetto, strerror(-err));
+		return CP_EXIT_SETUP;
+	}
 	return 0;
 }
 
@@ -562,6 +577,12 @@ void cp_session__request_stop(struct cp_session *s)
 void cp_session__output_failed(struct cp_session *s, int err)
 {
 	if (cp_output__failed(&s->output, err))
+		cp_session__request_stop(s);
+}
+
+void cp_session__perfetto_failed(struct cp_session *s, int err)
+{
+	if (cp_output__failed(&s->perfetto, err))
 		cp_session__request_stop(s);
 }
 
@@ -751,6 +772,7 @@ int cp_session__finish(struct cp_session *s)
 {
 	int left = s->tracer && !s->system_wide ? cp_tracer__live_targets(s->tracer) : 0;
 	int output_error = cp_output__close(&s->output);
+	int perfetto_error = s->perfetto.stream ? cp_output__close(&s->perfetto) : 0;
 	int code = 0;
 
 	if (s->opts->command && s->child_done)
@@ -770,6 +792,10 @@ int cp_session__finish(struct cp_session *s)
 		       strerror(output_error));
 		code = CP_EXIT_SETUP;
 	}
+	if (perfetto_error) {
+		cp_say("cannot write %s: %s", s->opts->perfetto, strerror(perfetto_error));
+		code = CP_EXIT_SETUP;
+	}
 	return code;
 }
 
@@ -782,6 +808,8 @@ void cp_session__close(struct cp_session *s)
 	cp_tracer__free(s->tracer);
 	s->tracer = NULL;
 	cp_output__close(&s->output);
+	if (s->perfetto.stream)
+		cp_output__close(&s->perfetto);
 	for (i = 0; i < s->pid_fd_count; i++)
 		if (s->pid_fds[i] >= 0)
 			close(s->pid_fds[i]);

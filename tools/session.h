@@ -55,6 +55,7 @@ struct cp_session {
 	struct cp_names *names;
 	struct cp_agent *agent;
 	struct cp_output output;
+	struct cp_output perfetto;  /* --perfetto FILE; its stream NULL when not asked */
 	/* COMMAND and the end. */
 	struct cp_child child;
 	pid_t child_pid;
@@ -130,8 +131,9 @@ struct cp_wait_hooks {
 void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks);
 /* Asks the wait to end: async-signal-safe, from any thread (a write to an eventfd). */
 void cp_session__request_stop(struct cp_session *s);
-/* Notes a failed write to the output and ends the wait. */
+/* Notes a failed write to the output (or the --perfetto file) and ends the wait. */
 void cp_session__output_failed(struct cp_session *s, int err);
+void cp_session__perfetto_failed(struct cp_session *s, int err);
 
 /* Stops the agent: every record committed so far is delivered. */
 void cp_session__stop_agent(struct cp_session *s);

@@ -24,6 +24,8 @@
 #include "stats.h"
 
 #define MAX_COMMS 1024
+#define GPU_STREAMS_SHOWN 64
+#define XID_IN_FLIGHT_MAX 64
 
 struct comm_entry {
 	uint32_t pid;
@@ -36,6 +38,7 @@ struct stats_ctx {
 	bool json;
 	bool latency;
 	bool stacks;
+	struct cp_timeline *timeline; /* --timeline */
 	unsigned long long start_ns;
 	pthread_mutex_t lock;
 	struct comm_entry comms[MAX_COMMS];
@@ -106,6 +109,8 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 		.live = !exit_info->exited,
 		.latency = ctx->latency,
 	};
+	struct cp_gpu_stream streams[GPU_STREAMS_SHOWN];
+	struct cp_gpu_summary gpu;
 	struct cp_kernel_row *kernels = calloc(snap->kernel_count + 1, sizeof(*kernels));
 	struct cp_api_row *apis = calloc(snap->api_count + 1, sizeof(*apis));
 	size_t i;
@@ -124,6 +129,14 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 			report.memory = &snap->mems[i];
 	report.kernels = kernels;
 	report.apis = apis;
+	if (ctx->timeline && !cp_timeline__summary(ctx->timeline, pid, &gpu)) {
+		report.gpu = &gpu;
+		report.gpu_streams = streams;
+		report.gpu_stream_count = cp_timeline__streams(ctx->timeline, pid, streams,
+							       GPU_STREAMS_SHOWN);
+		if (report.gpu_stream_count > GPU_STREAMS_SHOWN)
+			report.gpu_stream_count = GPU_STREAMS_SHOWN;
+	}
 	ctx->reports++;
 	err = ctx->json ? cp_format__report_json(&report, ctx->session->names, &ctx->text) :
 	      cp_format__report_text(&report, ctx->session->names, &ctx->text);
@@ -240,6 +253,30 @@ out:
 	free(allocs);
 }
 
+/* A GPU error: the record, and what its process had in flight (with --timeline). */
+static void report_xid(struct stats_ctx *ctx, const struct cp_xid_event *xid)
+{
+	struct cp_gpu_interval in_flight[XID_IN_FLIGHT_MAX];
+	struct cp_gpu_summary summary;
+	uint32_t pid = cp_xid__process(xid);
+	bool known = ctx->timeline && !cp_timeline__summary(ctx->timeline, pid, &summary);
+	size_t count = known ? cp_timeline__in_flight(ctx->timeline, pid, in_flight,
+						       XID_IN_FLIGHT_MAX) : 0;
+	char line[1024];
+	int n;
+
+	n = ctx->json ? cp_format__json((const union cp_event *)xid, ctx->session->names, line,
+					sizeof(line)) :
+		cp_format__text((const union cp_event *)xid, ctx->session->names, ctx->start_ns,
+				line, sizeof(line));
+	if (n >= 0 && fprintf(ctx->out, "%s\n", line) < 0)
+		cp_session__output_failed(ctx->session, errno);
+	cp_format__xid_in_flight(&ctx->text, ctx->json, xid, in_flight,
+				 count < XID_IN_FLIGHT_MAX ? count : XID_IN_FLIGHT_MAX, known,
+				 ctx->session->names);
+	emit(ctx);
+}
+
 /* ---- the two reporting threads ------------------------------------------------------ */
 
 static int on_event(void *arg, const union cp_event *event)
@@ -249,6 +286,9 @@ static int on_event(void *arg, const union cp_event *event)
 
 	pthread_mutex_lock(&ctx->lock);
 	cp_names__observe(ctx->session->names, event);
+	cp_timeline__observe(ctx->timeline, event);
+	if (event->hdr.type == CP_EV_XID)
+		report_xid(ctx, &event->xid);
 	if (event->hdr.type == CP_EV_PROC && (event->proc.kind == CP_PROC_CUDA_INIT ||
 					      event->proc.kind == CP_PROC_HELD_FOR_STACKS)) {
 		/* Alive (held, or in cuInit): its libraries are mapped; keep them for leak stacks. */
@@ -271,6 +311,7 @@ static int on_event(void *arg, const union cp_event *event)
 		cp_tracer__forget_pid(ctx->session->tracer, pid);
 		cp_symbolizer__forget(ctx->session->symbolizer, pid);
 		cp_names__forget_pid(ctx->session->names, pid);
+		cp_timeline__forget_pid(ctx->timeline, pid);
 	}
 	pthread_mutex_unlock(&ctx->lock);
 	return 0;
@@ -385,6 +426,17 @@ int cp_cmd_stats(int argc, char **argv)
 	tracer_opts.record_stacks = opts.stacks;
 	/* Processes cuprobe started exit at will: hold them until their stacks can be named. */
 	tracer_opts.hold_for_stacks = opts.command != NULL;
+	/* The timeline needs the launches, syncs and events themselves. */
+	tracer_opts.no_call_records = !opts.timeline;
+	if (opts.timeline) {
+		CP_OPTS(cp_timeline_opts, timeline_opts);
+
+		ctx.timeline = cp_timeline__new(&timeline_opts);
+		if (!ctx.timeline) {
+			cp_say("out of memory");
+			return CP_EXIT_SETUP;
+		}
+	}
 	ctx.session = &session;
 	ctx.json = opts.json;
 	ctx.latency = opts.latency;
@@ -422,7 +474,9 @@ int cp_cmd_stats(int argc, char **argv)
 		(unsigned long long)ctx.reports, (unsigned long long)ctx.leak_reports);
 	exit_code = cp_session__finish(&session);
 cleanup:
+	/* The agent, which feeds the timeline, is joined by close first. */
 	cp_session__close(&session);
+	cp_timeline__free(ctx.timeline);
 	cp_text__free(&ctx.text);
 	pthread_mutex_destroy(&ctx.lock);
 	return exit_code;

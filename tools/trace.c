@@ -28,15 +28,62 @@
 #include "trace.h"
 
 
+/* Kernels in flight listed after an Xid, at most. */
+#define XID_IN_FLIGHT_MAX 64
+
 /* What the agent's callback needs: runs on the agent thread only. */
 struct trace_output {
 	struct cp_session *session;
 	FILE *out;
 	bool json;
 	bool failed;
+	bool intervals;            /* --timeline: a gpu_interval record per launch */
 	uint64_t start_ns;
 	uint64_t written;
+	struct cp_timeline *timeline; /* always: an Xid names the kernels in flight */
+	struct cp_text text;
 };
+
+/* Writes a formatted piece; a failed write stops the session. */
+static void write_text(struct trace_output *output, struct cp_text *text)
+{
+	if (output->failed || !text->len)
+		return;
+	if (text->failed || fwrite(text->data, 1, text->len, output->out) != text->len) {
+		/* ENOSPC, EPIPE...: nothing more can be written; the session stops. */
+		output->failed = true;
+		cp_session__output_failed(output->session, text->failed ? ENOMEM : errno);
+	}
+}
+
+static void on_interval(void *ctx, const struct cp_gpu_interval *interval)
+{
+	struct trace_output *output = ctx;
+	struct cp_text text = { 0 };
+
+	if (!output->intervals || output->failed)
+		return;
+	cp_format__interval(&text, output->json, interval, output->session->names, output->start_ns);
+	write_text(output, &text);
+	cp_text__free(&text);
+}
+
+/* After an Xid: what its process had on the GPU. */
+static void write_in_flight(struct trace_output *output, const struct cp_xid_event *xid)
+{
+	struct cp_gpu_interval in_flight[XID_IN_FLIGHT_MAX];
+	struct cp_gpu_summary summary;
+	uint32_t pid = cp_xid__process(xid);
+	bool known = !cp_timeline__summary(output->timeline, pid, &summary);
+	size_t count = known ? cp_timeline__in_flight(output->timeline, pid, in_flight,
+						       XID_IN_FLIGHT_MAX) : 0;
+
+	cp_text__clear(&output->text);
+	cp_format__xid_in_flight(&output->text, output->json, xid, in_flight,
+				 count < XID_IN_FLIGHT_MAX ? count : XID_IN_FLIGHT_MAX, known,
+				 output->session->names);
+	write_text(output, &output->text);
+}
 
 static int on_event(void *ctx, const union cp_event *event)
 {
@@ -58,9 +105,15 @@ static int on_event(void *ctx, const union cp_event *event)
 		cp_session__output_failed(output->session, errno);
 		return 0;
 	}
+	/* The evidence it brings, after the record itself: bounds complete now. */
+	cp_timeline__observe(output->timeline, event);
+	if (event->hdr.type == CP_EV_XID)
+		write_in_flight(output, &event->xid);
 	/* Forgotten only once its exit record was written: later records still name. */
-	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT)
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
 		cp_names__forget_pid(names, event->hdr.pid);
+		cp_timeline__forget_pid(output->timeline, event->hdr.pid);
+	}
 	output->written++;
 	return 0;
 }
@@ -133,7 +186,18 @@ int cp_cmd_trace(int argc, char **argv)
 	output.session = &session;
 	output.out = session.output.stream;
 	output.json = opts.json;
+	output.intervals = opts.timeline;
 	output.start_ns = monotonic_ns();
+	{
+		CP_OPTS(cp_timeline_opts, timeline_opts, .on_interval = on_interval, .ctx = &output);
+
+		output.timeline = cp_timeline__new(&timeline_opts);
+	}
+	if (!output.timeline) {
+		cp_say("out of memory");
+		exit_code = CP_EXIT_SETUP;
+		goto cleanup;
+	}
 	exit_code = cp_session__start_agent(&session, on_event, &output);
 	if (exit_code)
 		goto cleanup;
@@ -151,6 +215,9 @@ int cp_cmd_trace(int argc, char **argv)
 	cp_session__report_files(&session);
 	exit_code = cp_session__finish(&session);
 cleanup:
+	/* The agent (which feeds the timeline) is joined by close, before the timeline goes. */
 	cp_session__close(&session);
+	cp_timeline__free(output.timeline);
+	cp_text__free(&output.text);
 	return exit_code;
 }

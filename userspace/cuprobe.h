@@ -69,6 +69,8 @@ union cp_event {
 	struct cp_vmm_event vmm;
 	struct cp_attach_event attach;
 	struct cp_context_event context;
+	struct cp_return_event ret;
+	struct cp_xid_event xid;
 };
 
 /*
@@ -182,6 +184,8 @@ struct cp_tracer_opts {
 	bool no_call_records;       /* stream only names and lifecycle records */
 	bool measure_latency;       /* return probes on every API: latency histograms, errors */
 	bool record_stacks;         /* allocating user stacks (frame pointers needed) */
+	/* A CP_EV_RETURN record at every API's return: calls as slices (--perfetto). */
+	bool return_records;
 	cp_log_fn log;
 	void *log_ctx;
 	/*
@@ -545,6 +549,103 @@ struct cp_agent_stats {
 };
 /* Safe from any thread; exact once the agent is stopped. */
 CUPROBE_API void cp_agent__stats(const struct cp_agent *agent, struct cp_agent_stats *out);
+
+/* ---- the GPU timeline, from host evidence -------------------------------- */
+
+/*
+ * Feed it every record in ring order (launches, syncs and queries as they
+ * return, event records, exits): each launch gets a bound on when its kernel
+ * ran, [start_after_ns, done_by_ns], from the earliest later evidence that it
+ * completed; per process, bounds on GPU busy time and a verdict. No GPU clock
+ * is read; the bounds hold as long as each stream runs in order.
+ */
+struct cp_timeline;
+
+enum cp_done_evidence {
+	CP_DONE_NONE = 0,         /* no bound: dropped from a full queue */
+	CP_DONE_STREAM_SYNC,      /* cuStreamSynchronize on its stream returned */
+	CP_DONE_CONTEXT_SYNC,     /* cuCtxSynchronize on its device returned */
+	CP_DONE_EVENT_SYNC,       /* cuEventSynchronize of an event recorded after it returned */
+	CP_DONE_EVENT_QUERY,      /* ... or cuEventQuery found that event complete */
+	CP_DONE_STREAM_QUERY,     /* cuStreamQuery found its stream idle */
+	CP_DONE_BLOCKING_COPY,    /* a blocking copy (ordered after the legacy stream) returned */
+	CP_DONE_PROCESS_EXIT,     /* its process exited */
+};
+
+struct cp_gpu_interval {
+	uint32_t pid, tid;
+	int32_t device;           /* -1 when not known */
+	uint32_t api;             /* enum cp_api of the launch */
+	uint64_t stream;          /* as the launch passed it */
+	uint64_t function;        /* kernel handle, or the graph's */
+	uint64_t seq;             /* the process's launches, from 1 */
+	uint64_t launch_ns;       /* the launch call began (CLOCK_MONOTONIC) */
+	uint64_t start_after_ns;  /* the kernel started no earlier (>= launch_ns) */
+	uint64_t done_by_ns;      /* ... and had ended by then; 0: no evidence (CP_DONE_NONE) */
+	enum cp_done_evidence evidence;
+	uint32_t evidence_api;    /* the call that proved it (enum cp_api) */
+	uint32_t evidence_tid;
+	bool graph;               /* a graph launch: the bound covers the whole graph */
+};
+typedef void (*cp_interval_fn)(void *ctx, const struct cp_gpu_interval *interval);
+
+struct cp_timeline_opts {
+	size_t sz;                /* sizeof(struct cp_timeline_opts) */
+	cp_interval_fn on_interval; /* each launch once its bound is known (or it is dropped) */
+	void *ctx;
+	size_t max_pending;       /* launches waiting for evidence per stream; 0 = 65536 */
+};
+
+enum cp_gpu_verdict {
+	CP_GPU_VERDICT_UNKNOWN = 0, /* no evidence yet */
+	CP_GPU_VERDICT_GPU_BOUND,   /* the CPU waited on the GPU at least half the time */
+	CP_GPU_VERDICT_LAUNCH_BOUND,/* the GPU was idle half the time, or waits found the work done */
+	CP_GPU_VERDICT_MIXED,
+};
+
+struct cp_gpu_summary {
+	uint64_t window_start_ns, window_end_ns; /* first launch to the last bound */
+	uint64_t launches, bounded, pending, dropped;
+	uint64_t busy_min_ns;     /* GPU surely busy: waits for pending work, less the return time */
+	uint64_t busy_max_ns;     /* GPU possibly busy: the union of the kernels' bounds */
+	uint64_t syncs;           /* syncs, queries and blocking copies that returned */
+	uint64_t syncs_waited;    /* ... that waited for pending launches */
+	uint64_t waits_immediate; /* ... of which returned as fast as the fastest: work already done */
+	uint64_t sync_wait_ns;    /* time blocked in those */
+	uint64_t sync_overhead_ns;/* the fastest sync: the driver's own return time */
+	bool exited;
+	enum cp_gpu_verdict verdict;
+};
+
+/* One stream of a process (per device); per-thread default streams name their thread. */
+struct cp_gpu_stream {
+	int32_t device;
+	uint32_t per_thread_tid;  /* the per-thread default stream of this thread; else 0 */
+	uint64_t stream;          /* the handle as passed (0: the legacy default stream) */
+	struct cp_gpu_summary summary; /* busy_min and waits are per process only */
+};
+
+CUPROBE_API struct cp_timeline *cp_timeline__new(const struct cp_timeline_opts *opts);
+CUPROBE_API void cp_timeline__free(struct cp_timeline *timeline);
+CUPROBE_API void cp_timeline__observe(struct cp_timeline *timeline, const union cp_event *event);
+/* 0, or -ENOENT when the timeline has seen nothing of pid. */
+CUPROBE_API int cp_timeline__summary(const struct cp_timeline *timeline, uint32_t pid,
+				     struct cp_gpu_summary *out);
+/* Fills up to max streams of pid; returns how many it has. */
+CUPROBE_API size_t cp_timeline__streams(const struct cp_timeline *timeline, uint32_t pid,
+					struct cp_gpu_stream *out, size_t max);
+CUPROBE_API void cp_timeline__forget_pid(struct cp_timeline *timeline, uint32_t pid);
+CUPROBE_API const char *cp_done_evidence__name(enum cp_done_evidence evidence);
+/*
+ * The launches of pid still in flight (launched, no evidence of completion
+ * yet), oldest first, up to max: what was on the GPU when an Xid came.
+ * Returns how many there are.
+ */
+CUPROBE_API size_t cp_timeline__in_flight(const struct cp_timeline *timeline, uint32_t pid,
+					  struct cp_gpu_interval *out, size_t max);
+/* The process an Xid names ("pid=" in its message), else the task current when it fired. */
+CUPROBE_API uint32_t cp_xid__process(const struct cp_xid_event *xid);
+CUPROBE_API const char *cp_gpu_verdict__name(enum cp_gpu_verdict verdict);
 
 /* ---- self-tracing: a program watching its own CUDA calls ---------------- */
 

@@ -153,12 +153,24 @@ struct cp_report {
 	const struct cp_api_row *apis;
 	size_t api_count;
 	const struct cp_mem_row *memory; /* NULL when none */
+	/* --timeline: the process's GPU time and its streams; NULL when not asked. */
+	const struct cp_gpu_summary *gpu;
+	const struct cp_gpu_stream *gpu_streams;
+	size_t gpu_stream_count;
 };
 /* Appends the report as text lines, or as one JSON object and a newline. 0 or -ENOMEM. */
 int cp_format__report_text(const struct cp_report *report, struct cp_names *names,
 			   struct cp_text *out);
 int cp_format__report_json(const struct cp_report *report, struct cp_names *names,
 			   struct cp_text *out);
+
+/* One launch's bound as a trace line, or a JSON object (type gpu_interval); newline-terminated. */
+int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_interval *interval,
+			struct cp_names *names, uint64_t start_ns);
+/* After an Xid: the kernels its process had in flight (known: the process was traced). */
+int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xid_event *xid,
+			     const struct cp_gpu_interval *in_flight, size_t count, bool known,
+			     struct cp_names *names);
 
 /* Device memory still live when a process exited, by allocating site. */
 struct cp_leak_site {

@@ -20,6 +20,8 @@ _Static_assert(sizeof(struct cp_module_event) % 8 == 0, "module alignment");
 _Static_assert(sizeof(struct cp_vmm_event) % 8 == 0, "vmm alignment");
 _Static_assert(sizeof(struct cp_attach_event) % 8 == 0, "attach alignment");
 _Static_assert(sizeof(struct cp_context_event) % 8 == 0, "context alignment");
+_Static_assert(sizeof(struct cp_return_event) % 8 == 0, "return alignment");
+_Static_assert(sizeof(struct cp_xid_event) % 8 == 0, "xid alignment");
 _Static_assert(CP_API_MAX < 0x10000, "API ids fit the cookie's 16 bits");
 _Static_assert(CP_FAMILY_MAX < 0x100, "families fit the cookie's 8 bits");
 
@@ -42,6 +44,8 @@ static const size_t record_sizes[CP_EV_TYPE_MAX] = {
 	[CP_EV_VMM] = sizeof(struct cp_vmm_event),
 	[CP_EV_ATTACH] = sizeof(struct cp_attach_event),
 	[CP_EV_CONTEXT] = sizeof(struct cp_context_event),
+	[CP_EV_RETURN] = sizeof(struct cp_return_event),
+	[CP_EV_XID] = sizeof(struct cp_xid_event),
 };
 
 int cp_event__decode(const void *data, size_t size, union cp_event *out)
@@ -72,6 +76,10 @@ int cp_event__decode(const void *data, size_t size, union cp_event *out)
 		out->attach.name[CP_FILE_NAME_MAX - 1] = '\0';
 		out->attach.path[CP_PATH_MAX - 1] = '\0';
 		break;
+	case CP_EV_XID:
+		out->xid.dev[CP_XID_DEV_MAX - 1] = '\0';
+		out->xid.msg[CP_XID_MSG_MAX - 1] = '\0';
+		break;
 	}
 	return 0;
 }
@@ -81,7 +89,8 @@ static const char *const type_names[CP_EV_TYPE_MAX] = {
 	[CP_EV_COPY] = "copy", [CP_EV_SYNC] = "sync", [CP_EV_NAME] = "name",
 	[CP_EV_PROC] = "process", [CP_EV_RT_LAUNCH] = "rt_launch", [CP_EV_MEMSET] = "memset",
 	[CP_EV_EVENT] = "event", [CP_EV_MODULE] = "module", [CP_EV_VMM] = "vmm",
-	[CP_EV_ATTACH] = "attach", [CP_EV_CONTEXT] = "context",
+	[CP_EV_ATTACH] = "attach", [CP_EV_CONTEXT] = "context", [CP_EV_RETURN] = "return",
+	[CP_EV_XID] = "xid",
 };
 
 const char *cp_event_type__name(enum cp_event_type type)

@@ -471,6 +471,16 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 			put_json_exit(&out, e->exit_code);
 		break;
 	}
+	case CP_EV_RETURN:
+		put(&out, ",\"entry_ns\":%llu,\"duration_ns\":%llu,\"result\":%d",
+		    (unsigned long long)event->ret.entry_ns,
+		    (unsigned long long)(hdr->time_ns - event->ret.entry_ns), event->ret.result);
+		break;
+	case CP_EV_XID:
+		put(&out, ",\"xid\":%u,\"process\":%u", event->xid.error_code, cp_xid__process(&event->xid));
+		put_json_string(&out, "dev", event->xid.dev);
+		put_json_string(&out, "message", event->xid.msg);
+		break;
 	case CP_EV_RT_LAUNCH: {
 		const struct cp_rt_launch_event *e = &event->rt_launch;
 
@@ -671,6 +681,16 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 			put(&out, " exit status=%d", WEXITSTATUS(e->exit_code));
 		break;
 	}
+	case CP_EV_RETURN:
+		put(&out, " returned result=%d after %lluus", event->ret.result,
+		    (unsigned long long)((hdr->time_ns - event->ret.entry_ns) / 1000));
+		break;
+	case CP_EV_XID:
+		put(&out, " Xid %u process=%u dev=", event->xid.error_code, cp_xid__process(&event->xid));
+		put_text_string(&out, event->xid.dev);
+		put(&out, " ");
+		put_text_string(&out, event->xid.msg);
+		break;
 	case CP_EV_RT_LAUNCH: {
 		const struct cp_rt_launch_event *e = &event->rt_launch;
 
@@ -753,6 +773,84 @@ static void human_ns(unsigned long long ns, char *buf, size_t len)
 
 #define REPORT_KERNELS_SHOWN 10
 
+/* The share of part in whole, as a percentage (0 for an empty whole). */
+static double share(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+static const char *verdict_reason(enum cp_gpu_verdict verdict)
+{
+	switch (verdict) {
+	case CP_GPU_VERDICT_GPU_BOUND: return "the CPU waited on the GPU at least half the time";
+	case CP_GPU_VERDICT_LAUNCH_BOUND: return "the GPU waited for the CPU: its queue drained";
+	case CP_GPU_VERDICT_MIXED: return "neither waited on the other most of the time";
+	default: return "no synchronization evidence yet";
+	}
+}
+
+/* --timeline: GPU busy time bounds, sync waits and the verdict, per process and stream. */
+static void put_gpu_text(struct out_buf *out, const struct cp_report *r)
+{
+	const struct cp_gpu_summary *g = r->gpu;
+	uint64_t window = g->window_end_ns > g->window_start_ns ? g->window_end_ns - g->window_start_ns : 0;
+	size_t i;
+
+	put(out, "  gpu time (bounded from host evidence): window %.6f s, %llu launches (%llu bounded, "
+	    "%llu pending, %llu dropped)\n", window / 1e9, (unsigned long long)g->launches,
+	    (unsigned long long)g->bounded, (unsigned long long)g->pending,
+	    (unsigned long long)g->dropped);
+	put(out, "    busy at least %.6f s (%.1f%%), at most %.6f s (%.1f%%); waited in syncs %.6f s "
+	    "(%llu of %llu syncs waited for launches, %llu found them done)\n", g->busy_min_ns / 1e9,
+	    share(g->busy_min_ns, window), g->busy_max_ns / 1e9, share(g->busy_max_ns, window),
+	    g->sync_wait_ns / 1e9, (unsigned long long)g->syncs_waited,
+	    (unsigned long long)g->syncs, (unsigned long long)g->waits_immediate);
+	put(out, "    verdict: %s (%s)\n", cp_gpu_verdict__name(g->verdict), verdict_reason(g->verdict));
+	for (i = 0; i < r->gpu_stream_count; i++) {
+		const struct cp_gpu_stream *st = &r->gpu_streams[i];
+
+		if (st->per_thread_tid)
+			put(out, "    per-thread stream of tid %u", st->per_thread_tid);
+		else if (st->stream == 0 || st->stream == 1)
+			put(out, "    legacy default stream");
+		else
+			put(out, "    stream 0x%llx", (unsigned long long)st->stream);
+		put(out, " (device %d): %llu launches, busy at most %.6f s\n", st->device,
+		    (unsigned long long)st->summary.launches, st->summary.busy_max_ns / 1e9);
+	}
+}
+
+static void put_gpu_json(struct out_buf *out, const struct cp_report *r)
+{
+	const struct cp_gpu_summary *g = r->gpu;
+	size_t i;
+
+	put(out, ",\"gpu\":{\"window_start_ns\":%llu,\"window_end_ns\":%llu,\"launches\":%llu,"
+	    "\"bounded\":%llu,\"pending\":%llu,\"dropped\":%llu,\"busy_min_ns\":%llu,"
+	    "\"busy_max_ns\":%llu,\"sync_wait_ns\":%llu,\"syncs\":%llu,\"syncs_waited\":%llu,"
+	    "\"waits_immediate\":%llu,\"sync_overhead_ns\":%llu,\"verdict\":\"%s\",\"streams\":[",
+	    (unsigned long long)g->window_start_ns, (unsigned long long)g->window_end_ns,
+	    (unsigned long long)g->launches, (unsigned long long)g->bounded,
+	    (unsigned long long)g->pending, (unsigned long long)g->dropped,
+	    (unsigned long long)g->busy_min_ns, (unsigned long long)g->busy_max_ns,
+	    (unsigned long long)g->sync_wait_ns, (unsigned long long)g->syncs,
+	    (unsigned long long)g->syncs_waited, (unsigned long long)g->waits_immediate,
+	    (unsigned long long)g->sync_overhead_ns, cp_gpu_verdict__name(g->verdict));
+	for (i = 0; i < r->gpu_stream_count; i++) {
+		const struct cp_gpu_stream *st = &r->gpu_streams[i];
+
+		put(out, "%s{\"stream\":\"0x%llx\",\"device\":%d,\"per_thread_tid\":%u,"
+		    "\"launches\":%llu,\"bounded\":%llu,\"busy_max_ns\":%llu,"
+		    "\"window_start_ns\":%llu,\"window_end_ns\":%llu}", i ? "," : "",
+		    (unsigned long long)st->stream, st->device, st->per_thread_tid,
+		    (unsigned long long)st->summary.launches, (unsigned long long)st->summary.bounded,
+		    (unsigned long long)st->summary.busy_max_ns,
+		    (unsigned long long)st->summary.window_start_ns,
+		    (unsigned long long)st->summary.window_end_ns);
+	}
+	put(out, "]}");
+}
+
 int cp_format__report_text(const struct cp_report *r, struct cp_names *names, struct cp_text *text)
 {
 	struct out_buf out = text_out(text);
@@ -830,6 +928,8 @@ int cp_format__report_text(const struct cp_report *r, struct cp_names *names, st
 		put(&out, "\n  pinned host memory: %s live in %llu allocations\n", c,
 		    (unsigned long long)mem->host_live_allocations);
 	}
+	if (r->gpu)
+		put_gpu_text(&out, r);
 	free(kernels);
 	free(apis);
 	return text_done(&out);
@@ -910,6 +1010,8 @@ int cp_format__report_json(const struct cp_report *r, struct cp_names *names, st
 		    (unsigned long long)mem->unknown_frees);
 	else
 		put(&out, ",\"memory\":null");
+	if (r->gpu)
+		put_gpu_json(&out, r);
 	put(&out, "}\n");
 	free(kernels);
 	free(apis);
@@ -1642,5 +1744,117 @@ int cp_format__program_maps_header(struct cp_text *text, bool json, uint64_t ela
 		put(&out, "maps at exit (%.3f s):\n", elapsed_ns / 1e9);
 	else
 		put(&out, "maps at %.3f s:\n", elapsed_ns / 1e9);
+	return text_done(&out);
+}
+
+/* ---- the GPU timeline ------------------------------------------------------------------- */
+
+uint32_t cp_xid__process(const struct cp_xid_event *xid)
+{
+	const char *at = xid ? strstr(xid->msg, "pid=") : NULL;
+	unsigned long pid;
+	char *end;
+
+	if (!xid)
+		return 0;
+	/* The driver names the process in most Xid messages: "pid=1234, name=python, ...". */
+	if (at) {
+		pid = strtoul(at + 4, &end, 10);
+		if (end != at + 4 && pid > 0 && pid <= UINT32_MAX)
+			return (uint32_t)pid;
+	}
+	return xid->hdr.pid;
+}
+
+int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_interval *interval,
+			struct cp_names *names, uint64_t start_ns)
+{
+	struct out_buf out = text_out(text);
+	const char *mangled = NULL, *shown;
+	char label[64];
+
+	shown = cp_format__kernel_label(names, interval->pid, interval->function, interval->graph,
+					&mangled, label, sizeof(label));
+	if (json) {
+		put(&out, "{\"time_ns\":%llu,\"pid\":%u,\"tid\":%u,\"type\":\"gpu_interval\","
+		    "\"api\":\"%s\",\"seq\":%llu,\"function\":\"0x%llx\"",
+		    (unsigned long long)interval->done_by_ns, interval->pid, interval->tid,
+		    cp_api__name(interval->api), (unsigned long long)interval->seq,
+		    (unsigned long long)interval->function);
+		put_json_string(&out, "kernel", shown);
+		put(&out, ",\"graph\":%s,\"stream\":\"0x%llx\",\"device\":%d,\"launch_ns\":%llu,"
+		    "\"start_after_ns\":%llu,\"done_by_ns\":%llu,\"evidence\":\"%s\"",
+		    interval->graph ? "true" : "false", (unsigned long long)interval->stream,
+		    interval->device, (unsigned long long)interval->launch_ns,
+		    (unsigned long long)interval->start_after_ns,
+		    (unsigned long long)interval->done_by_ns,
+		    cp_done_evidence__name(interval->evidence));
+		if (interval->evidence != CP_DONE_NONE)
+			put(&out, ",\"evidence_api\":\"%s\",\"evidence_tid\":%u",
+			    cp_api__name(interval->evidence_api), interval->evidence_tid);
+		put(&out, "}\n");
+		return text_done(&out);
+	}
+	put(&out, "%12.6f %7u %7u %-26s ", interval->done_by_ns > start_ns ?
+	    (interval->done_by_ns - start_ns) / 1e9 : 0.0, interval->pid, interval->tid, "gpu");
+	put_text_string(&out, shown);
+	if (interval->evidence == CP_DONE_NONE) {
+		put(&out, " stream=0x%llx launched=%.6f: no bound (dropped from a full queue)\n",
+		    (unsigned long long)interval->stream,
+		    interval->launch_ns > start_ns ? (interval->launch_ns - start_ns) / 1e9 : 0.0);
+		return text_done(&out);
+	}
+	put(&out, " stream=0x%llx ran within [%.6f, %.6f] (%.1f us) by %s\n",
+	    (unsigned long long)interval->stream,
+	    interval->start_after_ns > start_ns ? (interval->start_after_ns - start_ns) / 1e9 : 0.0,
+	    interval->done_by_ns > start_ns ? (interval->done_by_ns - start_ns) / 1e9 : 0.0,
+	    (interval->done_by_ns - interval->start_after_ns) / 1e3,
+	    cp_done_evidence__name(interval->evidence));
+	return text_done(&out);
+}
+
+int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xid_event *xid,
+			     const struct cp_gpu_interval *in_flight, size_t count, bool known,
+			     struct cp_names *names)
+{
+	struct out_buf out = text_out(text);
+	uint32_t pid = cp_xid__process(xid);
+	char label[64];
+	size_t i;
+
+	if (json) {
+		put(&out, "{\"time_ns\":%llu,\"pid\":%u,\"type\":\"xid_in_flight\",\"xid\":%u,"
+		    "\"known\":%s,\"kernels\":[", (unsigned long long)xid->hdr.time_ns, pid,
+		    xid->error_code, known ? "true" : "false");
+		for (i = 0; i < count; i++) {
+			const struct cp_gpu_interval *k = &in_flight[i];
+
+			put(&out, "%s{\"function\":\"0x%llx\"", i ? "," : "",
+			    (unsigned long long)k->function);
+			put_json_string(&out, "kernel", cp_format__kernel_label(names, pid, k->function,
+						k->graph, NULL, label, sizeof(label)));
+			put(&out, ",\"stream\":\"0x%llx\",\"device\":%d,\"tid\":%u,\"launch_ns\":%llu,"
+			    "\"start_after_ns\":%llu,\"seq\":%llu}", (unsigned long long)k->stream,
+			    k->device, k->tid, (unsigned long long)k->launch_ns,
+			    (unsigned long long)k->start_after_ns, (unsigned long long)k->seq);
+		}
+		put(&out, "]}\n");
+		return text_done(&out);
+	}
+	if (!known) {
+		put(&out, "  Xid %u: pid %u was not traced: its kernels in flight are unknown\n",
+		    xid->error_code, pid);
+		return text_done(&out);
+	}
+	put(&out, "  Xid %u: pid %u had %zu kernels in flight (launched, not known complete)%s\n",
+	    xid->error_code, pid, count, count ? ":" : "");
+	for (i = 0; i < count; i++) {
+		const struct cp_gpu_interval *k = &in_flight[i];
+
+		put(&out, "    stream 0x%llx: ", (unsigned long long)k->stream);
+		put_text_string(&out, cp_format__kernel_label(names, pid, k->function, k->graph, NULL,
+							      label, sizeof(label)));
+		put(&out, " (launch #%llu by tid %u)\n", (unsigned long long)k->seq, k->tid);
+	}
 	return text_done(&out);
 }

@@ -162,6 +162,36 @@ static bool have_mmap_tracepoint(const struct cp_tracer *tracer)
 	return !access(id_file, R_OK);
 }
 
+/*
+ * The NVIDIA driver's Xid tracepoint, when this machine has one: where its
+ * fields are, from its tracefs format ("field:__data_loc char[] dev;
+ * offset:8; ..."). False without the driver (or tracefs).
+ */
+static bool xid_fields(__u32 *dev, __u32 *code, __u32 *msg)
+{
+	FILE *format = fopen(TRACEFS "/events/nvidia/nvidia_dev_xid/format", "re");
+	char line[256];
+	int found = 0;
+
+	if (!format)
+		return false;
+	while (fgets(line, sizeof(line), format)) {
+		unsigned int offset;
+		char *at = strstr(line, "offset:");
+
+		if (!at || sscanf(at, "offset:%u;", &offset) != 1)
+			continue;
+		if (strstr(line, " dev;"))
+			*dev = offset, found |= 1;
+		else if (strstr(line, " error_code;"))
+			*code = offset, found |= 2;
+		else if (strstr(line, " msg;"))
+			*msg = offset, found |= 4;
+	}
+	fclose(format);
+	return found == 7;
+}
+
 /* The rodata every instance of the object gets (the primary and a classic one alike). */
 static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opts)
 {
@@ -174,6 +204,7 @@ static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opt
 	skel->rodata->aggregate = opts->aggregate;
 	skel->rodata->stream_events = !opts->no_call_records;
 	skel->rodata->measure_latency = opts->measure_latency;
+	skel->rodata->return_records = opts->return_records;
 	skel->rodata->record_stacks = opts->record_stacks;
 	skel->rodata->watch_mappings = opts->attach_events;
 	skel->rodata->watch_runtime = opts->attach_events && opts->runtime_attach;
@@ -230,6 +261,7 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 	}
 	configure(tracer->skel, opts);
 	tracer->measure_latency = opts->measure_latency;
+	tracer->return_records = opts->return_records;
 	tracer->builtin_families = opts->families ? opts->families : ~0ull;
 	tracer->hold = tracer->skel->rodata->hold_new_mappers || tracer->skel->rodata->hold_for_stacks;
 	err = bpf_map__set_max_entries(tracer->skel->maps.events, ring_bytes);
@@ -246,6 +278,11 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 				  mmap_program == tracer->skel->progs.driver_mmap_raw);
 	bpf_program__set_autoload(tracer->skel->progs.process_exec,
 				  tracer->skel->rodata->watch_runtime);
+	/* GPU errors, where the NVIDIA driver is loaded (its tracefs format read before load). */
+	tracer->watch_xid = xid_fields((__u32 *)&tracer->skel->rodata->xid_dev_offset,
+				       (__u32 *)&tracer->skel->rodata->xid_code_offset,
+				       (__u32 *)&tracer->skel->rodata->xid_msg_offset);
+	bpf_program__set_autoload(tracer->skel->progs.gpu_xid, tracer->watch_xid);
 
 	/*
 	 * uprobe_multi links (one per program and library) attach and detach
@@ -288,6 +325,10 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 		logf_(tracer, CP_LOG_WARN, "cannot attach the process tracepoints: %s", strerror(-err));
 		goto err_destroy_links;
 	}
+	if (tracer->watch_xid && attach_tracepoint(tracer, tracer->skel->progs.gpu_xid))
+		logf_(tracer, CP_LOG_WARN, "cannot attach nvidia:nvidia_dev_xid: GPU errors not recorded");
+	else if (tracer->watch_xid)
+		logf_(tracer, CP_LOG_INFO, "recording GPU errors (nvidia:nvidia_dev_xid)");
 	if (mmap_program) {
 		err = attach_tracepoint(tracer, mmap_program);
 		if (!err && tracer->skel->rodata->watch_runtime)
@@ -517,7 +558,7 @@ static const char *return_program_of(const struct cp_tracer *tracer, const struc
 {
 	if (strcmp(probe->return_program, "none"))
 		return probe->return_program;
-	return tracer->measure_latency ? "api_return" : NULL;
+	return tracer->measure_latency || tracer->return_records ? "api_return" : NULL;
 }
 
 static bool builtin_family(const struct cp_tracer *tracer, uint64_t cookie)

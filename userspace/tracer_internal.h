@@ -74,6 +74,8 @@ struct cp_tracer {
 	size_t multi_capacity;
 	unsigned int probe_count;  /* symbols probed, entry and return counted apart */
 	bool measure_latency;      /* every probe gets a return probe (api_return if none) */
+	bool return_records;       /* ... and the return is recorded (CP_EV_RETURN) */
+	bool watch_xid;            /* nvidia:nvidia_dev_xid exists and is attached */
 	bool use_multi;
 	bool hold;                 /* hold_new_mappers or hold_for_stacks */
 	/* The built-in programs' families (a bit per enum cp_family); users' programs. */
