@@ -8,6 +8,11 @@
  * per process. Its RUNPATH is $ORIGIN/../lib/cuda-sim: in the build tree it
  * picks up the simulated driver (a test double); a copy carried alone to a
  * GPU machine uses the system's libcuda.so.1 and really runs on the GPU.
+ *
+ * The timing options (--kernel-us, --host-us, --sync-every, --event-query)
+ * shape a GPU timeline: how long the simulated driver's kernels take, how
+ * fast the host launches, and which host-side evidence (stream syncs, event
+ * queries) says that they are done.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -31,6 +36,8 @@
 #define MAX_ELEMENTS		(1L << 26)	/* 256 MiB per buffer */
 #define MAX_THREADS		256L
 #define MAX_ITERATIONS		1000000000L
+#define MAX_TIMING_US		10000000L	/* 10 s: --kernel-us, --host-us */
+#define EVENT_POLL_NS		20000L		/* --event-query: sleep between polls */
 
 #include "vec_add_ptx.h"
 
@@ -44,6 +51,11 @@ struct options {
 	bool fork_first;	/* parent and child both run the workload */
 	long leak_bytes;	/* --leak N: one device allocation never freed */
 	long start_delay_ms;	/* --start-delay MS: sleep before cuInit */
+	long kernel_us;		/* --kernel-us N: CUDA_SIM_KERNEL_NS; -1: not given */
+	long host_us;		/* --host-us N: busy host time between launches */
+	long sync_every;	/* --sync-every K: a wait after every K launches; 0: none */
+	bool event_query;	/* --event-query: wait by event record + cuEventQuery polls */
+	bool timing;		/* any timing option: the summary line gets its fields */
 };
 
 /* Calls this process made, for the summary line. */
@@ -59,6 +71,10 @@ struct counts {
 	unsigned long copy_bytes;	/* all three copy directions */
 	unsigned long syncs;		/* cuStreamSynchronize + cuCtxSynchronize */
 	unsigned long leaked_bytes;	/* --leak: allocated, never freed */
+	unsigned long event_records;	/* --event-query: cuEventRecord */
+	unsigned long event_queries;	/* cuEventQuery, whatever it returned */
+	unsigned long event_not_ready;	/* of which CUDA_ERROR_NOT_READY */
+	unsigned long long sync_return_ns; /* the latest return of a thread's final stream sync */
 };
 
 /* What every launching thread shares; read-only once the threads start. */
@@ -76,6 +92,10 @@ struct worker {
 	const struct workload *workload;
 	unsigned long launches;
 	unsigned long syncs;
+	unsigned long event_records;
+	unsigned long event_queries;
+	unsigned long event_not_ready;
+	unsigned long long sync_return_ns;	/* CLOCK_MONOTONIC after the final sync */
 	bool ok;
 };
 
@@ -97,6 +117,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: %s ITERATIONS [THREADS] [--ex] [--library] [--fork]\n"
 		"       [--exit-code N] [--elements N] [--leak BYTES] [--start-delay MS]\n"
+		"       [--kernel-us N] [--host-us N] [--sync-every K] [--event-query]\n"
 		"  ITERATIONS    launches per thread (0..%ld)\n"
 		"  THREADS       launching threads, each on its own stream (1..%ld, default 1)\n"
 		"  --ex          launch with cuLaunchKernelEx\n"
@@ -107,9 +128,20 @@ static void usage(FILE *out)
 		"  --leak BYTES  allocate BYTES of device memory in leak_device_buffer()\n"
 		"                and never free them (for leak reports)\n"
 		"  --start-delay MS  sleep MS milliseconds before cuInit (the driver is\n"
-		"                mapped at start: time for a system-wide tracer to attach)\n",
+		"                mapped at start: time for a system-wide tracer to attach)\n"
+		"  --kernel-us N set CUDA_SIM_KERNEL_NS=N*1000 before cuInit: each kernel\n"
+		"                takes N us on the simulated driver (0..%ld; a real GPU\n"
+		"                ignores it and runs the kernel for its real time)\n"
+		"  --host-us N   spin N us of host time between consecutive launches\n"
+		"                (0..%ld; launch-bound when N exceeds the kernel time)\n"
+		"  --sync-every K  cuStreamSynchronize after every K launches, besides\n"
+		"                the final one (1..%ld)\n"
+		"  --event-query wait by cuEventRecord + cuEventQuery polls (20 us apart)\n"
+		"                instead: after every launch, or every K with --sync-every\n"
+		"  With a timing option the summary line ends with kernel_us= host_us=\n"
+		"  sync_every= event_records= event_queries= event_not_ready= sync_return_ns=\n",
 		program, MAX_ITERATIONS, MAX_THREADS, MAX_ELEMENTS,
-		DEFAULT_ELEMENTS);
+		DEFAULT_ELEMENTS, MAX_TIMING_US, MAX_TIMING_US, MAX_ITERATIONS);
 }
 
 /* Prints the failed call the way tests grep for it; false on failure. */
@@ -165,6 +197,7 @@ static void parse_options(int argc, char **argv, struct options *options)
 	*options = (struct options){
 		.threads = 1,
 		.elements = DEFAULT_ELEMENTS,
+		.kernel_us = -1,
 	};
 	for (i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -190,6 +223,24 @@ static void parse_options(int argc, char **argv, struct options *options)
 			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 0, 60000,
 					&options->start_delay_ms))
 				bad_arguments("--start-delay needs 0..60000", argv[i]);
+		} else if (strcmp(arg, "--kernel-us") == 0) {
+			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 0, MAX_TIMING_US,
+					&options->kernel_us))
+				bad_arguments("bad --kernel-us", argv[i]);
+			options->timing = true;
+		} else if (strcmp(arg, "--host-us") == 0) {
+			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 0, MAX_TIMING_US,
+					&options->host_us))
+				bad_arguments("bad --host-us", argv[i]);
+			options->timing = true;
+		} else if (strcmp(arg, "--sync-every") == 0) {
+			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 1, MAX_ITERATIONS,
+					&options->sync_every))
+				bad_arguments("bad --sync-every", argv[i]);
+			options->timing = true;
+		} else if (strcmp(arg, "--event-query") == 0) {
+			options->event_query = true;
+			options->timing = true;
 		} else if (strcmp(arg, "--elements") == 0) {
 			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 1,
 					MAX_ELEMENTS, &options->elements))
@@ -212,6 +263,59 @@ static void parse_options(int argc, char **argv, struct options *options)
 		bad_arguments("ITERATIONS is required", NULL);
 }
 
+static unsigned long long monotonic_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (unsigned long long)now.tv_sec * 1000000000ull + (unsigned long long)now.tv_nsec;
+}
+
+/* --host-us: host work between launches, burning CPU (not sleeping) for us of wall time. */
+static void spin_us(long us)
+{
+	unsigned long long until = monotonic_ns() + (unsigned long long)us * 1000ull;
+
+	while (monotonic_ns() < until)
+		;
+}
+
+/* --event-query: record an event after the stream's work so far and poll until it is done. */
+static bool wait_by_event(struct worker *worker, CUstream stream, CUevent event)
+{
+	const struct timespec poll = { .tv_nsec = EVENT_POLL_NS };
+	CUresult rc;
+
+	if (!cu_ok(cuEventRecord(event, stream), "cuEventRecord"))
+		return false;
+	worker->event_records++;
+	for (;;) {
+		rc = cuEventQuery(event);
+		worker->event_queries++;
+		if (rc == CUDA_SUCCESS)
+			return true;
+		if (rc != CUDA_ERROR_NOT_READY)
+			return cu_ok(rc, "cuEventQuery");
+		worker->event_not_ready++;
+		nanosleep(&poll, NULL);
+	}
+}
+
+/* After launch number `launched`: the periodic wait of --sync-every / --event-query. */
+static bool periodic_wait(struct worker *worker, CUstream stream, CUevent event, long launched)
+{
+	const struct options *options = worker->workload->options;
+
+	if (options->sync_every ? launched % options->sync_every != 0 : !options->event_query)
+		return true;
+	if (options->event_query)
+		return wait_by_event(worker, stream, event);
+	if (!cu_ok(cuStreamSynchronize(stream), "cuStreamSynchronize"))
+		return false;
+	worker->syncs++;
+	return true;
+}
+
 static void *launch_thread(void *arg)
 {
 	struct worker *worker = arg;
@@ -219,6 +323,7 @@ static void *launch_thread(void *arg)
 	CUdeviceptr a = w->a, b = w->b, c = w->c;
 	int n = w->elements;
 	void *params[] = { &a, &b, &c, &n };
+	CUevent event = NULL;
 	CUstream stream;
 	long i;
 
@@ -226,8 +331,13 @@ static void *launch_thread(void *arg)
 	if (!cu_ok(cuCtxSetCurrent(w->context), "cuCtxSetCurrent") ||
 	    !cu_ok(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
 		return NULL;
+	if (w->options->event_query &&
+	    !cu_ok(cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate"))
+		return NULL;
 
 	for (i = 0; i < w->options->iterations; i++) {
+		if (i > 0 && w->options->host_us)
+			spin_us(w->options->host_us);
 		if (w->options->use_launch_ex) {
 			CUlaunchConfig config = {
 				.gridDimX = w->grid, .gridDimY = 1, .gridDimZ = 1,
@@ -249,11 +359,16 @@ static void *launch_thread(void *arg)
 				return NULL;
 		}
 		worker->launches++;
+		if (!periodic_wait(worker, stream, event, i + 1))
+			return NULL;
 	}
 
 	if (!cu_ok(cuStreamSynchronize(stream), "cuStreamSynchronize"))
 		return NULL;
+	worker->sync_return_ns = monotonic_ns();
 	worker->syncs++;
+	if (event && !cu_ok(cuEventDestroy(event), "cuEventDestroy"))
+		return NULL;
 	if (!cu_ok(cuStreamDestroy(stream), "cuStreamDestroy"))
 		return NULL;
 	worker->ok = true;
@@ -339,6 +454,16 @@ static void run_workload(const struct options *options)
 		while (nanosleep(&delay, &delay) && errno == EINTR)
 			;
 	}
+	if (options->kernel_us >= 0) {
+		/* Read by the simulated driver at cuInit; a real driver ignores it. */
+		char kernel_ns[32];
+
+		snprintf(kernel_ns, sizeof(kernel_ns), "%lld", (long long)options->kernel_us * 1000);
+		if (setenv("CUDA_SIM_KERNEL_NS", kernel_ns, 1)) {
+			fprintf(stderr, "%s: setenv: %s\n", program, strerror(errno));
+			fail();
+		}
+	}
 	cu_check(cuInit(0), "cuInit");
 	cu_check(cuDeviceGet(&device, 0), "cuDeviceGet");
 	cu_check(cuDevicePrimaryCtxRetain(&w.context, device),
@@ -389,6 +514,11 @@ static void run_workload(const struct options *options)
 		threads_ok &= workers[i].ok;
 		counts.launches += workers[i].launches;
 		counts.syncs += workers[i].syncs;
+		counts.event_records += workers[i].event_records;
+		counts.event_queries += workers[i].event_queries;
+		counts.event_not_ready += workers[i].event_not_ready;
+		if (workers[i].sync_return_ns > counts.sync_return_ns)
+			counts.sync_return_ns = workers[i].sync_return_ns;
 	}
 	free(workers);
 	if (!threads_ok)
@@ -435,11 +565,19 @@ static void run_workload(const struct options *options)
 
 	printf("%s: pid=%ld kernel=%s launches=%lu threads=%ld allocs=%lu "
 	       "alloc_bytes=%lu host_allocs=%lu frees=%lu htod=%lu dtoh=%lu "
-	       "dtod=%lu copy_bytes=%lu syncs=%lu leaked_bytes=%lu result=ok\n",
+	       "dtod=%lu copy_bytes=%lu syncs=%lu leaked_bytes=%lu result=ok",
 	       program, (long)getpid(), KERNEL_NAME, counts.launches,
 	       options->threads, counts.allocs, counts.alloc_bytes,
 	       counts.host_allocs, counts.frees, counts.htod, counts.dtoh,
 	       counts.dtod, counts.copy_bytes, counts.syncs, counts.leaked_bytes);
+	/* The timing fields come last, and only with a timing option: the line stays as it was. */
+	if (options->timing)
+		printf(" kernel_us=%ld host_us=%ld sync_every=%ld event_records=%lu "
+		       "event_queries=%lu event_not_ready=%lu sync_return_ns=%llu",
+		       options->kernel_us, options->host_us, options->sync_every,
+		       counts.event_records, counts.event_queries, counts.event_not_ready,
+		       counts.sync_return_ns);
+	printf("\n");
 	fflush(stdout);
 }
 

@@ -14,6 +14,12 @@
  * runs a CPU implementation of the kernel, looked up by the entry name
  * found in the PTX. Only vec_add has an implementation.
  *
+ * Time is simulated apart from the data: a virtual GPU clock (see "the
+ * virtual clock" below) gives each kernel a start and an end on its stream
+ * with CUDA's stream rules, synchronizations really wait for those ends, and
+ * CUDA_SIM_TIMELINE writes them down as the truth a tracer's timeline is
+ * checked against.
+ *
  * It is never installed or put on the loader's search path: only the
  * cuprobe workloads load it, through their own RUNPATH
  * ($ORIGIN/../lib/cuda-sim). A copy of a workload carried to a real GPU
@@ -25,7 +31,11 @@
 
 #include <cuda.h>
 
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdbool.h>
@@ -34,6 +44,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Built with -fvisibility=hidden: only what is marked here is exported. */
@@ -115,10 +127,43 @@ struct sim_context {
 	atomic_int retain_count;	/* the primary context is active while > 0 */
 };
 
+/*
+ * Stream-ordered work of the virtual clock (below) goes to a queue: the
+ * legacy default stream's, a created stream's, or one thread's per-thread
+ * default stream. Work is never run late: its data effects happen in the
+ * call, and a queue only keeps the time its last work ends.
+ */
+enum sim_queue_kind {
+	SIM_QUEUE_LEGACY,	/* handle 0 (not to a _ptsz entry point), CU_STREAM_LEGACY */
+	SIM_QUEUE_PER_THREAD,	/* CU_STREAM_PER_THREAD, or 0 to a _ptsz entry point */
+	SIM_QUEUE_BLOCKING,	/* cuStreamCreate(CU_STREAM_DEFAULT) */
+	SIM_QUEUE_NON_BLOCKING,	/* cuStreamCreate(CU_STREAM_NON_BLOCKING) */
+};
+
+struct sim_queue {
+	struct sim_queue *prev, *next;	/* the clock's table of live queues */
+	enum sim_queue_kind kind;
+	uint64_t end_ns;		/* when its last work ends (CLOCK_MONOTONIC) */
+};
+
 struct sim_stream {
 	enum sim_magic magic;
 	unsigned int flags;
+	struct sim_queue queue;
 };
+
+/*
+ * Created streams live in a table, its slots handed out round robin: a
+ * destroyed stream's handle comes back only after SIM_MAX_STREAMS more
+ * creations, so within a run a handle names one stream, in a tracer's
+ * records as in the truth file (heap handles were reused as soon as another
+ * thread took over an exited thread's malloc arena). Slots change under
+ * sim_clock.lock.
+ */
+#define SIM_MAX_STREAMS 4096
+
+static struct sim_stream stream_table[SIM_MAX_STREAMS];
+static size_t stream_cursor;	/* the next slot to try */
 
 enum sim_mem_kind {
 	SIM_MEM_DEVICE = 1u << 0,
@@ -150,9 +195,9 @@ static pthread_mutex_t allocations_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sim_allocation *allocations;
 
 /*
- * The simulated device runs one kernel at a time. Kernels launched from
- * several threads often write the same buffer (benign on a GPU, a data
- * race in C), so their CPU bodies are serialized.
+ * Kernels' CPU bodies run one at a time (their simulated times may overlap
+ * on different streams): kernels launched from several threads often write
+ * the same buffer, benign on a GPU, a data race in C.
  */
 static pthread_mutex_t device_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -259,13 +304,24 @@ static CUresult require_context(void)
 	return CUDA_SUCCESS;
 }
 
+/* A created stream's slot, or NULL for anything else (special handles included). */
+static struct sim_stream *stream_from_handle(CUstream stream)
+{
+	uintptr_t address = (uintptr_t)stream, first = (uintptr_t)stream_table;
+
+	if (address < first || address >= (uintptr_t)(stream_table + SIM_MAX_STREAMS) ||
+	    (address - first) % sizeof(stream_table[0]))
+		return NULL;
+	return (struct sim_stream *)stream;
+}
+
 static bool stream_is_valid(CUstream stream)
 {
-	const struct sim_stream *sim_stream = (const struct sim_stream *)stream;
+	const struct sim_stream *sim_stream = stream_from_handle(stream);
 
 	if (!stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD)
 		return true;
-	return sim_stream->magic == SIM_MAGIC_STREAM;
+	return sim_stream && sim_stream->magic == SIM_MAGIC_STREAM;
 }
 
 static struct sim_module *module_from_handle(const void *handle,
@@ -278,12 +334,410 @@ static struct sim_module *module_from_handle(const void *handle,
 	return module;
 }
 
+/* ------------------------------------------------------ the virtual clock */
+
+/*
+ * A GPU's timing, simulated. Each kernel takes CUDA_SIM_KERNEL_NS plus
+ * CUDA_SIM_NS_PER_BLOCK per block of its grid (both read at cuInit, default
+ * 0: instantaneous). Every piece of stream-ordered work (a kernel, an async
+ * copy or memset, an event record or wait, a host function, a stream-ordered
+ * allocation) is enqueued when it is called:
+ *
+ *   start = max(now, end of its queue, implicit waits, explicit wait)
+ *   end   = start + duration (0 for everything but kernels)
+ *
+ * Implicit waits are CUDA's default-stream rules ("Stream synchronization
+ * behavior" in the driver API reference): work on the legacy stream first
+ * waits for all work so far of the blocking streams (created without
+ * CU_STREAM_NON_BLOCKING, and the per-thread default streams), and work on a
+ * blocking stream waits for all work so far of the legacy stream. A
+ * per-thread default stream is otherwise an ordinary blocking stream of its
+ * thread: it does not wait for other streams. Non-blocking streams wait for
+ * nothing implicit.
+ *
+ * Synchronizations sleep (clock_nanosleep, TIMER_ABSTIME, CLOCK_MONOTONIC)
+ * until the end they wait for; queries compare it with now.
+ *
+ * One context (the primary one) exists, so the clock is the context's. All
+ * of its state is under sim_clock.lock; the table holds the live queues only:
+ * a destroyed stream or an exited thread's per-thread stream leaves it, and
+ * its end is kept in retired_end_ns for cuCtxSynchronize.
+ */
+#define SIM_TIMELINE_LINE_MAX 384
+
+static struct {
+	pthread_mutex_t lock;
+	uint64_t kernel_ns;		/* CUDA_SIM_KERNEL_NS */
+	uint64_t ns_per_block;		/* CUDA_SIM_NS_PER_BLOCK */
+	struct sim_queue legacy;
+	struct sim_queue *queues;	/* created and per-thread streams, live */
+	uint64_t retired_end_ns;	/* the latest end of queues that left the table */
+} sim_clock = {
+	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.legacy = { .kind = SIM_QUEUE_LEGACY },
+};
+
+/* CUDA_SIM_TIMELINE, opened O_APPEND at cuInit; -1: no truth file. */
+static atomic_int timeline_fd = -1;
+
+/* The calling thread's per-thread default stream, made on first use. */
+static _Thread_local struct sim_queue *per_thread_queue;
+static pthread_key_t per_thread_key;	/* its destructor retires the queue */
+static pthread_once_t per_thread_key_once = PTHREAD_ONCE_INIT;
+static int per_thread_key_error;
+
+/* What one enqueue gave a piece of work. */
+struct sim_work {
+	uint64_t launch_ns;	/* now, read inside the call */
+	uint64_t start_ns;
+	uint64_t end_ns;
+};
+
+/* A synchronization in progress, for its truth line. */
+struct sim_wait {
+	uint64_t entry_ns;
+	uint64_t until_ns;	/* what it waits for (<= entry_ns: nothing) */
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+static uint64_t add_saturating(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+static void sleep_until(uint64_t ns)
+{
+	struct timespec until = {
+		.tv_sec = (time_t)(ns / 1000000000u),
+		.tv_nsec = (long)(ns % 1000000000u),
+	};
+
+	if (ns <= now_ns())
+		return;
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR)
+		;
+}
+
+/* One truth line, one write(2): O_APPEND keeps threads and processes whole. */
+static void timeline_write(const char *format, ...)
+{
+	char line[SIM_TIMELINE_LINE_MAX];
+	int fd = atomic_load(&timeline_fd), len;
+	va_list ap;
+
+	if (fd < 0)
+		return;
+	va_start(ap, format);
+	len = vsnprintf(line, sizeof(line), format, ap);
+	va_end(ap);
+	if (len > 0 && (size_t)len < sizeof(line) && write(fd, line, (size_t)len) < 0) {
+		/* Nowhere to report it: a missing line fails the checker instead. */
+	}
+}
+
+static long thread_id(void)
+{
+	return (long)syscall(SYS_gettid);
+}
+
+static void queue_link(struct sim_queue *queue)
+{
+	queue->prev = NULL;
+	queue->next = sim_clock.queues;
+	if (sim_clock.queues)
+		sim_clock.queues->prev = queue;
+	sim_clock.queues = queue;
+}
+
+/* Takes a queue out of the table; its pending work still counts for the context. */
+static void queue_retire(struct sim_queue *queue)
+{
+	if (queue->prev)
+		queue->prev->next = queue->next;
+	else
+		sim_clock.queues = queue->next;
+	if (queue->next)
+		queue->next->prev = queue->prev;
+	queue->prev = queue->next = NULL;
+	sim_clock.retired_end_ns = max_u64(sim_clock.retired_end_ns, queue->end_ns);
+}
+
+static void per_thread_queue_exit(void *queue)
+{
+	pthread_mutex_lock(&sim_clock.lock);
+	queue_retire(queue);
+	pthread_mutex_unlock(&sim_clock.lock);
+	free(queue);
+	per_thread_queue = NULL;
+}
+
+static void per_thread_key_create(void)
+{
+	per_thread_key_error = pthread_key_create(&per_thread_key, per_thread_queue_exit);
+}
+
+/* Lock held. NULL: out of memory. */
+static struct sim_queue *this_thread_queue(void)
+{
+	struct sim_queue *queue = per_thread_queue;
+
+	if (queue)
+		return queue;
+	queue = calloc(1, sizeof(*queue));
+	if (!queue)
+		return NULL;
+	if (pthread_setspecific(per_thread_key, queue)) {
+		free(queue);
+		return NULL;
+	}
+	queue->kind = SIM_QUEUE_PER_THREAD;
+	queue_link(queue);
+	per_thread_queue = queue;
+	return queue;
+}
+
+/*
+ * The queue a valid stream handle names. per_thread_default: the call came
+ * through a _ptsz/_ptds entry point, where 0 is the per-thread stream.
+ * Lock held. NULL: out of memory.
+ */
+static struct sim_queue *queue_of(CUstream stream, bool per_thread_default)
+{
+	if (stream == CU_STREAM_PER_THREAD || (!stream && per_thread_default))
+		return this_thread_queue();
+	if (!stream || stream == CU_STREAM_LEGACY)
+		return &sim_clock.legacy;
+	return &stream_from_handle(stream)->queue;	/* valid: checked by the caller */
+}
+
+/* Lock held. What new work of queue waits for besides its own queue. */
+static uint64_t implicit_wait_ns(const struct sim_queue *queue)
+{
+	const struct sim_queue *other;
+	uint64_t after = 0;
+
+	switch (queue->kind) {
+	case SIM_QUEUE_LEGACY:
+		for (other = sim_clock.queues; other; other = other->next)
+			if (other->kind != SIM_QUEUE_NON_BLOCKING)
+				after = max_u64(after, other->end_ns);
+		return after;
+	case SIM_QUEUE_PER_THREAD:
+	case SIM_QUEUE_BLOCKING:
+		return sim_clock.legacy.end_ns;
+	case SIM_QUEUE_NON_BLOCKING:
+		break;
+	}
+	return 0;
+}
+
+/* Lock held. The time all work so far of queue has ended (what a sync waits for). */
+static uint64_t queue_done_ns(const struct sim_queue *queue)
+{
+	/* Synchronizing the legacy stream waits for what its next work would. */
+	if (queue->kind == SIM_QUEUE_LEGACY)
+		return max_u64(queue->end_ns, implicit_wait_ns(queue));
+	return queue->end_ns;
+}
+
+/* Lock held. The time all work of the context has ended. */
+static uint64_t context_done_ns(void)
+{
+	const struct sim_queue *queue;
+	uint64_t done = max_u64(sim_clock.legacy.end_ns, sim_clock.retired_end_ns);
+
+	for (queue = sim_clock.queues; queue; queue = queue->next)
+		done = max_u64(done, queue->end_ns);
+	return done;
+}
+
+/* Lock held. Puts work of duration_ns on queue, starting no earlier than after_ns. */
+static struct sim_work enqueue(struct sim_queue *queue, uint64_t after_ns, uint64_t duration_ns)
+{
+	struct sim_work work = { .launch_ns = now_ns() };
+
+	work.start_ns = max_u64(max_u64(work.launch_ns, queue->end_ns),
+				max_u64(implicit_wait_ns(queue), after_ns));
+	work.end_ns = add_saturating(work.start_ns, duration_ns);
+	queue->end_ns = work.end_ns;
+	return work;
+}
+
+/*
+ * Zero-duration work on a stream (async copies and memsets, stream-ordered
+ * allocations and frees, host functions): it keeps the stream's order and
+ * the default-stream rules, and takes no time of its own.
+ */
+static CUresult order_on_stream(CUstream stream, bool per_thread_default)
+{
+	struct sim_queue *queue;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!stream_is_valid(stream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&sim_clock.lock);
+	queue = queue_of(stream, per_thread_default);
+	if (queue)
+		enqueue(queue, 0, 0);
+	pthread_mutex_unlock(&sim_clock.lock);
+	return queue ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Lock held. A kernel's time: CUDA_SIM_KERNEL_NS + CUDA_SIM_NS_PER_BLOCK x blocks. */
+static uint64_t kernel_duration_ns(const unsigned int grid[3])
+{
+	uint64_t blocks = (uint64_t)grid[0] * grid[1] * grid[2], per_blocks;
+
+	if (__builtin_mul_overflow(blocks, sim_clock.ns_per_block, &per_blocks))
+		per_blocks = UINT64_MAX;
+	return add_saturating(sim_clock.kernel_ns, per_blocks);
+}
+
+/* A kernel on its stream, with its truth line (written in launch order). */
+static CUresult clock_kernel(CUfunction function, CUstream stream, bool per_thread_default,
+			     const unsigned int grid[3])
+{
+	struct sim_queue *queue;
+	struct sim_work work;
+
+	pthread_mutex_lock(&sim_clock.lock);
+	queue = queue_of(stream, per_thread_default);
+	if (queue) {
+		work = enqueue(queue, 0, kernel_duration_ns(grid));
+		timeline_write("kernel pid=%ld tid=%ld stream=0x%" PRIxPTR " function=0x%" PRIxPTR
+			       " launch_ns=%" PRIu64 " start_ns=%" PRIu64 " end_ns=%" PRIu64 "\n",
+			       (long)getpid(), thread_id(), (uintptr_t)stream,
+			       (uintptr_t)function, work.launch_ns, work.start_ns, work.end_ns);
+	}
+	pthread_mutex_unlock(&sim_clock.lock);
+	return queue ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* Waits (really) until the time a synchronization is waiting for. */
+static struct sim_wait wait_until(uint64_t entry_ns, uint64_t until_ns)
+{
+	sleep_until(until_ns);
+	return (struct sim_wait){ .entry_ns = entry_ns, .until_ns = until_ns };
+}
+
+/* The truth line of a synchronization, once it is done. */
+static void wait_done(const struct sim_wait *wait, const char *api, const void *handle)
+{
+	timeline_write("sync pid=%ld tid=%ld api=%s entry_ns=%" PRIu64 " return_ns=%" PRIu64
+		       " until_ns=%" PRIu64 " handle=0x%" PRIxPTR "\n",
+		       (long)getpid(), thread_id(), api, wait->entry_ns, now_ns(),
+		       wait->until_ns, (uintptr_t)handle);
+}
+
+/* Synchronizing a stream: until all its work so far (stream sync, stream query). */
+static CUresult stream_done_ns(CUstream stream, bool per_thread_default, uint64_t *done_ns)
+{
+	struct sim_queue *queue;
+
+	if (!stream_is_valid(stream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	pthread_mutex_lock(&sim_clock.lock);
+	queue = queue_of(stream, per_thread_default);
+	if (queue)
+		*done_ns = queue_done_ns(queue);
+	pthread_mutex_unlock(&sim_clock.lock);
+	return queue ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/*
+ * A synchronous copy whose host side waits (any side in host or managed
+ * memory): it is work on the legacy stream, so it first waits for what a
+ * legacy-stream synchronization would, then copies.
+ */
+static struct sim_wait legacy_copy_wait(void)
+{
+	uint64_t entry_ns = now_ns();
+	struct sim_work work;
+
+	pthread_mutex_lock(&sim_clock.lock);
+	work = enqueue(&sim_clock.legacy, 0, 0);
+	pthread_mutex_unlock(&sim_clock.lock);
+	return wait_until(entry_ns, work.end_ns);
+}
+
+static bool env_u64(const char *name, uint64_t *out)
+{
+	const char *text = getenv(name);
+	unsigned long long value;
+	char *end;
+
+	*out = 0;
+	if (!text || !*text)
+		return true;
+	if (*text < '0' || *text > '9')
+		return false;
+	errno = 0;
+	value = strtoull(text, &end, 10);
+	if (errno || *end)
+		return false;
+	*out = value;
+	return true;
+}
+
+/*
+ * cuInit: the durations (every call) and the truth file (the first call
+ * that finds CUDA_SIM_TIMELINE set). A malformed duration is
+ * CUDA_ERROR_INVALID_VALUE, a truth file that cannot be opened
+ * CUDA_ERROR_FILE_NOT_FOUND: a test must not pass on a clock it did not ask for.
+ */
+static CUresult clock_configure(void)
+{
+	const char *timeline = getenv("CUDA_SIM_TIMELINE");
+	uint64_t kernel_ns, ns_per_block;
+	CUresult rc = CUDA_SUCCESS;
+
+	pthread_once(&per_thread_key_once, per_thread_key_create);
+	if (per_thread_key_error)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!env_u64("CUDA_SIM_KERNEL_NS", &kernel_ns) ||
+	    !env_u64("CUDA_SIM_NS_PER_BLOCK", &ns_per_block))
+		return CUDA_ERROR_INVALID_VALUE;
+
+	pthread_mutex_lock(&sim_clock.lock);
+	sim_clock.kernel_ns = kernel_ns;
+	sim_clock.ns_per_block = ns_per_block;
+	if (timeline && *timeline && atomic_load(&timeline_fd) < 0) {
+		int fd = open(timeline, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+
+		if (fd < 0)
+			rc = CUDA_ERROR_FILE_NOT_FOUND;
+		else
+			atomic_store(&timeline_fd, fd);
+	}
+	pthread_mutex_unlock(&sim_clock.lock);
+	return rc;
+}
+
 /* -------------------------------------------------------- init and device */
 
 SIM_EXPORT CUresult CUDAAPI cuInit(unsigned int Flags)
 {
+	CUresult rc;
+
 	if (Flags != 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	rc = clock_configure();
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	atomic_store(&driver_initialized, true);
 	return CUDA_SUCCESS;
 }
@@ -402,10 +856,27 @@ SIM_EXPORT CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 
-/* Work runs synchronously on the CPU, so there is never anything to wait for. */
+/* Waits until every stream of the context, live or destroyed, has ended its work. */
+static void context_synchronize(const char *api, const void *handle)
+{
+	uint64_t entry_ns = now_ns(), until_ns;
+	struct sim_wait wait;
+
+	pthread_mutex_lock(&sim_clock.lock);
+	until_ns = context_done_ns();
+	pthread_mutex_unlock(&sim_clock.lock);
+	wait = wait_until(entry_ns, until_ns);
+	wait_done(&wait, api, handle);
+}
+
 SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize(void)
 {
-	return require_context();
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	context_synchronize("cuCtxSynchronize", NULL);
+	return CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------ modules, libraries */
@@ -849,48 +1320,106 @@ static CUresult copy(uintptr_t dst, unsigned int dst_kinds, uintptr_t src,
 	return CUDA_SUCCESS;
 }
 
+/* Device memory proper: not host memory, not managed (Unified) memory. */
+static bool is_device_memory(uintptr_t address)
+{
+	return range_is_allocated(address, 1, SIM_MEM_DEVICE | SIM_MEM_VMM);
+}
+
+/*
+ * How a copy is ordered (CUDA's "API synchronization behavior"). An async
+ * copy is zero-duration work on its stream. A synchronous copy is work on
+ * the legacy stream: between two device buffers the host does not wait for
+ * it; with host or managed memory on either side the host first waits for
+ * what a legacy-stream synchronization would, then copies, and the copy
+ * gets a sync truth line.
+ */
+struct sim_copy_order {
+	const char *sync_api;	/* NULL: an async copy */
+	bool waited;
+	struct sim_wait wait;
+};
+
+static CUresult copy_order_begin(struct sim_copy_order *order, const char *sync_api,
+				 CUstream stream, uintptr_t dst, uintptr_t src)
+{
+	CUresult rc = require_context();
+
+	*order = (struct sim_copy_order){ .sync_api = sync_api };
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!sync_api)
+		return order_on_stream(stream, false);
+	if (is_device_memory(dst) && is_device_memory(src))
+		return order_on_stream(CU_STREAM_LEGACY, false);
+	order->wait = legacy_copy_wait();
+	order->waited = true;
+	return CUDA_SUCCESS;
+}
+
+static CUresult copy_order_end(const struct sim_copy_order *order, CUresult rc)
+{
+	if (order->waited)
+		wait_done(&order->wait, order->sync_api, NULL);
+	return rc;
+}
+
+/* sync_api: the synchronous entry point's name; NULL: async on stream. */
+static CUresult copy_ordered(const char *sync_api, CUstream stream, uintptr_t dst,
+			     unsigned int dst_kinds, uintptr_t src, unsigned int src_kinds,
+			     size_t bytes)
+{
+	struct sim_copy_order order;
+	CUresult rc = copy_order_begin(&order, sync_api, stream, dst, src);
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return copy_order_end(&order, copy(dst, dst_kinds, src, src_kinds, bytes, stream));
+}
+
 SIM_EXPORT CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost,
 					 size_t ByteCount)
 {
-	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE,
-		    (uintptr_t)srcHost, 0, ByteCount, NULL);
+	return copy_ordered("cuMemcpyHtoD_v2", NULL, (uintptr_t)dstDevice,
+			    SIM_MEM_DEVICE_VISIBLE, (uintptr_t)srcHost, 0, ByteCount);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice,
 					 size_t ByteCount)
 {
-	return copy((uintptr_t)dstHost, 0, (uintptr_t)srcDevice,
-		    SIM_MEM_DEVICE_VISIBLE, ByteCount, NULL);
+	return copy_ordered("cuMemcpyDtoH_v2", NULL, (uintptr_t)dstHost, 0,
+			    (uintptr_t)srcDevice, SIM_MEM_DEVICE_VISIBLE, ByteCount);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 					 size_t ByteCount)
 {
-	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE,
-		    (uintptr_t)srcDevice, SIM_MEM_DEVICE_VISIBLE, ByteCount, NULL);
+	return copy_ordered("cuMemcpyDtoD_v2", NULL, (uintptr_t)dstDevice,
+			    SIM_MEM_DEVICE_VISIBLE, (uintptr_t)srcDevice,
+			    SIM_MEM_DEVICE_VISIBLE, ByteCount);
 }
 
-/* Async copies complete before returning: the stream is only validated. */
+/* The data moves in the call; the copy's place in the stream is zero-duration work. */
 SIM_EXPORT CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice,
 					      const void *srcHost,
 					      size_t ByteCount, CUstream hStream)
 {
-	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE,
-		    (uintptr_t)srcHost, 0, ByteCount, hStream);
+	return copy_ordered(NULL, hStream, (uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE,
+			    (uintptr_t)srcHost, 0, ByteCount);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice,
 					      size_t ByteCount, CUstream hStream)
 {
-	return copy((uintptr_t)dstHost, 0, (uintptr_t)srcDevice,
-		    SIM_MEM_DEVICE_VISIBLE, ByteCount, hStream);
+	return copy_ordered(NULL, hStream, (uintptr_t)dstHost, 0, (uintptr_t)srcDevice,
+			    SIM_MEM_DEVICE_VISIBLE, ByteCount);
 }
 
 /* Unified addressing: either side may be host or device memory. */
 SIM_EXPORT CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src,
 				     size_t ByteCount)
 {
-	return copy((uintptr_t)dst, 0, (uintptr_t)src, 0, ByteCount, NULL);
+	return copy_ordered("cuMemcpy", NULL, (uintptr_t)dst, 0, (uintptr_t)src, 0, ByteCount);
 }
 
 /* ---------------------------------------------------------------- streams */
@@ -902,38 +1431,75 @@ SIM_EXPORT CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flag
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	size_t i;
+
 	if (!phStream || (Flags != CU_STREAM_DEFAULT && Flags != CU_STREAM_NON_BLOCKING))
 		return CUDA_ERROR_INVALID_VALUE;
-	stream = calloc(1, sizeof(*stream));
-	if (!stream)
+	pthread_mutex_lock(&sim_clock.lock);
+	for (i = 0; i < SIM_MAX_STREAMS; i++) {
+		stream = &stream_table[(stream_cursor + i) % SIM_MAX_STREAMS];
+		if (stream->magic != SIM_MAGIC_STREAM)
+			break;
+	}
+	if (i == SIM_MAX_STREAMS) {
+		pthread_mutex_unlock(&sim_clock.lock);
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	stream->magic = SIM_MAGIC_STREAM;
-	stream->flags = Flags;
+	}
+	stream_cursor = (stream_cursor + i + 1) % SIM_MAX_STREAMS;
+	*stream = (struct sim_stream){
+		.magic = SIM_MAGIC_STREAM,
+		.flags = Flags,
+		.queue.kind = Flags == CU_STREAM_NON_BLOCKING ? SIM_QUEUE_NON_BLOCKING
+							      : SIM_QUEUE_BLOCKING,
+	};
+	queue_link(&stream->queue);
+	pthread_mutex_unlock(&sim_clock.lock);
 	*phStream = (CUstream)stream;
 	return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuStreamDestroy(CUstream hStream)
 {
-	struct sim_stream *stream = (struct sim_stream *)hStream;
+	struct sim_stream *stream = stream_from_handle(hStream);
 	CUresult rc = require_context();
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (!stream || stream->magic != SIM_MAGIC_STREAM)
-		return CUDA_ERROR_INVALID_HANDLE;
-	stream->magic = SIM_MAGIC_DEAD;
-	free(stream);
+	/* As in CUDA, it returns at once; its pending work still ends when it would. */
+	pthread_mutex_lock(&sim_clock.lock);
+	if (!stream || stream->magic != SIM_MAGIC_STREAM) {
+		rc = CUDA_ERROR_INVALID_HANDLE;
+	} else {
+		queue_retire(&stream->queue);
+		stream->magic = SIM_MAGIC_DEAD;
+	}
+	pthread_mutex_unlock(&sim_clock.lock);
+	return rc;
+}
+
+static CUresult stream_synchronize(CUstream stream, bool per_thread_default, const char *api)
+{
+	uint64_t entry_ns = now_ns(), until_ns;
+	struct sim_wait wait;
+	CUresult rc = require_context();
+
+	if (rc == CUDA_SUCCESS)
+		rc = stream_done_ns(stream, per_thread_default, &until_ns);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	wait = wait_until(entry_ns, until_ns);
+	wait_done(&wait, api, stream);
 	return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuStreamSynchronize(CUstream hStream)
 {
-	CUresult rc = require_context();
+	return stream_synchronize(hStream, false, "cuStreamSynchronize");
+}
 
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	return stream_is_valid(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+SIM_EXPORT CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream hStream)
+{
+	return stream_synchronize(hStream, true, "cuStreamSynchronize_ptsz");
 }
 
 /* --------------------------------------------------------------- launches */
@@ -957,7 +1523,7 @@ static CUresult check_dims(const struct sim_launch_dims *dims)
 }
 
 static CUresult launch(CUfunction f, const struct sim_launch_dims *dims,
-		       CUstream stream, void **params, void **extra)
+		       CUstream stream, bool per_thread_default, void **params, void **extra)
 {
 	const struct sim_function *function = (const struct sim_function *)f;
 	CUresult rc = require_context();
@@ -980,10 +1546,37 @@ static CUresult launch(CUfunction f, const struct sim_launch_dims *dims,
 	if (!function->impl)
 		return CUDA_ERROR_NOT_SUPPORTED;
 
+	/* The data now; the time on the stream's queue. */
 	pthread_mutex_lock(&device_lock);
 	rc = function->impl->run(dims, params);
 	pthread_mutex_unlock(&device_lock);
-	return rc;
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return clock_kernel(f, stream, per_thread_default, dims->grid);
+}
+
+/*
+ * Every launch entry point has its _ptsz twin, where stream 0 is the calling
+ * thread's per-thread default stream. cuda.h declares the twins only for
+ * per-thread builds, so each one is checked against its plain signature.
+ */
+#define SIM_SAME_SIGNATURE(twin, plain)						\
+	_Static_assert(__builtin_types_compatible_p(__typeof__(twin), __typeof__(plain)), \
+		       #twin " has the signature of " #plain)
+
+static CUresult launch_kernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+			      unsigned int gridDimZ, unsigned int blockDimX,
+			      unsigned int blockDimY, unsigned int blockDimZ,
+			      unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
+			      void **extra, bool per_thread_default)
+{
+	const struct sim_launch_dims dims = {
+		.grid = { gridDimX, gridDimY, gridDimZ },
+		.block = { blockDimX, blockDimY, blockDimZ },
+		.shared_mem_bytes = sharedMemBytes,
+	};
+
+	return launch(f, &dims, hStream, per_thread_default, kernelParams, extra);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f,
@@ -998,19 +1591,29 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchKernel(CUfunction f,
 					   void **kernelParams,
 					   void **extra)
 {
-	const struct sim_launch_dims dims = {
-		.grid = { gridDimX, gridDimY, gridDimZ },
-		.block = { blockDimX, blockDimY, blockDimZ },
-		.shared_mem_bytes = sharedMemBytes,
-	};
-
-	return launch(f, &dims, hStream, kernelParams, extra);
+	return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+			     sharedMemBytes, hStream, kernelParams, extra, false);
 }
 
-SIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config,
-					     CUfunction f,
-					     void **kernelParams,
-					     void **extra)
+SIM_EXPORT CUresult CUDAAPI cuLaunchKernel_ptsz(CUfunction f,
+						unsigned int gridDimX,
+						unsigned int gridDimY,
+						unsigned int gridDimZ,
+						unsigned int blockDimX,
+						unsigned int blockDimY,
+						unsigned int blockDimZ,
+						unsigned int sharedMemBytes,
+						CUstream hStream,
+						void **kernelParams,
+						void **extra)
+{
+	return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+			     sharedMemBytes, hStream, kernelParams, extra, true);
+}
+SIM_SAME_SIGNATURE(cuLaunchKernel_ptsz, cuLaunchKernel);
+
+static CUresult launch_kernel_ex(const CUlaunchConfig *config, CUfunction f,
+				 void **kernelParams, void **extra, bool per_thread_default)
 {
 	struct sim_launch_dims dims;
 
@@ -1022,8 +1625,25 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config,
 		.block = { config->blockDimX, config->blockDimY, config->blockDimZ },
 		.shared_mem_bytes = config->sharedMemBytes,
 	};
-	return launch(f, &dims, config->hStream, kernelParams, extra);
+	return launch(f, &dims, config->hStream, per_thread_default, kernelParams, extra);
 }
+
+SIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config,
+					     CUfunction f,
+					     void **kernelParams,
+					     void **extra)
+{
+	return launch_kernel_ex(config, f, kernelParams, extra, false);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLaunchKernelEx_ptsz(const CUlaunchConfig *config,
+						  CUfunction f,
+						  void **kernelParams,
+						  void **extra)
+{
+	return launch_kernel_ex(config, f, kernelParams, extra, true);
+}
+SIM_SAME_SIGNATURE(cuLaunchKernelEx_ptsz, cuLaunchKernelEx);
 
 /* ------------------------------------------ more launches, sync, events */
 
@@ -1038,17 +1658,32 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel(CUfunction f,
 						      CUstream hStream,
 						      void **kernelParams)
 {
-	const struct sim_launch_dims dims = {
-		.grid = { gridDimX, gridDimY, gridDimZ },
-		.block = { blockDimX, blockDimY, blockDimZ },
-		.shared_mem_bytes = sharedMemBytes,
-	};
-
-	return launch(f, &dims, hStream, kernelParams, NULL);
+	return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+			     sharedMemBytes, hStream, kernelParams, NULL, false);
 }
 
-/* Stream work is already done when it is enqueued: the host function runs now. */
-SIM_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+SIM_EXPORT CUresult CUDAAPI cuLaunchCooperativeKernel_ptsz(CUfunction f,
+							   unsigned int gridDimX,
+							   unsigned int gridDimY,
+							   unsigned int gridDimZ,
+							   unsigned int blockDimX,
+							   unsigned int blockDimY,
+							   unsigned int blockDimZ,
+							   unsigned int sharedMemBytes,
+							   CUstream hStream,
+							   void **kernelParams)
+{
+	return launch_kernel(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+			     sharedMemBytes, hStream, kernelParams, NULL, true);
+}
+SIM_SAME_SIGNATURE(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel);
+
+/*
+ * The host function runs in the call, not when the stream reaches it: it is
+ * zero-duration work that keeps the stream's order.
+ */
+static CUresult launch_host_func(CUstream hStream, CUhostFn fn, void *userData,
+				 bool per_thread_default)
 {
 	CUresult rc = require_context();
 
@@ -1056,11 +1691,24 @@ SIM_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void
 		return rc;
 	if (!fn)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!stream_is_valid(hStream))
-		return CUDA_ERROR_INVALID_HANDLE;
+	rc = order_on_stream(hStream, per_thread_default);
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	fn(userData);
 	return CUDA_SUCCESS;
 }
+
+SIM_EXPORT CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+{
+	return launch_host_func(hStream, fn, userData, false);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLaunchHostFunc_ptsz(CUstream hStream, CUhostFn fn, void *userData)
+{
+	return launch_host_func(hStream, fn, userData, true);
+}
+SIM_SAME_SIGNATURE(cuLaunchHostFunc_ptsz, cuLaunchHostFunc);
+SIM_SAME_SIGNATURE(cuStreamSynchronize_ptsz, cuStreamSynchronize);
 
 SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 {
@@ -1070,22 +1718,44 @@ SIM_EXPORT CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	if (!context)
-		return require_context();
-	return context->magic == SIM_MAGIC_CONTEXT ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+		rc = require_context();
+	else if (context->magic != SIM_MAGIC_CONTEXT)
+		rc = CUDA_ERROR_INVALID_CONTEXT;
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	context_synchronize("cuCtxSynchronize_v2", ctx);
+	return CUDA_SUCCESS;
+}
+
+static CUresult stream_query(CUstream hStream, bool per_thread_default)
+{
+	uint64_t done_ns;
+	CUresult rc = require_context();
+
+	if (rc == CUDA_SUCCESS)
+		rc = stream_done_ns(hStream, per_thread_default, &done_ns);
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	return now_ns() >= done_ns ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuStreamQuery(CUstream hStream)
 {
-	CUresult rc = require_context();
-
-	if (rc != CUDA_SUCCESS)
-		return rc;
-	return stream_is_valid(hStream) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	return stream_query(hStream, false);
 }
 
+SIM_EXPORT CUresult CUDAAPI cuStreamQuery_ptsz(CUstream hStream)
+{
+	return stream_query(hStream, true);
+}
+SIM_SAME_SIGNATURE(cuStreamQuery_ptsz, cuStreamQuery);
+
+/* ready_ns is under sim_clock.lock. */
 struct sim_event {
 	enum sim_magic magic;
 	unsigned int flags;
+	bool recorded;		/* never recorded: complete, as in CUDA */
+	uint64_t ready_ns;	/* when the work it captured ends */
 };
 
 static bool event_is_valid(CUevent event)
@@ -1136,38 +1806,133 @@ static CUresult event_on_stream(CUevent hEvent, CUstream hStream)
 	return CUDA_SUCCESS;
 }
 
-SIM_EXPORT CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
+/*
+ * A record is zero-duration work on the stream: the event is ready when the
+ * stream reaches it, that is at the end of the stream's work so far (for the
+ * legacy stream, of the blocking streams' work too), or at the record if the
+ * stream is idle.
+ */
+static CUresult event_record(CUevent hEvent, CUstream hStream, bool per_thread_default)
 {
-	return event_on_stream(hEvent, hStream);
+	struct sim_event *event = (struct sim_event *)hEvent;
+	struct sim_queue *queue;
+	struct sim_work work;
+	CUresult rc = event_on_stream(hEvent, hStream);
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&sim_clock.lock);
+	queue = queue_of(hStream, per_thread_default);
+	if (queue) {
+		work = enqueue(queue, 0, 0);
+		event->recorded = true;
+		event->ready_ns = work.end_ns;
+		timeline_write("event pid=%ld tid=%ld stream=0x%" PRIxPTR " event=0x%" PRIxPTR
+			       " record_ns=%" PRIu64 " ready_ns=%" PRIu64 "\n",
+			       (long)getpid(), thread_id(), (uintptr_t)hStream,
+			       (uintptr_t)hEvent, work.launch_ns, work.end_ns);
+	}
+	pthread_mutex_unlock(&sim_clock.lock);
+	return queue ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+SIM_EXPORT CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+	return event_record(hEvent, hStream, false);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventRecord_ptsz(CUevent hEvent, CUstream hStream)
+{
+	return event_record(hEvent, hStream, true);
+}
+SIM_SAME_SIGNATURE(cuEventRecord_ptsz, cuEventRecord);
+
+/* Record flags (CU_EVENT_RECORD_EXTERNAL) only matter inside graphs. */
 SIM_EXPORT CUresult CUDAAPI cuEventRecordWithFlags(CUevent hEvent, CUstream hStream,
 						   unsigned int flags)
 {
-	return event_on_stream(hEvent, hStream);
+	return event_record(hEvent, hStream, false);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuEventRecordWithFlags_ptsz(CUevent hEvent, CUstream hStream,
+							unsigned int flags)
+{
+	return event_record(hEvent, hStream, true);
+}
+SIM_SAME_SIGNATURE(cuEventRecordWithFlags_ptsz, cuEventRecordWithFlags);
+
+/* Later work of the stream starts no earlier than the event's time (none if never recorded). */
+static CUresult stream_wait_event(CUstream hStream, CUevent hEvent, bool per_thread_default)
+{
+	const struct sim_event *event = (const struct sim_event *)hEvent;
+	struct sim_queue *queue;
+	CUresult rc = event_on_stream(hEvent, hStream);
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&sim_clock.lock);
+	queue = queue_of(hStream, per_thread_default);
+	if (queue)
+		enqueue(queue, event->recorded ? event->ready_ns : 0, 0);
+	pthread_mutex_unlock(&sim_clock.lock);
+	return queue ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags)
 {
-	return event_on_stream(hEvent, hStream);
+	return stream_wait_event(hStream, hEvent, false);
 }
 
-/* Everything recorded has completed already. */
+SIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEvent,
+						   unsigned int Flags)
+{
+	return stream_wait_event(hStream, hEvent, true);
+}
+SIM_SAME_SIGNATURE(cuStreamWaitEvent_ptsz, cuStreamWaitEvent);
+
+static uint64_t event_ready_ns(const struct sim_event *event)
+{
+	uint64_t ready_ns;
+
+	pthread_mutex_lock(&sim_clock.lock);
+	ready_ns = event->recorded ? event->ready_ns : 0;
+	pthread_mutex_unlock(&sim_clock.lock);
+	return ready_ns;
+}
+
 SIM_EXPORT CUresult CUDAAPI cuEventQuery(CUevent hEvent)
 {
-	return event_is_valid(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	if (!event_is_valid(hEvent))
+		return CUDA_ERROR_INVALID_HANDLE;
+	return now_ns() >= event_ready_ns((const struct sim_event *)hEvent) ? CUDA_SUCCESS
+									     : CUDA_ERROR_NOT_READY;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuEventSynchronize(CUevent hEvent)
 {
-	return event_is_valid(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+	uint64_t entry_ns = now_ns();
+	struct sim_wait wait;
+
+	if (!event_is_valid(hEvent))
+		return CUDA_ERROR_INVALID_HANDLE;
+	wait = wait_until(entry_ns, event_ready_ns((const struct sim_event *)hEvent));
+	wait_done(&wait, "cuEventSynchronize", hEvent);
+	return CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------ memsets */
 
+/*
+ * sync_api: the synchronous entry point's name; NULL: async on stream. A
+ * synchronous memset is work on the legacy stream that the host waits for
+ * only when it targets managed memory (CUDA's "API synchronization
+ * behavior"); an async one is zero-duration work on its stream.
+ */
 static CUresult fill(uintptr_t dst, size_t pitch, unsigned int value, unsigned int size,
-		     size_t width, size_t height, CUstream stream)
+		     size_t width, size_t height, CUstream stream, const char *sync_api)
 {
+	struct sim_wait wait;
+	bool waited = false;
 	size_t row, i;
 	CUresult rc = require_context();
 
@@ -1175,48 +1940,59 @@ static CUresult fill(uintptr_t dst, size_t pitch, unsigned int value, unsigned i
 		return rc;
 	if (!stream_is_valid(stream))
 		return CUDA_ERROR_INVALID_HANDLE;
+	if (sync_api && range_is_allocated(dst, 1, SIM_MEM_MANAGED)) {
+		wait = legacy_copy_wait();
+		waited = true;
+	} else {
+		rc = order_on_stream(sync_api ? CU_STREAM_LEGACY : stream, false);
+		if (rc != CUDA_SUCCESS)
+			return rc;
+	}
 	if (!width || !height)
-		return CUDA_SUCCESS;
-	if (pitch < width * size ||
-	    !range_is_allocated(dst, pitch * (height - 1) + width * size, SIM_MEM_DEVICE_VISIBLE))
-		return CUDA_ERROR_INVALID_VALUE;
-	for (row = 0; row < height; row++) {
+		rc = CUDA_SUCCESS;
+	else if (pitch < width * size ||
+		 !range_is_allocated(dst, pitch * (height - 1) + width * size,
+				     SIM_MEM_DEVICE_VISIBLE))
+		rc = CUDA_ERROR_INVALID_VALUE;
+	for (row = 0; rc == CUDA_SUCCESS && row < height; row++) {
 		unsigned char *p = (unsigned char *)(dst + row * pitch);
 
 		for (i = 0; i < width; i++)
 			memcpy(p + i * size, &value, size); /* little-endian: the low bytes */
 	}
-	return CUDA_SUCCESS;
+	if (waited)
+		wait_done(&wait, sync_api, NULL);
+	return rc;
 }
 
 /* cuda.h maps the synchronous names to their _v2 entry points. */
 SIM_EXPORT CUresult CUDAAPI cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n)
-{ return fill(d, n, v, 1, n, 1, NULL); }
+{ return fill(d, n, v, 1, n, 1, NULL, "cuMemsetD8_v2"); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD16(CUdeviceptr d, unsigned short v, size_t n)
-{ return fill(d, 2 * n, v, 2, n, 1, NULL); }
+{ return fill(d, 2 * n, v, 2, n, 1, NULL, "cuMemsetD16_v2"); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD32(CUdeviceptr d, unsigned int v, size_t n)
-{ return fill(d, 4 * n, v, 4, n, 1, NULL); }
+{ return fill(d, 4 * n, v, 4, n, 1, NULL, "cuMemsetD32_v2"); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
-{ return fill(d, n, v, 1, n, 1, s); }
+{ return fill(d, n, v, 1, n, 1, s, NULL); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr d, unsigned short v, size_t n, CUstream s)
-{ return fill(d, 2 * n, v, 2, n, 1, s); }
+{ return fill(d, 2 * n, v, 2, n, 1, s, NULL); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream s)
-{ return fill(d, 4 * n, v, 4, n, 1, s); }
+{ return fill(d, 4 * n, v, 4, n, 1, s, NULL); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD2D8(CUdeviceptr d, size_t p, unsigned char v, size_t w, size_t h)
-{ return fill(d, p, v, 1, w, h, NULL); }
+{ return fill(d, p, v, 1, w, h, NULL, "cuMemsetD2D8_v2"); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD2D16(CUdeviceptr d, size_t p, unsigned short v, size_t w, size_t h)
-{ return fill(d, p, v, 2, w, h, NULL); }
+{ return fill(d, p, v, 2, w, h, NULL, "cuMemsetD2D16_v2"); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD2D32(CUdeviceptr d, size_t p, unsigned int v, size_t w, size_t h)
-{ return fill(d, p, v, 4, w, h, NULL); }
+{ return fill(d, p, v, 4, w, h, NULL, "cuMemsetD2D32_v2"); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD2D8Async(CUdeviceptr d, size_t p, unsigned char v, size_t w,
 					      size_t h, CUstream s)
-{ return fill(d, p, v, 1, w, h, s); }
+{ return fill(d, p, v, 1, w, h, s, NULL); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD2D16Async(CUdeviceptr d, size_t p, unsigned short v, size_t w,
 					       size_t h, CUstream s)
-{ return fill(d, p, v, 2, w, h, s); }
+{ return fill(d, p, v, 2, w, h, s, NULL); }
 SIM_EXPORT CUresult CUDAAPI cuMemsetD2D32Async(CUdeviceptr d, size_t p, unsigned int v, size_t w,
 					       size_t h, CUstream s)
-{ return fill(d, p, v, 4, w, h, s); }
+{ return fill(d, p, v, 4, w, h, s, NULL); }
 
 /* ------------------------------------------------------ more copies */
 
@@ -1255,8 +2031,10 @@ static CUresult copy_rows(uintptr_t dst, unsigned int dst_kinds, size_t dst_pitc
 	return rc;
 }
 
-static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream stream)
+/* sync_api: the synchronous entry point's name; NULL: async on stream. */
+static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream stream, const char *sync_api)
 {
+	struct sim_copy_order order;
 	unsigned int src_kinds, dst_kinds;
 	uintptr_t src, dst;
 	CUresult rc;
@@ -1266,22 +2044,26 @@ static CUresult copy_2d(const CUDA_MEMCPY2D *c, CUstream stream)
 	rc = side_address(c->srcMemoryType, c->srcHost, c->srcDevice, &src, &src_kinds);
 	if (rc == CUDA_SUCCESS)
 		rc = side_address(c->dstMemoryType, c->dstHost, c->dstDevice, &dst, &dst_kinds);
+	if (rc == CUDA_SUCCESS)
+		rc = copy_order_begin(&order, sync_api, stream, dst, src);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	return copy_rows(dst + c->dstY * c->dstPitch + c->dstXInBytes, dst_kinds, c->dstPitch,
-			 src + c->srcY * c->srcPitch + c->srcXInBytes, src_kinds, c->srcPitch,
-			 c->WidthInBytes, c->Height, stream);
+	rc = copy_rows(dst + c->dstY * c->dstPitch + c->dstXInBytes, dst_kinds, c->dstPitch,
+		       src + c->srcY * c->srcPitch + c->srcXInBytes, src_kinds, c->srcPitch,
+		       c->WidthInBytes, c->Height, stream);
+	return copy_order_end(&order, rc);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemcpy2D(const CUDA_MEMCPY2D *pCopy)
-{ return copy_2d(pCopy, NULL); }
+{ return copy_2d(pCopy, NULL, "cuMemcpy2D_v2"); }
 SIM_EXPORT CUresult CUDAAPI cuMemcpy2DUnaligned(const CUDA_MEMCPY2D *pCopy)
-{ return copy_2d(pCopy, NULL); }
+{ return copy_2d(pCopy, NULL, "cuMemcpy2DUnaligned_v2"); }
 SIM_EXPORT CUresult CUDAAPI cuMemcpy2DAsync(const CUDA_MEMCPY2D *pCopy, CUstream hStream)
-{ return copy_2d(pCopy, hStream); }
+{ return copy_2d(pCopy, hStream, NULL); }
 
-static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream)
+static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream, const char *sync_api)
 {
+	struct sim_copy_order order;
 	size_t src_height, dst_height, z;
 	unsigned int src_kinds, dst_kinds;
 	uintptr_t src, dst;
@@ -1292,6 +2074,10 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream)
 	rc = side_address(c->srcMemoryType, c->srcHost, c->srcDevice, &src, &src_kinds);
 	if (rc == CUDA_SUCCESS)
 		rc = side_address(c->dstMemoryType, c->dstHost, c->dstDevice, &dst, &dst_kinds);
+	if (rc == CUDA_SUCCESS)
+		rc = copy_order_begin(&order, sync_api, stream, dst, src);
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	src_height = c->srcHeight ? c->srcHeight : c->Height;
 	dst_height = c->dstHeight ? c->dstHeight : c->Height;
 	for (z = 0; rc == CUDA_SUCCESS && z < c->Depth; z++)
@@ -1300,42 +2086,42 @@ static CUresult copy_3d(const CUDA_MEMCPY3D *c, CUstream stream)
 			       src + ((c->srcZ + z) * src_height + c->srcY) * c->srcPitch +
 			       c->srcXInBytes, src_kinds, c->srcPitch, c->WidthInBytes, c->Height,
 			       stream);
-	return rc;
+	return copy_order_end(&order, rc);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemcpy3D(const CUDA_MEMCPY3D *pCopy)
-{ return copy_3d(pCopy, NULL); }
+{ return copy_3d(pCopy, NULL, "cuMemcpy3D_v2"); }
 SIM_EXPORT CUresult CUDAAPI cuMemcpy3DAsync(const CUDA_MEMCPY3D *pCopy, CUstream hStream)
-{ return copy_3d(pCopy, hStream); }
+{ return copy_3d(pCopy, hStream, NULL); }
 
 /* One device: a peer copy is a device-to-device copy between contexts. */
 SIM_EXPORT CUresult CUDAAPI cuMemcpyPeer(CUdeviceptr dstDevice, CUcontext dstContext,
 					 CUdeviceptr srcDevice, CUcontext srcContext,
 					 size_t ByteCount)
 {
-	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE, (uintptr_t)srcDevice,
-		    SIM_MEM_DEVICE_VISIBLE, ByteCount, NULL);
+	return copy_ordered("cuMemcpyPeer", NULL, (uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE,
+			    (uintptr_t)srcDevice, SIM_MEM_DEVICE_VISIBLE, ByteCount);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext,
 					      CUdeviceptr srcDevice, CUcontext srcContext,
 					      size_t ByteCount, CUstream hStream)
 {
-	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE, (uintptr_t)srcDevice,
-		    SIM_MEM_DEVICE_VISIBLE, ByteCount, hStream);
+	return copy_ordered(NULL, hStream, (uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE,
+			    (uintptr_t)srcDevice, SIM_MEM_DEVICE_VISIBLE, ByteCount);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount,
 					  CUstream hStream)
 {
-	return copy((uintptr_t)dst, 0, (uintptr_t)src, 0, ByteCount, hStream);
+	return copy_ordered(NULL, hStream, (uintptr_t)dst, 0, (uintptr_t)src, 0, ByteCount);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 					      size_t ByteCount, CUstream hStream)
 {
-	return copy((uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE, (uintptr_t)srcDevice,
-		    SIM_MEM_DEVICE_VISIBLE, ByteCount, hStream);
+	return copy_ordered(NULL, hStream, (uintptr_t)dstDevice, SIM_MEM_DEVICE_VISIBLE,
+			    (uintptr_t)srcDevice, SIM_MEM_DEVICE_VISIBLE, ByteCount);
 }
 
 /* cuda.h maps this name to cuMemcpyBatchAsync_v2. */
@@ -1348,6 +2134,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *s
 
 	if (!count || !dsts || !srcs || !sizes)
 		return CUDA_ERROR_INVALID_VALUE;
+	rc = order_on_stream(hStream, false);	/* one piece of work for the batch */
 	for (i = 0; i < count && rc == CUDA_SUCCESS; i++)
 		rc = copy((uintptr_t)dsts[i], 0, (uintptr_t)srcs[i], 0, sizes[i], hStream);
 	return rc;
@@ -1400,12 +2187,18 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CU
 	return CUDA_SUCCESS;
 }
 
+/* Stream-ordered allocations happen in the call; their place in the stream takes no time. */
 SIM_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
+	CUresult rc;
+
 	if (!stream_is_valid(hStream))
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
+	rc = order_on_stream(hStream, false);
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	return allocate((uintptr_t *)dptr, bytesize, SIM_MEM_DEVICE);
 }
 
@@ -1413,18 +2206,22 @@ SIM_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t by
 						    CUmemoryPool pool, CUstream hStream)
 {
 	const struct sim_pool *sim_pool = (const struct sim_pool *)pool;
+	CUresult rc;
 
 	if (!sim_pool || sim_pool->magic != SIM_MAGIC_POOL || !dptr)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!stream_is_valid(hStream))
-		return CUDA_ERROR_INVALID_HANDLE;
+	rc = order_on_stream(hStream, false);
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	return allocate((uintptr_t *)dptr, bytesize, SIM_MEM_DEVICE);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-	if (!stream_is_valid(hStream))
-		return CUDA_ERROR_INVALID_HANDLE;
+	CUresult rc = order_on_stream(hStream, false);
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	return release((uintptr_t)dptr, SIM_MEM_FREEABLE);
 }
 
