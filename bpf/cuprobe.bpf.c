@@ -544,7 +544,8 @@ int BPF_KPROBE(copy)
 
 	if (!enter(ctx, &c))
 		return 0;
-	if (!CP_COOKIE_ASYNC(c.cookie)) {
+	if (!CP_COOKIE_ASYNC(c.cookie) && !CP_COOKIE_VARIANT(c.cookie) &&
+	    (CP_COOKIE_KIND(c.cookie) == CP_COPY_HTOD || CP_COOKIE_KIND(c.cookie) == CP_COPY_DTOH)) {
 		/* Its return (call_return) says the legacy stream's work before it is done. */
 		struct cuprobe_call call = cuprobe_call_of(&c.args, c.now);
 

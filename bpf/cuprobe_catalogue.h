@@ -110,53 +110,58 @@
 	P(cuMemAddressFree, vmm, call_entry, call_return, CP_KIND(CP_VMM_ADDRESS_FREE) | CP_ARG_B(1) | CP_ARG_BYTES(2)) \
 	X(cuMemMapArrayAsync, vmm, "maps tiles of sparse CUDA arrays and mipmaps, not linear device memory: no bytes change hands") \
 	X(cuMemMapArrayAsync_ptsz, vmm, "maps tiles of sparse CUDA arrays and mipmaps, not linear device memory: no bytes change hands") \
-	/* copies: 1D (pointers and arrays), peer, 2D, 3D, batches; a blocking one's return is timeline evidence */ \
-	P(cuMemcpy, copy, copy, call_return, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpy_ptds, copy, copy, call_return, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ARGS(1, 2, 3)) \
+	/*
+	 * copies: 1D (pointers and arrays), peer, 2D, 3D, batches. The return of a
+	 * blocking host<->device copy is timeline evidence (it is ordered after the
+	 * legacy stream's work and returns once done); device-to-device copies do not
+	 * synchronize with the host, so theirs is not.
+	 */ \
+	P(cuMemcpy, copy, copy, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpy_ptds, copy, copy, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ARGS(1, 2, 3)) \
 	P(cuMemcpyAsync, copy, copy, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
 	P(cuMemcpyAsync_ptsz, copy, copy, none, CP_KIND(CP_COPY_DEFAULT) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
 	P(cuMemcpyHtoD_v2, copy, copy, call_return, CP_KIND(CP_COPY_HTOD) | CP_COPY_ARGS(1, 2, 3)) \
 	P(cuMemcpyHtoD_v2_ptds, copy, copy, call_return, CP_KIND(CP_COPY_HTOD) | CP_COPY_ARGS(1, 2, 3)) \
 	P(cuMemcpyDtoH_v2, copy, copy, call_return, CP_KIND(CP_COPY_DTOH) | CP_COPY_ARGS(1, 2, 3)) \
 	P(cuMemcpyDtoH_v2_ptds, copy, copy, call_return, CP_KIND(CP_COPY_DTOH) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpyDtoD_v2, copy, copy, call_return, CP_KIND(CP_COPY_DTOD) | CP_COPY_ARGS(1, 2, 3)) \
-	P(cuMemcpyDtoD_v2_ptds, copy, copy, call_return, CP_KIND(CP_COPY_DTOD) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpyDtoD_v2, copy, copy, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ARGS(1, 2, 3)) \
+	P(cuMemcpyDtoD_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ARGS(1, 2, 3)) \
 	P(cuMemcpyHtoDAsync_v2, copy, copy, none, CP_KIND(CP_COPY_HTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
 	P(cuMemcpyHtoDAsync_v2_ptsz, copy, copy, none, CP_KIND(CP_COPY_HTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
 	P(cuMemcpyDtoHAsync_v2, copy, copy, none, CP_KIND(CP_COPY_DTOH) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
 	P(cuMemcpyDtoHAsync_v2_ptsz, copy, copy, none, CP_KIND(CP_COPY_DTOH) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
 	P(cuMemcpyDtoDAsync_v2, copy, copy, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
 	P(cuMemcpyDtoDAsync_v2_ptsz, copy, copy, none, CP_KIND(CP_COPY_DTOD) | CP_COPY_ASYNC_ARGS(1, 2, 3, 4)) \
-	P(cuMemcpyPeer, copy, copy, call_return, CP_KIND(CP_COPY_PEER) | CP_COPY_ARGS(1, 3, 5)) \
-	P(cuMemcpyPeer_ptds, copy, copy, call_return, CP_KIND(CP_COPY_PEER) | CP_COPY_ARGS(1, 3, 5)) \
+	P(cuMemcpyPeer, copy, copy, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ARGS(1, 3, 5)) \
+	P(cuMemcpyPeer_ptds, copy, copy, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ARGS(1, 3, 5)) \
 	P(cuMemcpyPeerAsync, copy, copy, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ASYNC_ARGS(1, 3, 5, 6)) \
 	P(cuMemcpyPeerAsync_ptsz, copy, copy, none, CP_KIND(CP_COPY_PEER) | CP_COPY_ASYNC_ARGS(1, 3, 5, 6)) \
-	P(cuMemcpyHtoA_v2, copy, copy, call_return, CP_KIND(CP_COPY_HTOA) | CP_COPY_ARGS(1, 3, 4)) \
-	P(cuMemcpyHtoA_v2_ptds, copy, copy, call_return, CP_KIND(CP_COPY_HTOA) | CP_COPY_ARGS(1, 3, 4)) \
-	P(cuMemcpyAtoH_v2, copy, copy, call_return, CP_KIND(CP_COPY_ATOH) | CP_COPY_ARGS(1, 2, 4)) \
-	P(cuMemcpyAtoH_v2_ptds, copy, copy, call_return, CP_KIND(CP_COPY_ATOH) | CP_COPY_ARGS(1, 2, 4)) \
-	P(cuMemcpyDtoA_v2, copy, copy, call_return, CP_KIND(CP_COPY_DTOA) | CP_COPY_ARGS(1, 3, 4)) \
-	P(cuMemcpyDtoA_v2_ptds, copy, copy, call_return, CP_KIND(CP_COPY_DTOA) | CP_COPY_ARGS(1, 3, 4)) \
-	P(cuMemcpyAtoD_v2, copy, copy, call_return, CP_KIND(CP_COPY_ATOD) | CP_COPY_ARGS(1, 2, 4)) \
-	P(cuMemcpyAtoD_v2_ptds, copy, copy, call_return, CP_KIND(CP_COPY_ATOD) | CP_COPY_ARGS(1, 2, 4)) \
-	P(cuMemcpyAtoA_v2, copy, copy, call_return, CP_KIND(CP_COPY_ATOA) | CP_COPY_ARGS(1, 3, 5)) \
-	P(cuMemcpyAtoA_v2_ptds, copy, copy, call_return, CP_KIND(CP_COPY_ATOA) | CP_COPY_ARGS(1, 3, 5)) \
+	P(cuMemcpyHtoA_v2, copy, copy, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ARGS(1, 3, 4)) \
+	P(cuMemcpyHtoA_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ARGS(1, 3, 4)) \
+	P(cuMemcpyAtoH_v2, copy, copy, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ARGS(1, 2, 4)) \
+	P(cuMemcpyAtoH_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ARGS(1, 2, 4)) \
+	P(cuMemcpyDtoA_v2, copy, copy, none, CP_KIND(CP_COPY_DTOA) | CP_COPY_ARGS(1, 3, 4)) \
+	P(cuMemcpyDtoA_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_DTOA) | CP_COPY_ARGS(1, 3, 4)) \
+	P(cuMemcpyAtoD_v2, copy, copy, none, CP_KIND(CP_COPY_ATOD) | CP_COPY_ARGS(1, 2, 4)) \
+	P(cuMemcpyAtoD_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_ATOD) | CP_COPY_ARGS(1, 2, 4)) \
+	P(cuMemcpyAtoA_v2, copy, copy, none, CP_KIND(CP_COPY_ATOA) | CP_COPY_ARGS(1, 3, 5)) \
+	P(cuMemcpyAtoA_v2_ptds, copy, copy, none, CP_KIND(CP_COPY_ATOA) | CP_COPY_ARGS(1, 3, 5)) \
 	P(cuMemcpyHtoAAsync_v2, copy, copy, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ASYNC_ARGS(1, 3, 4, 5)) \
 	P(cuMemcpyHtoAAsync_v2_ptsz, copy, copy, none, CP_KIND(CP_COPY_HTOA) | CP_COPY_ASYNC_ARGS(1, 3, 4, 5)) \
 	P(cuMemcpyAtoHAsync_v2, copy, copy, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ASYNC_ARGS(1, 2, 4, 5)) \
 	P(cuMemcpyAtoHAsync_v2_ptsz, copy, copy, none, CP_KIND(CP_COPY_ATOH) | CP_COPY_ASYNC_ARGS(1, 2, 4, 5)) \
-	P(cuMemcpy2D_v2, copy, copy, call_return, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
-	P(cuMemcpy2D_v2_ptds, copy, copy, call_return, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
-	P(cuMemcpy2DUnaligned_v2, copy, copy, call_return, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
-	P(cuMemcpy2DUnaligned_v2_ptds, copy, copy, call_return, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
+	P(cuMemcpy2D_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
+	P(cuMemcpy2D_v2_ptds, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
+	P(cuMemcpy2DUnaligned_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
+	P(cuMemcpy2DUnaligned_v2_ptds, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1)) \
 	P(cuMemcpy2DAsync_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
 	P(cuMemcpy2DAsync_v2_ptsz, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_2D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
-	P(cuMemcpy3D_v2, copy, copy, call_return, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
-	P(cuMemcpy3D_v2_ptds, copy, copy, call_return, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
+	P(cuMemcpy3D_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
+	P(cuMemcpy3D_v2_ptds, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
 	P(cuMemcpy3DAsync_v2, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
 	P(cuMemcpy3DAsync_v2_ptsz, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
-	P(cuMemcpy3DPeer, copy, copy, call_return, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
-	P(cuMemcpy3DPeer_ptds, copy, copy, call_return, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
+	P(cuMemcpy3DPeer, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
+	P(cuMemcpy3DPeer_ptds, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1)) \
 	P(cuMemcpy3DPeerAsync, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
 	P(cuMemcpy3DPeerAsync_ptsz, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_3D) | CP_ARG_A(1) | CP_ASYNC | CP_ARG_STREAM(2)) \
 	P(cuMemcpyBatchAsync, copy, copy, none, CP_VARIANT(CP_COPY_VARIANT_BATCH) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(3) | CP_ARG_BYTES(4) | CP_ASYNC | CP_ARG_STREAM(9)) \

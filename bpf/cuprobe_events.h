@@ -167,7 +167,7 @@ enum cp_sync_kind {
 	CP_SYNC_EVENT = 3,
 	CP_SYNC_QUERY_STREAM = 4, /* cuStreamQuery returned (result says whether it was idle) */
 	CP_SYNC_QUERY_EVENT = 5,  /* cuEventQuery returned */
-	CP_SYNC_COPY = 6,         /* a blocking copy returned (it waited for the legacy stream) */
+	CP_SYNC_COPY = 6,         /* a blocking host<->device copy returned (after the legacy stream) */
 };
 
 /* Operations of CP_EV_EVENT. */

@@ -610,7 +610,9 @@ struct cp_gpu_summary {
 	uint64_t busy_max_ns;     /* GPU possibly busy: the union of the kernels' bounds */
 	uint64_t syncs;           /* syncs, queries and blocking copies that returned */
 	uint64_t syncs_waited;    /* ... that waited for pending launches */
-	uint64_t waits_immediate; /* ... of which returned as fast as the fastest: work already done */
+	uint64_t waits_immediate; /* ... of which found the work (nearly) done: returned within
+				   * max(20 us, 1/20 of the time since the previous sync)
+				   * of the fastest sync */
 	uint64_t sync_wait_ns;    /* time blocked in those */
 	uint64_t sync_overhead_ns;/* the fastest sync: the driver's own return time */
 	bool exited;

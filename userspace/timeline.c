@@ -29,8 +29,14 @@
 #define DEFAULT_MAX_PENDING 65536
 #define STREAM_LEGACY 0ull
 #define STREAM_PER_THREAD 2ull
-/* A sync that returned within this much of the fastest one found the work already done. */
+/*
+ * A sync that returned within this much of the fastest one found the work
+ * already done, or nearly: IMMEDIATE_SLACK_NS, or a twentieth of the time
+ * since the process's previous sync returned (the queue then held at most a
+ * twentieth of what the CPU took to launch it).
+ */
 #define IMMEDIATE_SLACK_NS 20000ull
+#define IMMEDIATE_SHARE 20
 
 struct launch {
 	uint64_t seq;
@@ -85,6 +91,7 @@ struct process {
 	struct span_union busy_max, busy_wait;
 	struct cp_gpu_summary summary;
 	uint64_t fastest_sync_ns;
+	uint64_t last_sync_return_ns;
 };
 
 struct cp_timeline {
@@ -539,11 +546,18 @@ static void on_sync(struct cp_timeline *tl, struct process *p, const struct cp_s
 	/* A wait for pending work: the CPU blocked on the GPU meanwhile. */
 	if (done && (e->kind == CP_SYNC_STREAM || e->kind == CP_SYNC_CONTEXT ||
 		     e->kind == CP_SYNC_EVENT || e->kind == CP_SYNC_COPY)) {
+		uint64_t since = p->last_sync_return_ns && e->entry_ns > p->last_sync_return_ns ?
+				 e->entry_ns - p->last_sync_return_ns : 0;
+		uint64_t slack = since / IMMEDIATE_SHARE > IMMEDIATE_SLACK_NS ?
+				 since / IMMEDIATE_SHARE : IMMEDIATE_SLACK_NS;
+
 		p->summary.syncs_waited++;
 		p->summary.sync_wait_ns += waited;
 		span_add(&p->busy_wait, e->entry_ns, e->hdr.time_ns);
-		p->summary.waits_immediate += waited <= p->fastest_sync_ns + IMMEDIATE_SLACK_NS;
+		p->summary.waits_immediate += waited <= p->fastest_sync_ns + slack;
 	}
+	if (e->kind != CP_SYNC_QUERY_EVENT && e->kind != CP_SYNC_QUERY_STREAM)
+		p->last_sync_return_ns = e->hdr.time_ns;
 	span_fold(&p->busy_max, watermark(p));
 	span_fold(&p->busy_wait, watermark(p));
 }

@@ -135,7 +135,12 @@ for w in ["mlp", "gemm", "tiny"]:
     row(f"{w}: GPU busy (ms): cuprobe at least / truth / cuprobe at most",
         f"{busy_min / 1e6:.2f} / {true_busy / 1e6:.2f} / {busy_max / 1e6:.2f}", "min <= truth <= max",
         busy_min <= true_busy <= busy_max)
-    immediate = sum(1 for a, b in waited if b - a <= fastest + 20000)
+    # cuprobe's rule: a wait returned within max(20 us, 1/20 of the time since the previous sync).
+    immediate, last = 0, None
+    for a, b in sorted(waits):
+        if (a, b) in waited and b - a <= fastest + max(20000, (a - last) // 20 if last and a > last else 0):
+            immediate += 1
+        last = b
     verdict = ("gpu-bound" if busy_min * 2 >= window else
                "launch-bound" if (window - busy_max) * 2 >= window or
                (waited and immediate * 2 >= len(waited) and busy_min * 5 < window) else "mixed")
