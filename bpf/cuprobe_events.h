@@ -321,7 +321,8 @@ struct cp_return_event {
 struct cp_xid_event {
 	struct cp_event_header hdr;
 	__u32 error_code;            /* the Xid */
-	__u32 pad;
+	__u32 process;               /* 0 from the kernel; the agent fills in the process the
+				      * driver's log names (cp_tracer__handle_xid) */
 	char dev[CP_XID_DEV_MAX];    /* the PCI address */
 	char msg[CP_XID_MSG_MAX];
 };

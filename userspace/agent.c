@@ -68,6 +68,9 @@ static int handle_record(void *ctx, void *data, size_t size)
 	/* A new CUDA library file: its probes go in before anyone hears of it. */
 	if (event.hdr.type == CP_EV_ATTACH && agent->tracer)
 		cp_tracer__handle_attach(agent->tracer, &event.attach);
+	/* A GPU error: the process it hit, from the driver's log line. */
+	if (event.hdr.type == CP_EV_XID && agent->tracer)
+		cp_tracer__handle_xid(agent->tracer, &event.xid);
 	err = agent->on_event ? agent->on_event(agent->ctx, &event) : 0;
 	if (err < 0) {
 		int none = 0;

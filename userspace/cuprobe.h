@@ -645,7 +645,13 @@ CUPROBE_API const char *cp_done_evidence__name(enum cp_done_evidence evidence);
  */
 CUPROBE_API size_t cp_timeline__in_flight(const struct cp_timeline *timeline, uint32_t pid,
 					  struct cp_gpu_interval *out, size_t max);
-/* The process an Xid names ("pid=" in its message), else the task current when it fired. */
+/*
+ * With the tracer given to the agent, each Xid record gets the process the
+ * driver's kernel-log line for it names (/dev/kmsg, read from the tracer's
+ * start; up to 200 ms waited for it): xid->process. 0, or -ENOENT.
+ */
+CUPROBE_API int cp_tracer__handle_xid(struct cp_tracer *tracer, struct cp_xid_event *xid);
+/* The process an Xid hit: the kernel log's, else "pid=" in its message, else the task current then. */
 CUPROBE_API uint32_t cp_xid__process(const struct cp_xid_event *xid);
 CUPROBE_API const char *cp_gpu_verdict__name(enum cp_gpu_verdict verdict);
 

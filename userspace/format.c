@@ -1757,7 +1757,9 @@ uint32_t cp_xid__process(const struct cp_xid_event *xid)
 
 	if (!xid)
 		return 0;
-	/* The driver names the process in most Xid messages: "pid=1234, name=python, ...". */
+	if (xid->process)
+		return xid->process;
+	/* Some Xid messages name the process: "pid=1234, name=python, ...". */
 	if (at) {
 		pid = strtoul(at + 4, &end, 10);
 		if (end != at + 4 && pid > 0 && pid <= UINT32_MAX)

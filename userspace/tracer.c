@@ -251,6 +251,7 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 	tracer->log = opts->log;
 	tracer->log_ctx = opts->log_ctx;
 	tracer->guardian_fd = -1;
+	tracer->kmsg_fd = -1;
 	pthread_mutex_init(&tracer->lock, NULL);
 
 	tracer->skel = cuprobe_bpf__open();
@@ -328,7 +329,10 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 	if (tracer->watch_xid && attach_tracepoint(tracer, tracer->skel->progs.gpu_xid))
 		logf_(tracer, CP_LOG_WARN, "cannot attach nvidia:nvidia_dev_xid: GPU errors not recorded");
 	else if (tracer->watch_xid)
-		logf_(tracer, CP_LOG_INFO, "recording GPU errors (nvidia:nvidia_dev_xid)");
+		cp_tracer__open_kmsg(tracer);
+	if (tracer->watch_xid)
+		logf_(tracer, CP_LOG_INFO, "recording GPU errors (nvidia:nvidia_dev_xid)%s",
+		      tracer->kmsg_fd < 0 ? "; without /dev/kmsg, processes named only by the tracepoint" : "");
 	if (mmap_program) {
 		err = attach_tracepoint(tracer, mmap_program);
 		if (!err && tracer->skel->rodata->watch_runtime)
@@ -456,6 +460,7 @@ void cp_tracer__free(struct cp_tracer *tracer)
 	cp_tracer__release_held(tracer);
 	cp_tracer__stop_guardian(tracer);
 	destroy_all_links(tracer);
+	cp_tracer__close_kmsg(tracer);
 	free(tracer->links);
 	free(tracer->multi_fds);
 	/* Detached above: now their objects can go. */

@@ -76,6 +76,7 @@ struct cp_tracer {
 	bool measure_latency;      /* every probe gets a return probe (api_return if none) */
 	bool return_records;       /* ... and the return is recorded (CP_EV_RETURN) */
 	bool watch_xid;            /* nvidia:nvidia_dev_xid exists and is attached */
+	int kmsg_fd;               /* /dev/kmsg from the start, to attribute Xids; -1 when not */
 	bool use_multi;
 	bool hold;                 /* hold_new_mappers or hold_for_stacks */
 	/* The built-in programs' families (a bit per enum cp_family); users' programs. */
@@ -104,6 +105,9 @@ struct tracked_file *cp_tracer__track(struct cp_tracer *tracer, uint32_t dev, ui
 int cp_tracer__mark_covered(struct cp_tracer *tracer, uint32_t dev, uint64_t inode);
 int cp_tracer__start_guardian(struct cp_tracer *tracer);
 void cp_tracer__stop_guardian(struct cp_tracer *tracer);
+/* xid.c: the kernel log, read to name the process an Xid hit. */
+void cp_tracer__open_kmsg(struct cp_tracer *tracer);
+void cp_tracer__close_kmsg(struct cp_tracer *tracer);
 /* tracer.c: attach the driver catalogue or the runtime probe to the file at path. */
 int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, bool runtime,
 			   struct cp_attach_report *report);
