@@ -606,7 +606,13 @@ enum cp_gpu_verdict {
 struct cp_gpu_summary {
 	uint64_t window_start_ns, window_end_ns; /* first launch to the last bound */
 	uint64_t launches, bounded, pending, dropped;
-	uint64_t busy_min_ns;     /* GPU surely busy: waits for pending work, less the return time */
+	/*
+	 * GPU busy at least: the CPU's waits for pending launches, less the
+	 * driver's return time on each (the fastest sync's). A bound as long as
+	 * a waiting thread is woken promptly when the GPU finishes: a CPU too
+	 * loaded to run it inflates it.
+	 */
+	uint64_t busy_min_ns;
 	uint64_t busy_max_ns;     /* GPU possibly busy: the union of the kernels' bounds */
 	uint64_t syncs;           /* syncs, queries and blocking copies that returned */
 	uint64_t syncs_waited;    /* ... that waited for pending launches */
