@@ -97,6 +97,21 @@ struct {
 	__type(value, struct cp_alloc_info);
 } live_allocs SEC(".maps");
 
+/* Per (process, device): allocations and live bytes; copies by direction. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct cp_device_key);
+	__type(value, struct cp_device_mem_stat);
+} device_mem_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct cp_copy_key);
+	__type(value, struct cp_copy_stat);
+} copy_stats SEC(".maps");
+
 /* VMM: physical handles, mappings and reserved ranges of traced processes. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -244,6 +259,14 @@ static __always_inline struct cp_api_stat *api_row(__u32 tgid, __u32 api)
 	return lookup_or_init(&api_stats, &key, &empty, CP_CNT_API_STATS_FULL);
 }
 
+static __always_inline struct cp_device_mem_stat *device_mem_row(__u32 tgid, __s32 device)
+{
+	struct cp_device_key key = { .pid = tgid, .device = device };
+	static const struct cp_device_mem_stat empty;
+
+	return lookup_or_init(&device_mem_stats, &key, &empty, CP_CNT_DEVICE_STATS_FULL);
+}
+
 static __always_inline struct cp_mem_stat *mem_row(__u32 tgid)
 {
 	static const struct cp_mem_stat empty;
@@ -377,9 +400,10 @@ static __always_inline void returned(struct pt_regs *regs, __u64 pid_tgid, int r
 	__sync_fetch_and_add(&row->histogram[cp_log2_bucket(elapsed) & (CP_HIST_BUCKETS - 1)], 1);
 }
 
-static __always_inline void count_launch(__u32 tgid, __u64 handle, __u64 threads, bool graph)
+static __always_inline void count_launch(__u32 tgid, __s32 device, __u64 handle, __u64 threads,
+					bool graph)
 {
-	struct cp_kernel_key key = { .pid = tgid, .handle = handle };
+	struct cp_kernel_key key = { .pid = tgid, .device = device, .handle = handle };
 	struct cp_kernel_stat empty = { .graph = graph };
 	struct cp_kernel_stat *row;
 
@@ -421,12 +445,14 @@ int BPF_KPROBE(launch)
 	struct cp_launch_event *event;
 	struct cuda_launch l;
 	struct call c;
+	__s32 device;
 
 	if (!enter(ctx, &c))
 		return 0;
 	cuda_decode_launch(&c.args, &l);
+	device = cuprobe_current_device();
 	if (aggregate && l.kind != CP_LAUNCH_KIND_HOST_FUNC)
-		count_launch(c.pid_tgid >> 32, l.function,
+		count_launch(c.pid_tgid >> 32, device, l.function,
 			     (__u64)l.grid[0] * l.grid[1] * l.grid[2] * l.block[0] * l.block[1] *
 			     l.block[2], l.kind == CP_LAUNCH_KIND_GRAPH);
 	event = call_record(&c, CP_EV_LAUNCH, sizeof(*event));
@@ -438,7 +464,7 @@ int BPF_KPROBE(launch)
 	__builtin_memcpy(event->block, l.block, sizeof(event->block));
 	event->shared_mem_bytes = l.shared_mem_bytes;
 	event->flags = l.flags;
-	event->device = cuprobe_current_device();
+	event->device = device;
 	event->pad = 0;
 	submit(event, c.now, false);
 	return 0;
@@ -451,14 +477,19 @@ static __always_inline void track_alloc(__u32 tgid, __u64 ptr, __u64 bytes, __u3
 	struct cp_alloc_key key = { .pid = tgid, .ptr = ptr };
 	struct cp_alloc_info info = {
 		.bytes = bytes, .stack_id = stack_id, .caller = caller, .time_ns = now, .kind = kind,
-		.api = api,
+		.api = api, .device = cuprobe_current_device(),
 	};
 	struct cp_mem_stat *mem = mem_row(tgid);
+	struct cp_device_mem_stat *per_device = NULL;
 
 	if (!mem)
 		return;
-	if (kind != CP_MEM_HOST)
+	if (kind != CP_MEM_HOST) {
 		__sync_fetch_and_add(&mem->allocations, 1);
+		per_device = device_mem_row(tgid, info.device);
+		if (per_device)
+			__sync_fetch_and_add(&per_device->allocations, 1);
+	}
 	if (bpf_map_update_elem(&live_allocs, &key, &info, BPF_ANY)) {
 		count(CP_CNT_LIVE_ALLOCS_FULL);
 		return; /* not tracked: its free will count as unknown */
@@ -469,6 +500,12 @@ static __always_inline void track_alloc(__u32 tgid, __u64 ptr, __u64 bytes, __u3
 		return;
 	}
 	grow_live(mem, bytes);
+	if (per_device) {
+		__u64 live = __sync_fetch_and_add(&per_device->live_bytes, bytes) + bytes;
+
+		if (live > per_device->peak_bytes)
+			per_device->peak_bytes = live; /* a racing update may keep the smaller: harmless */
+	}
 }
 
 /* A free leaves the live set; a device pointer never seen allocated is counted apart. */
@@ -495,8 +532,14 @@ static __always_inline void track_free(__u32 tgid, __u64 ptr, __u32 kind)
 		__sync_fetch_and_sub(&mem->host_live_bytes, info->bytes);
 		__sync_fetch_and_sub(&mem->host_live_allocations, 1);
 	} else {
+		struct cp_device_mem_stat *per_device = device_mem_row(tgid, info->device);
+
 		__sync_fetch_and_sub(&mem->live_bytes, info->bytes);
 		__sync_fetch_and_sub(&mem->live_allocations, 1);
+		if (per_device) {
+			__sync_fetch_and_sub(&per_device->live_bytes, info->bytes);
+			__sync_fetch_and_add(&per_device->frees, 1);
+		}
 	}
 	bpf_map_delete_elem(&live_allocs, &key);
 }
@@ -551,9 +594,21 @@ int BPF_KPROBE(copy)
 
 		keep_call(&c, &call);
 	}
-	if (!stream_events)
+	if (!stream_events && !aggregate)
 		return 0;
 	cuda_decode_copy(&c.args, &x);
+	if (aggregate) {
+		struct cp_copy_key key = { .pid = c.pid_tgid >> 32, .device = cuprobe_current_device(),
+					   .direction = x.direction };
+		static const struct cp_copy_stat empty;
+		struct cp_copy_stat *row = lookup_or_init(&copy_stats, &key, &empty,
+							  CP_CNT_DEVICE_STATS_FULL);
+
+		if (row) {
+			__sync_fetch_and_add(&row->copies, x.count);
+			__sync_fetch_and_add(&row->bytes, x.bytes);
+		}
+	}
 	event = call_record(&c, CP_EV_COPY, sizeof(*event));
 	if (!event)
 		return 0;

@@ -113,6 +113,7 @@ enum cp_counter {
 	CP_CNT_CALL_START_FULL,     /* calls whose latency could not be timed */
 	CP_CNT_VMM_FULL,            /* physical handles or mappings not tracked: map full */
 	CP_CNT_VMM_UNKNOWN,         /* releases/unmaps of handles made before tracing began */
+	CP_CNT_DEVICE_STATS_FULL,   /* device memory or copy updates that did not fit their maps */
 	CP_CNT_HOLD_FAILED,         /* new driver mappings whose process could not be held */
 	CP_CNT_MAX,
 };
@@ -499,7 +500,7 @@ static inline __u32 cp_log2_bucket(__u64 ns)
 
 struct cp_kernel_key {
 	__u32 pid;
-	__u32 pad;
+	__s32 device;     /* of the launching thread's current context; -1 when not known */
 	__u64 handle;     /* CUfunction / CUkernel, or CUgraphExec for graph launches */
 };
 
@@ -588,6 +589,33 @@ struct cp_alloc_info {
 	__u64 time_ns;
 	__u32 kind;       /* enum cp_mem_kind */
 	__u32 api;
+	__s32 device;     /* of the allocating thread's current context; -1 when not known */
+	__u32 pad;
+};
+
+/* Per process and device (exporter): device allocations, and copies by direction. */
+struct cp_device_key {
+	__u32 pid;
+	__s32 device;
+};
+
+struct cp_device_mem_stat {
+	__u64 live_bytes;       /* cuMemAlloc* family (VMM is per process only) */
+	__u64 peak_bytes;
+	__u64 allocations;
+	__u64 frees;
+};
+
+struct cp_copy_key {
+	__u32 pid;
+	__s32 device;
+	__u32 direction;        /* enum cp_copy_dir */
+	__u32 pad;
+};
+
+struct cp_copy_stat {
+	__u64 copies;           /* a batch counts its copies */
+	__u64 bytes;
 };
 
 /* ---- maps shared with users' programs (cuprobe.bpf.h declares them) ---------- */

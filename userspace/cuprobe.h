@@ -261,6 +261,7 @@ struct cp_counters {
 	uint64_t call_start_full;
 	uint64_t vmm_full;
 	uint64_t vmm_unknown;
+	uint64_t device_stats_full;  /* per-device memory or copy updates that did not fit */
 	uint64_t hold_failed;
 	uint64_t driver_mappings;   /* attach events the BPF side emitted */
 };
@@ -395,6 +396,28 @@ struct cp_kernel_row {
 	uint64_t handle;          /* the CUfunction/CUkernel launched, or the CUgraphExec */
 	uint64_t launches;
 	uint64_t threads;         /* sum of grid x block over the launches */
+	int32_t device;           /* of the launching threads' current context; -1 when not known */
+	uint32_t pad;
+};
+
+/* One process's allocations on one device (the cuMemAlloc* family; VMM is per process). */
+struct cp_device_mem_row {
+	uint32_t pid;
+	int32_t device;           /* -1 when not known */
+	uint64_t live_bytes;
+	uint64_t peak_bytes;
+	uint64_t allocations;
+	uint64_t frees;
+};
+
+/* One process's copies in one direction, issued with a device current. */
+struct cp_copy_row {
+	uint32_t pid;
+	int32_t device;
+	uint32_t direction;       /* enum cp_copy_dir */
+	uint32_t pad;
+	uint64_t copies;          /* a batch counts each of its copies */
+	uint64_t bytes;
 };
 
 /* Calls of one API by one process. */
@@ -456,6 +479,10 @@ struct cp_stats_snapshot {
 	size_t api_count;
 	struct cp_mem_row *mems;
 	size_t mem_count;
+	struct cp_device_mem_row *device_mems;
+	size_t device_mem_count;
+	struct cp_copy_row *copies;
+	size_t copy_count;
 };
 
 CUPROBE_API int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,

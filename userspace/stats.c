@@ -68,6 +68,8 @@ struct kernel_row_image { struct cp_kernel_key key; struct cp_kernel_stat stat; 
 struct api_row_image { struct cp_api_key key; struct cp_api_stat stat; };
 struct mem_row_image { uint32_t pid; uint32_t pad; struct cp_mem_stat stat; };
 struct alloc_row_image { struct cp_alloc_key key; struct cp_alloc_info info; };
+struct device_mem_image { struct cp_device_key key; struct cp_device_mem_stat stat; };
+struct copy_image { struct cp_copy_key key; struct cp_copy_stat stat; };
 
 static void kernel_row(struct cp_kernel_row *row, const struct kernel_row_image *image)
 {
@@ -76,6 +78,7 @@ static void kernel_row(struct cp_kernel_row *row, const struct kernel_row_image 
 	row->handle = image->key.handle;
 	row->launches = image->stat.launches;
 	row->threads = image->stat.threads;
+	row->device = image->key.device;
 }
 
 static void api_row(struct cp_api_row *row, const struct api_row_image *image)
@@ -120,6 +123,49 @@ static void alloc_row(struct cp_live_alloc *row, const struct alloc_row_image *i
 	row->api = image->info.api;
 }
 
+/* Per-device rows: allocations by device, copies by device and direction. */
+static int device_rows(const struct cp_tracer *tracer, uint32_t pid, struct cp_stats_snapshot *out)
+{
+	struct device_mem_image *mems = NULL;
+	struct copy_image *copies = NULL;
+	size_t mem_count = 0, copy_count = 0, i;
+	int err;
+
+	err = collect_rows(bpf_map__fd(tracer->skel->maps.device_mem_stats),
+			   sizeof(struct cp_device_key), sizeof(struct cp_device_mem_stat),
+			   sizeof(*mems), 0, offsetof(struct device_mem_image, stat), pid,
+			   (void **)&mems, &mem_count);
+	if (!err)
+		err = collect_rows(bpf_map__fd(tracer->skel->maps.copy_stats), sizeof(struct cp_copy_key),
+				   sizeof(struct cp_copy_stat), sizeof(*copies), 0,
+				   offsetof(struct copy_image, stat), pid, (void **)&copies, &copy_count);
+	if (!err) {
+		out->device_mems = calloc(mem_count ? mem_count : 1, sizeof(*out->device_mems));
+		out->copies = calloc(copy_count ? copy_count : 1, sizeof(*out->copies));
+		if (!out->device_mems || !out->copies)
+			err = -ENOMEM;
+	}
+	for (i = 0; !err && i < mem_count; i++)
+		out->device_mems[i] = (struct cp_device_mem_row){
+			.pid = mems[i].key.pid, .device = mems[i].key.device,
+			.live_bytes = mems[i].stat.live_bytes, .peak_bytes = mems[i].stat.peak_bytes,
+			.allocations = mems[i].stat.allocations, .frees = mems[i].stat.frees,
+		};
+	for (i = 0; !err && i < copy_count; i++)
+		out->copies[i] = (struct cp_copy_row){
+			.pid = copies[i].key.pid, .device = copies[i].key.device,
+			.direction = copies[i].key.direction, .copies = copies[i].stat.copies,
+			.bytes = copies[i].stat.bytes,
+		};
+	if (!err) {
+		out->device_mem_count = mem_count;
+		out->copy_count = copy_count;
+	}
+	free(mems);
+	free(copies);
+	return err;
+}
+
 int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
 			struct cp_stats_snapshot *out)
 {
@@ -162,6 +208,9 @@ int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
 	out->kernel_count = kernel_count;
 	out->api_count = api_count;
 	out->mem_count = mem_count;
+	err = device_rows(tracer, pid, out);
+	if (err)
+		cp_stats_snapshot__release(out);
 err_free:
 	free(kernels);
 	free(apis);
@@ -176,6 +225,8 @@ void cp_stats_snapshot__release(struct cp_stats_snapshot *snapshot)
 	free(snapshot->kernels);
 	free(snapshot->apis);
 	free(snapshot->mems);
+	free(snapshot->device_mems);
+	free(snapshot->copies);
 	memset(snapshot, 0, sizeof(*snapshot));
 }
 
@@ -270,6 +321,8 @@ int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid)
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.kernel_stats), sizeof(struct cp_kernel_key), pid);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.api_stats), sizeof(struct cp_api_key), pid);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.mem_stats), sizeof(uint32_t), pid);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.device_mem_stats), sizeof(struct cp_device_key), pid);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.copy_stats), sizeof(struct cp_copy_key), pid);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.live_allocs), sizeof(struct cp_alloc_key), pid);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_handles), sizeof(struct cp_vmm_key), pid);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_mappings), sizeof(struct cp_vmm_key), pid);

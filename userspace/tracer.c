@@ -922,6 +922,7 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
 	out->call_start_full = sums[CP_CNT_CALL_START_FULL];
 	out->vmm_full = sums[CP_CNT_VMM_FULL];
 	out->vmm_unknown = sums[CP_CNT_VMM_UNKNOWN];
+	out->device_stats_full = sums[CP_CNT_DEVICE_STATS_FULL];
 	out->hold_failed = sums[CP_CNT_HOLD_FAILED];
 	out->driver_mappings = sums[CP_API_driver_mapped];
 	return 0;
