@@ -8,4 +8,6 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends \
 	build-essential cmake pkg-config clang llvm \
 	libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libiberty-dev libncurses-dev \
-	libcriterion-dev libjansson-dev tmux
+	libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev \
+	golang-github-prometheus-client-model-dev \
+	libcriterion-dev libjansson-dev tmux prometheus

@@ -13,14 +13,16 @@
  * the man page (cuprobe-man, built beside cuprobe) are all made from it.
  */
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
-       OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO };
+       OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
+       OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
 #define TOP (1u << CP_CMD_TOP)
 #define RUN (1u << CP_CMD_RUN)
+#define EXPORTER (1u << CP_CMD_EXPORTER)
 #define PROBES (1u << CP_CMD_PROBES)
-#define TRACING (TRACE | STATS | TOP | RUN)
+#define TRACING (TRACE | STATS | TOP | RUN | EXPORTER)
 #define ALL (TRACING | PROBES)
 
 static const struct cp_option_doc option_docs[] = {
@@ -40,13 +42,24 @@ static const struct cp_option_doc option_docs[] = {
 	  "name kernels through their host stubs" },
 	{ OPT_CUDART, "cudart", 0, "PATH", TRACE,
 	  "probe cudaLaunchKernel in this file (repeatable; implies --runtime)" },
-	{ 'i', "interval", 'i', "SECS", STATS | TOP | RUN,
+	{ 'i', "interval", 'i', "SECS", STATS | TOP | RUN | EXPORTER,
 	  "stats: also report every SECS seconds (default: only at exit);\n"
 	  "top: refresh period (default 1); run: also print the maps every SECS\n"
-	  "seconds (default: only at exit)" },
-	{ OPT_LATENCY, "latency", 0, NULL, STATS,
+	  "seconds (default: only at exit); exporter: how often the metrics are\n"
+	  "read from the maps (default 5)" },
+	{ OPT_LISTEN, "listen", 0, "ADDR:PORT", EXPORTER,
+	  "serve /metrics on this address (default 127.0.0.1:9466); an address\n"
+	  "other than loopback needs --allow-remote" },
+	{ OPT_ALLOW_REMOTE, "allow-remote", 0, NULL, EXPORTER,
+	  "allow --listen on an address other than loopback: anyone who can reach it\n"
+	  "reads every CUDA process's pid, command, container and kernel names" },
+	{ OPT_MAX_KERNELS, "max-kernels", 0, "N", EXPORTER,
+	  "name at most N kernels per process (the first N seen; later ones are\n"
+	  "counted together as kernel=\"other\"; default 50)" },
+	{ OPT_LATENCY, "latency", 0, NULL, STATS | EXPORTER,
 	  "time every call with a return probe: log2 latency histograms, percentiles\n"
-	  "and the calls that failed" },
+	  "and the calls that failed (exporter: API latency histograms and errors;\n"
+	  "roughly doubles the cost of a call)" },
 	{ OPT_STACKS, "stacks", 0, NULL, STATS,
 	  "record the allocating user stack of each allocation and print it,\n"
 	  "symbolized, in leak reports (the program needs frame pointers)" },
@@ -127,6 +140,17 @@ static const struct cp_command_doc command_docs[] = {
 	  "no BTF, no cuda/ program or an unknown section, or that the verifier\n"
 	  "refuses, is said in one line and exits with 2 before anything is attached.\n"
 	  "Signals and exit status as for cuprobe trace." },
+	[CP_CMD_EXPORTER] = { "exporter", "[OPTIONS]",
+	  "A node agent for Prometheus: every CUDA process on the host counted in BPF\n"
+	  "maps (nothing per call crosses to userspace) and served on /metrics in the\n"
+	  "OpenMetrics text format, the Prometheus text format, or protobuf with\n"
+	  "native histograms, as the scraper asks. Labels: pid, command, container\n"
+	  "id, cgroup and pod of each process, and the GPU (index and UUID) of each\n"
+	  "launch, allocation and copy. An exited process's counts stay for five\n"
+	  "minutes, then go into its container's totals. Runs until stopped.",
+	  "Requests other than GET or HEAD of /metrics and / are refused; no request\n"
+	  "changes anything. Exit status: 0 when stopped; 1 when it cannot start;\n"
+	  "2 for bad usage." },
 	[CP_CMD_PROBES] = { "probes", "[--lib PATH]...",
 	  "Without --lib: the probe catalogue, one line per API (symbol, family, BPF\n"
 	  "programs), then the exports of traced families deliberately not probed,\n"
@@ -577,6 +601,24 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 		case OPT_TIMELINE:
 			opts->timeline = true;
 			break;
+		case OPT_LISTEN:
+			if (!*optarg || !strrchr(optarg, ':')) {
+				snprintf(error, error_len, "invalid --listen '%s': expected ADDR:PORT", optarg);
+				return CP_PARSE_ERROR;
+			}
+			opts->listen = optarg;
+			break;
+		case OPT_ALLOW_REMOTE:
+			opts->allow_remote = true;
+			break;
+		case OPT_MAX_KERNELS:
+			if (cp_parse_size(optarg, &value) || !value || value > 100000) {
+				snprintf(error, error_len,
+					 "invalid --max-kernels '%s': expected 1 to 100000", optarg);
+				return CP_PARSE_ERROR;
+			}
+			opts->max_kernels = value;
+			break;
 		case OPT_PERFETTO:
 			if (!*optarg) {
 				snprintf(error, error_len, "--perfetto needs a file name");
@@ -629,8 +671,9 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 		snprintf(error, error_len, "no PROG: cuprobe run needs a .bpf.c or .bpf.o file");
 		return CP_PARSE_ERROR;
 	}
-	if (opts->command && command == CP_CMD_TOP) {
-		snprintf(error, error_len, "cuprobe top watches the whole host: no COMMAND");
+	if (opts->command && (command == CP_CMD_TOP || command == CP_CMD_EXPORTER)) {
+		snprintf(error, error_len, "cuprobe %s watches the whole host: no COMMAND",
+			 command_name(command));
 		return CP_PARSE_ERROR;
 	}
 	if (opts->command && command == CP_CMD_PROBES) {

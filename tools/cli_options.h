@@ -40,9 +40,14 @@ struct cp_trace_options {
 	const char *program; /* PROG: a .bpf.o, or a .bpf.c to compile */
 	const char *settings[CP_CLI_MAX_SETTINGS]; /* --set NAME=VALUE */
 	size_t setting_count;
+	/* cuprobe exporter */
+	const char *listen;  /* --listen ADDR:PORT; NULL = 127.0.0.1:9466 */
+	bool allow_remote;   /* --allow-remote: a non-loopback ADDR */
+	size_t max_kernels;  /* --max-kernels N: kernels named per process (the rest: other) */
 };
 
-enum cp_command { CP_CMD_TRACE, CP_CMD_STATS, CP_CMD_TOP, CP_CMD_RUN, CP_CMD_PROBES, CP_CMD_COUNT };
+enum cp_command { CP_CMD_TRACE, CP_CMD_STATS, CP_CMD_TOP, CP_CMD_RUN, CP_CMD_EXPORTER, CP_CMD_PROBES,
+		  CP_CMD_COUNT };
 
 /* One option, as the parser, --help and the man page know it. */
 struct cp_option_doc {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "exporter.h"
 #include "probes.h"
 #include "run.h"
 #include "stats.h"
@@ -24,6 +25,7 @@ static const char usage[] =
 "  stats     count in BPF maps: kernels, API calls and latency, memory, leaks\n"
 "  top       live view of every CUDA process on the host\n"
 "  run       run your own BPF programs on CUDA calls, print their maps and rings\n"
+"  exporter  serve per-process, per-GPU metrics to Prometheus (a node agent)\n"
 "  probes    the probe catalogue; what a libcuda exports that is not probed\n"
 "\n"
 "  cuprobe COMMAND --help   options of one command\n"
@@ -51,6 +53,8 @@ int main(int argc, char **argv)
 		return cp_cmd_top(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "run"))
 		return cp_cmd_run(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "exporter"))
+		return cp_cmd_exporter(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "probes"))
 		return cp_cmd_probes(argc - 1, argv + 1);
 	fprintf(stderr, "cuprobe: unknown command '%s' (see cuprobe --help)\n", argv[1]);

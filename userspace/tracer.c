@@ -676,6 +676,9 @@ static int attach_group_classic(struct cp_tracer *tracer, const char *path,
 		return -EINVAL;
 	for (i = 0; i < count; i++) {
 		err = attach_one(tracer, program, path, offsets[i], group->retprobe, cookies[i]);
+		/* The file is gone (its process exited before we got to it): nothing more to try. */
+		if (err == -ENOENT || err == -ESRCH)
+			return err;
 		if (err) {
 			logf_(tracer, CP_LOG_WARN, "%s: cannot attach %s%s at 0x%llx: %s", path,
 			      group->program, group->retprobe ? " (return)" : "",
@@ -755,6 +758,10 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 				attached += n;
 				continue;
 			}
+			if (err == -ENOENT || err == -ESRCH) {
+				first_error = err; /* the file is gone: classic probes would not find it either */
+				break;
+			}
 			logf_(tracer, CP_LOG_INFO, "%s: uprobe_multi refused for %s (%zu symbols): %s; using classic uprobes",
 			      path, group->program, n, strerror(-err));
 			err = ensure_group_classic(tracer, group);
@@ -770,6 +777,8 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 					   &attached);
 		if (err && !first_error)
 			first_error = err;
+		if (err == -ENOENT || err == -ESRCH)
+			break;
 	}
 	err = 0;
 	report->attached = attached;

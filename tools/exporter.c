@@ -1,0 +1,1025 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * `cuprobe exporter`: the node agent. Every CUDA process on the host counted
+ * in BPF maps; every interval the main thread reads the maps, names what it
+ * reads (processes, containers, GPUs, kernels) and builds the three
+ * expositions; libmicrohttpd's own thread serves the latest ones on
+ * /metrics. A scrape never touches a BPF map or waits on the agent.
+ *
+ * Counters never go backwards: when a process exits, the agent reads its
+ * final rows, keeps them (labelled with its pid) for KEEP_EXITED_S, then
+ * folds them into its container's totals (pid=""), and the BPF rows go.
+ * A pid reused meanwhile folds the old process at once.
+ */
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "cli_options.h"
+#include "cuprobe_internal.h"
+#include "exporter.h"
+#include "session.h"
+
+#define DEFAULT_LISTEN "127.0.0.1:9466"
+#define DEFAULT_INTERVAL_MS 5000
+#define DEFAULT_MAX_KERNELS 50
+#define KEEP_EXITED_S 300
+#define LOST_EXIT_WAIT_NS (10 * 1000000000ull)
+#define MAX_GPUS 64
+#define HTTP_CONNECTIONS_MAX 64
+#define HTTP_TIMEOUT_S 10
+#define HTTP_CONNECTION_MEMORY 16384
+
+/* ---- what a process is: labels read once ---------------------------------------- */
+
+struct gpu_info {
+	char uuid[256];
+	char bus[256];
+};
+
+struct named_kernel {
+	int32_t device;
+	uint64_t handle;
+	char *name;
+};
+
+struct process {
+	uint32_t pid;
+	bool seen;                  /* its rows were in the latest snapshot */
+	uint64_t gone_since_ns;     /* /proc/PID missing, its exit record not read yet */
+	bool exited;
+	uint64_t exited_ns;
+	char comm[17];
+	char cgroup[256];
+	char container[80];
+	char pod[80];
+	char *visible_devices;      /* CUDA_VISIBLE_DEVICES of its environment, or NULL */
+	/* The kernels named in its series, first come (the rest go to kernel="other"). */
+	struct named_kernel *kernels;
+	size_t kernel_count;
+	/* Once exited: its final rows, names resolved. */
+	struct cp_stats_snapshot final;
+	char **final_kernel_names;
+	struct process *next;
+};
+
+struct exporter {
+	struct cp_session *session;
+	bool latency;
+	size_t max_kernels;
+	pthread_mutex_t lock;       /* the agent (exits, Xids, attaches) and the main thread */
+	struct process *processes;
+	struct gpu_info gpus[MAX_GPUS];
+	size_t gpu_count;
+	/* Folded totals of exited processes (pid=""), and counters of events. */
+	struct cp_metric_family folded_launches, folded_calls, folded_errors, folded_latency,
+		folded_copies, folded_copy_bytes, folded_allocations;
+	struct cp_metric_family xids, attaches, attach_delay;
+	/* The expositions served, rebuilt every interval. */
+	pthread_mutex_t served_lock;
+	struct cp_text served[3];
+	struct MHD_Daemon *http;
+	uint64_t scrapes, refused;
+};
+
+static const char *const process_labels[] = { "pid", "comm", "container", "cgroup", "pod" };
+static const char *const device_labels[] = { "pid", "comm", "container", "cgroup", "pod", "gpu",
+					     "gpu_uuid" };
+static const char *const kernel_labels[] = { "pid", "comm", "container", "cgroup", "pod", "gpu",
+					     "gpu_uuid", "kernel" };
+static const char *const api_labels[] = { "pid", "comm", "container", "cgroup", "pod", "api" };
+static const char *const copy_labels[] = { "pid", "comm", "container", "cgroup", "pod", "gpu",
+					   "gpu_uuid", "direction" };
+static const char *const xid_labels[] = { "pid", "comm", "container", "cgroup", "pod", "pci", "xid" };
+static const char *const attach_labels[] = { "status" };
+static const char *const map_labels[] = { "map" };
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static uint64_t monotonic_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* The first line of a /proc file, newline cut. */
+static bool read_line(const char *path, char *out, size_t len)
+{
+	FILE *file = fopen(path, "re");
+	bool ok;
+
+	if (!file)
+		return false;
+	ok = fgets(out, (int)len, file) != NULL;
+	fclose(file);
+	if (ok)
+		out[strcspn(out, "\n")] = '\0';
+	return ok;
+}
+
+/*
+ * The container of a cgroup path: the 64-hex id of docker ("docker-ID.scope",
+ * "/docker/ID"), containerd ("cri-containerd-ID.scope") and CRI-O
+ * ("crio-ID.scope"); the pod of Kubernetes paths ("...pod<uid>.slice" or
+ * "/kubepods/.../pod<uid>/").
+ */
+static void container_of(const char *cgroup, char *container, size_t container_len, char *pod,
+			 size_t pod_len)
+{
+	const char *p, *at;
+	size_t n;
+
+	container[0] = pod[0] = '\0';
+	for (p = cgroup; *p; p++) {
+		for (n = 0; isxdigit((unsigned char)p[n]); n++)
+			;
+		if (n == 64 && (p == cgroup || !isxdigit((unsigned char)p[-1]))) {
+			snprintf(container, container_len, "%.64s", p);
+			break;
+		}
+		if (n)
+			p += n - 1;
+	}
+	at = strstr(cgroup, "pod");
+	while (at) {
+		const char *uid = at + 3;
+
+		for (n = 0; isxdigit((unsigned char)uid[n]) || uid[n] == '-' || uid[n] == '_'; n++)
+			;
+		if (n >= 32) {
+			snprintf(pod, pod_len, "%.*s", (int)(n < pod_len ? n : pod_len - 1), uid);
+			/* The slice form writes the uid's dashes as underscores. */
+			for (char *c = pod; *c; c++)
+				if (*c == '_')
+					*c = '-';
+			break;
+		}
+		at = strstr(uid, "pod");
+	}
+}
+
+static void read_process(struct process *p)
+{
+	char path[64], line[512], environ_buf[65536];
+	FILE *file;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%u/comm", p->pid);
+	if (!read_line(path, p->comm, sizeof(p->comm)))
+		snprintf(p->comm, sizeof(p->comm), "?");
+	/* cgroup v2: "0::/path"; v1: the first hierarchy that says something. */
+	snprintf(path, sizeof(path), "/proc/%u/cgroup", p->pid);
+	file = fopen(path, "re");
+	while (file && fgets(line, sizeof(line), file)) {
+		char *rest = strchr(line, ':');
+
+		rest = rest ? strchr(rest + 1, ':') : NULL;
+		if (!rest)
+			continue;
+		rest[strcspn(rest, "\n")] = '\0';
+		snprintf(p->cgroup, sizeof(p->cgroup), "%s", rest + 1);
+		if (!strncmp(line, "0::", 3))
+			break;
+	}
+	if (file)
+		fclose(file);
+	container_of(p->cgroup, p->container, sizeof(p->container), p->pod, sizeof(p->pod));
+	/* Device ordinals are the process's own: CUDA_VISIBLE_DEVICES maps them. */
+	snprintf(path, sizeof(path), "/proc/%u/environ", p->pid);
+	file = fopen(path, "re");
+	n = file ? fread(environ_buf, 1, sizeof(environ_buf) - 1, file) : 0;
+	if (file)
+		fclose(file);
+	environ_buf[n] = '\0';
+	for (size_t at = 0; at < n; at += strlen(environ_buf + at) + 1)
+		if (!strncmp(environ_buf + at, "CUDA_VISIBLE_DEVICES=", 21)) {
+			free(p->visible_devices);
+			p->visible_devices = strdup(environ_buf + at + 21);
+		}
+}
+
+/*
+ * The machine's GPUs in the driver's (PCI bus) order, nvidia-smi's: the UUID
+ * of each, from /proc/driver/nvidia/gpus/BUS/information.
+ */
+static int by_bus(const void *a, const void *b)
+{
+	return strcmp(((const struct gpu_info *)a)->bus, ((const struct gpu_info *)b)->bus);
+}
+
+static void read_gpus(struct exporter *x)
+{
+	DIR *dir = opendir("/proc/driver/nvidia/gpus");
+	struct dirent *entry;
+
+	x->gpu_count = 0;
+	while (dir && (entry = readdir(dir)) && x->gpu_count < MAX_GPUS) {
+		struct gpu_info *gpu = &x->gpus[x->gpu_count];
+		char path[PATH_MAX], line[256];
+		FILE *file;
+
+		if (entry->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/driver/nvidia/gpus/%s/information", entry->d_name);
+		file = fopen(path, "re");
+		if (!file)
+			continue;
+		gpu->uuid[0] = '\0';
+		snprintf(gpu->bus, sizeof(gpu->bus), "%s", entry->d_name);
+		while (fgets(line, sizeof(line), file))
+			if (!strncmp(line, "GPU UUID:", 9)) {
+				char *uuid = line + 9;
+
+				while (*uuid == ' ' || *uuid == '\t')
+					uuid++;
+				uuid[strcspn(uuid, " \t\n")] = '\0';
+				snprintf(gpu->uuid, sizeof(gpu->uuid), "%s", uuid);
+			}
+		fclose(file);
+		x->gpu_count++;
+	}
+	if (dir)
+		closedir(dir);
+	qsort(x->gpus, x->gpu_count, sizeof(x->gpus[0]), by_bus);
+}
+
+/* The UUID of a process's device ordinal: through CUDA_VISIBLE_DEVICES when set. */
+static const char *gpu_uuid(const struct exporter *x, const struct process *p, int32_t device)
+{
+	char list[512], *item, *save = NULL;
+	int32_t index = 0;
+	size_t i;
+
+	if (device < 0)
+		return "";
+	if (!p->visible_devices)
+		return (size_t)device < x->gpu_count ? x->gpus[device].uuid : "";
+	snprintf(list, sizeof(list), "%s", p->visible_devices);
+	for (item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save), index++) {
+		if (index != device)
+			continue;
+		if (!strncmp(item, "GPU-", 4)) {
+			/* A UUID, or its unique prefix. */
+			for (i = 0; i < x->gpu_count; i++)
+				if (!strncmp(x->gpus[i].uuid, item, strlen(item)))
+					return x->gpus[i].uuid;
+			return "";
+		}
+		i = strtoul(item, NULL, 10);
+		return i < x->gpu_count ? x->gpus[i].uuid : "";
+	}
+	return "";
+}
+
+static struct process *find_process(struct exporter *x, uint32_t pid, bool exited)
+{
+	struct process *p;
+
+	for (p = x->processes; p; p = p->next)
+		if (p->pid == pid && p->exited == exited)
+			return p;
+	return NULL;
+}
+
+static struct process *live_process(struct exporter *x, uint32_t pid)
+{
+	struct process *p = find_process(x, pid, false);
+
+	if (p)
+		return p;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	read_process(p);
+	p->next = x->processes;
+	x->processes = p;
+	return p;
+}
+
+/* The kernel label of a launch row: its name while the process has fewer than N named. */
+static const char *kernel_label(struct exporter *x, struct process *p, int32_t device,
+				uint64_t handle, bool graph)
+{
+	const char *mangled;
+	char buf[64];
+	size_t i;
+
+	for (i = 0; i < p->kernel_count; i++)
+		if (p->kernels[i].handle == handle && p->kernels[i].device == device)
+			return p->kernels[i].name;
+	if (p->kernel_count >= x->max_kernels) {
+		return "other";
+	} else {
+		struct named_kernel *grown = realloc(p->kernels, (p->kernel_count + 1) * sizeof(*grown));
+		const char *label = cp_format__kernel_label(x->session->names, p->pid, handle, graph,
+							    &mangled, buf, sizeof(buf));
+
+		if (!grown)
+			return "other";
+		p->kernels = grown;
+		grown[p->kernel_count] = (struct named_kernel){ .device = device, .handle = handle,
+								.name = strdup(label) };
+		if (!grown[p->kernel_count].name)
+			return "other";
+		return grown[p->kernel_count++].name;
+	}
+}
+
+static void free_process(struct process *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->kernel_count; i++)
+		free(p->kernels[i].name);
+	free(p->kernels);
+	for (i = 0; p->final_kernel_names && i < p->final.kernel_count; i++)
+		free(p->final_kernel_names[i]);
+	free(p->final_kernel_names);
+	cp_stats_snapshot__release(&p->final);
+	free(p->visible_devices);
+	free(p);
+}
+
+/* ---- series from rows --------------------------------------------------------------- */
+
+struct families {
+	struct cp_metric_family launches, calls, errors, latency, copies, copy_bytes,
+		live_bytes, peak_bytes, allocations, frees, process_live_bytes, process_peak_bytes,
+		lost, map_full, processes, scrapes;
+};
+
+/* Label values of a process (pid="" for a container's folded totals). */
+static void process_values(const struct process *p, bool folded, char *pid, const char **values)
+{
+	snprintf(pid, 16, "%u", p->pid);
+	values[0] = folded ? "" : pid;
+	values[1] = folded ? "" : p->comm;
+	values[2] = p->container;
+	values[3] = p->cgroup;
+	values[4] = p->pod;
+}
+
+static void add_value(struct cp_metric_family *f, const char *const *values, double value)
+{
+	struct cp_metric_sample *s = cp_metric_family__find(f, values);
+
+	if (s)
+		s->value += value;
+}
+
+static void add_histogram(struct cp_metric_family *f, const char *const *values,
+			  const struct cp_api_row *row)
+{
+	struct cp_metric_sample *s = cp_metric_family__find(f, values);
+	int b;
+
+	if (!s)
+		return;
+	for (b = 0; b < CP_HIST_BUCKETS; b++)
+		s->buckets[b] += row->histogram[b];
+	s->count += row->timed;
+	s->sum += row->total_ns / 1e9;
+}
+
+/*
+ * The counter rows of one process (live, or exited with its final rows) into
+ * families; folded = a container's totals. kernel_names: the exited
+ * process's resolved labels, NULL while it lives.
+ */
+static void add_counters(struct exporter *x, struct process *p, const struct cp_stats_snapshot *snap,
+			 char **kernel_names, bool folded, struct cp_metric_family *launches,
+			 struct cp_metric_family *calls, struct cp_metric_family *errors,
+			 struct cp_metric_family *latency, struct cp_metric_family *copies,
+			 struct cp_metric_family *copy_bytes, struct cp_metric_family *allocations)
+{
+	const char *values[CP_METRIC_LABELS_MAX];
+	char pid[16], gpu[16];
+	size_t i;
+
+	process_values(p, folded, pid, values);
+	for (i = 0; i < snap->kernel_count; i++) {
+		const struct cp_kernel_row *k = &snap->kernels[i];
+
+		if (k->pid != p->pid)
+			continue;
+		snprintf(gpu, sizeof(gpu), "%d", k->device);
+		values[5] = k->device >= 0 ? gpu : "";
+		values[6] = gpu_uuid(x, p, k->device);
+		values[7] = kernel_names ? kernel_names[i] :
+			    kernel_label(x, p, k->device, k->handle, k->graph);
+		add_value(launches, values, (double)k->launches);
+	}
+	for (i = 0; i < snap->api_count; i++) {
+		const struct cp_api_row *a = &snap->apis[i];
+
+		if (a->pid != p->pid)
+			continue;
+		values[5] = cp_api__name(a->api);
+		add_value(calls, values, (double)a->calls);
+		if (x->latency) {
+			add_value(errors, values, (double)a->errors);
+			add_histogram(latency, values, a);
+		}
+	}
+	for (i = 0; i < snap->copy_count; i++) {
+		const struct cp_copy_row *c = &snap->copies[i];
+
+		if (c->pid != p->pid)
+			continue;
+		snprintf(gpu, sizeof(gpu), "%d", c->device);
+		values[5] = c->device >= 0 ? gpu : "";
+		values[6] = gpu_uuid(x, p, c->device);
+		values[7] = cp_copy_dir__name(c->direction);
+		add_value(copies, values, (double)c->copies);
+		add_value(copy_bytes, values, (double)c->bytes);
+	}
+	for (i = 0; i < snap->device_mem_count; i++) {
+		const struct cp_device_mem_row *m = &snap->device_mems[i];
+
+		if (m->pid != p->pid)
+			continue;
+		snprintf(gpu, sizeof(gpu), "%d", m->device);
+		values[5] = m->device >= 0 ? gpu : "";
+		values[6] = gpu_uuid(x, p, m->device);
+		add_value(allocations, values, (double)m->allocations);
+	}
+}
+
+/* An exited process's final rows go into its container's totals; then it is gone. */
+static void fold(struct exporter *x, struct process *p)
+{
+	add_counters(x, p, &p->final, p->final_kernel_names, true, &x->folded_launches,
+		     &x->folded_calls, &x->folded_errors, &x->folded_latency, &x->folded_copies,
+		     &x->folded_copy_bytes, &x->folded_allocations);
+}
+
+static void unlink_process(struct exporter *x, struct process *gone)
+{
+	struct process **at;
+
+	for (at = &x->processes; *at; at = &(*at)->next)
+		if (*at == gone) {
+			*at = gone->next;
+			return;
+		}
+}
+
+/* On the agent thread, at an exit record: the final rows kept, the BPF rows gone. */
+static void retire(struct exporter *x, uint32_t pid)
+{
+	struct process *p = find_process(x, pid, false), *old = find_process(x, pid, true);
+	size_t i;
+
+	if (!p)
+		return; /* never seen with rows, or retired already */
+	if (old) {
+		/* The same pid exited twice within the time kept: the older goes first. */
+		unlink_process(x, old);
+		fold(x, old);
+		free_process(old);
+	}
+	if (cp_tracer__snapshot(x->session->tracer, pid, &p->final)) {
+		cp_tracer__forget_pid(x->session->tracer, pid);
+		return;
+	}
+	p->final_kernel_names = calloc(p->final.kernel_count + 1, sizeof(char *));
+	for (i = 0; p->final_kernel_names && i < p->final.kernel_count; i++) {
+		const struct cp_kernel_row *k = &p->final.kernels[i];
+
+		p->final_kernel_names[i] = strdup(kernel_label(x, p, k->device, k->handle, k->graph));
+		if (!p->final_kernel_names[i])
+			p->final_kernel_names[i] = strdup("other");
+	}
+	p->exited = true;
+	p->exited_ns = monotonic_ns();
+	cp_tracer__forget_pid(x->session->tracer, pid);
+	/* Its labels are resolved: its names can go, so the table stays bounded. */
+	cp_names__forget_pid(x->session->names, pid);
+}
+
+/* ---- the agent's records -------------------------------------------------------------- */
+
+static int on_event(void *arg, const union cp_event *event)
+{
+	struct exporter *x = arg;
+	const char *values[CP_METRIC_LABELS_MAX];
+	char pid[16], code[16];
+
+	pthread_mutex_lock(&x->lock);
+	cp_names__observe(x->session->names, event);
+	switch (event->hdr.type) {
+	case CP_EV_PROC:
+		if (event->proc.kind == CP_PROC_CUDA_INIT)
+			live_process(x, event->hdr.pid);
+		else if (event->proc.kind == CP_PROC_EXIT)
+			retire(x, event->hdr.pid);
+		break;
+	case CP_EV_ATTACH:
+		values[0] = cp_attach_status__name(event->attach.status);
+		add_value(&x->attaches, values, 1);
+		if (event->attach.status == CP_ATTACH_ATTACHED &&
+		    event->attach.probes_live_ns > event->hdr.time_ns) {
+			struct cp_metric_sample *s = cp_metric_family__find(&x->attach_delay, values);
+			uint64_t delay = event->attach.probes_live_ns - event->hdr.time_ns;
+
+			if (s) {
+				s->buckets[cp_log2_bucket(delay)]++;
+				s->count++;
+				s->sum += delay / 1e9;
+			}
+		}
+		break;
+	case CP_EV_XID: {
+		uint32_t who = cp_xid__process(&event->xid);
+		struct process *p = find_process(x, who, false);
+
+		if (!p)
+			p = find_process(x, who, true);
+		snprintf(pid, sizeof(pid), "%u", who);
+		snprintf(code, sizeof(code), "%u", event->xid.error_code);
+		values[0] = pid;
+		values[1] = p ? p->comm : "";
+		values[2] = p ? p->container : "";
+		values[3] = p ? p->cgroup : "";
+		values[4] = p ? p->pod : "";
+		values[5] = event->xid.dev;
+		values[6] = code;
+		add_value(&x->xids, values, 1);
+		break;
+	}
+	default:
+		break;
+	}
+	pthread_mutex_unlock(&x->lock);
+	return 0;
+}
+
+/* ---- building the expositions (main thread, every interval) ---------------------------------- */
+
+static void init_family(struct cp_metric_family *f, const char *name, const char *help,
+			const char *unit, enum cp_metric_type type, const char *const *labels,
+			size_t label_count)
+{
+	memset(f, 0, sizeof(*f));
+	f->name = name;
+	f->help = help;
+	f->unit = unit;
+	f->type = type;
+	f->label_names = labels;
+	f->label_count = label_count;
+}
+
+static void free_family(struct cp_metric_family *f)
+{
+	cp_metric_family__clear(f);
+	free(f->samples);
+	f->samples = NULL;
+	f->sample_capacity = 0;
+}
+
+/* Adds every series of src into dst (the folded totals into this build's families). */
+static void merge(struct cp_metric_family *dst, const struct cp_metric_family *src)
+{
+	size_t i;
+	int b;
+
+	for (i = 0; i < src->sample_count; i++) {
+		const struct cp_metric_sample *from = &src->samples[i];
+		struct cp_metric_sample *to = cp_metric_family__find(dst, (const char *const *)from->values);
+
+		if (!to)
+			continue;
+		to->value += from->value;
+		to->count += from->count;
+		to->sum += from->sum;
+		for (b = 0; b < CP_HIST_BUCKETS; b++)
+			to->buckets[b] += from->buckets[b];
+	}
+}
+
+static void add_gauges(struct exporter *x, struct process *p, const struct cp_stats_snapshot *snap,
+		       struct families *f)
+{
+	const char *values[CP_METRIC_LABELS_MAX];
+	char pid[16], gpu[16];
+	size_t i;
+
+	process_values(p, false, pid, values);
+	for (i = 0; i < snap->mem_count; i++)
+		if (snap->mems[i].pid == p->pid) {
+			add_value(&f->process_live_bytes, values, (double)snap->mems[i].live_bytes);
+			add_value(&f->process_peak_bytes, values, (double)snap->mems[i].peak_bytes);
+		}
+	for (i = 0; i < snap->device_mem_count; i++) {
+		const struct cp_device_mem_row *m = &snap->device_mems[i];
+
+		if (m->pid != p->pid)
+			continue;
+		snprintf(gpu, sizeof(gpu), "%d", m->device);
+		values[5] = m->device >= 0 ? gpu : "";
+		values[6] = gpu_uuid(x, p, m->device);
+		add_value(&f->live_bytes, values, (double)m->live_bytes);
+		add_value(&f->peak_bytes, values, (double)m->peak_bytes);
+		add_value(&f->frees, values, (double)m->frees);
+	}
+}
+
+static void init_families(struct families *f)
+{
+	init_family(&f->launches, "cuprobe_kernel_launches", "Kernel launches, per process, GPU and kernel (the first --max-kernels named, the rest kernel=\"other\"; graph launches by their graph)",
+		    NULL, CP_METRIC_COUNTER, kernel_labels, COUNT(kernel_labels));
+	init_family(&f->calls, "cuprobe_api_calls", "CUDA driver API calls, per process and API",
+		    NULL, CP_METRIC_COUNTER, api_labels, COUNT(api_labels));
+	init_family(&f->errors, "cuprobe_api_errors", "API calls that returned an error (with --latency)",
+		    NULL, CP_METRIC_COUNTER, api_labels, COUNT(api_labels));
+	init_family(&f->latency, "cuprobe_api_latency_seconds", "Time in API calls, entry to return (with --latency)",
+		    "seconds", CP_METRIC_HISTOGRAM, api_labels, COUNT(api_labels));
+	init_family(&f->copies, "cuprobe_copies", "Memory copies, per process, GPU and direction",
+		    NULL, CP_METRIC_COUNTER, copy_labels, COUNT(copy_labels));
+	init_family(&f->copy_bytes, "cuprobe_copy_bytes", "Bytes copied, per process, GPU and direction",
+		    "bytes", CP_METRIC_COUNTER, copy_labels, COUNT(copy_labels));
+	init_family(&f->allocations, "cuprobe_device_allocations", "Device allocations that succeeded (cuMemAlloc* family), per process and GPU",
+		    NULL, CP_METRIC_COUNTER, device_labels, COUNT(device_labels));
+	init_family(&f->frees, "cuprobe_device_frees", "Device frees of tracked allocations, per process and GPU",
+		    NULL, CP_METRIC_COUNTER, device_labels, COUNT(device_labels));
+	init_family(&f->live_bytes, "cuprobe_device_memory_live_bytes", "Device memory allocated and not freed (cuMemAlloc* family), per process and GPU",
+		    "bytes", CP_METRIC_GAUGE, device_labels, COUNT(device_labels));
+	init_family(&f->peak_bytes, "cuprobe_device_memory_peak_bytes", "The most device memory live at once, per process and GPU",
+		    "bytes", CP_METRIC_GAUGE, device_labels, COUNT(device_labels));
+	init_family(&f->process_live_bytes, "cuprobe_process_memory_live_bytes", "Device memory live, per process, virtual memory management (cuMemCreate) included",
+		    "bytes", CP_METRIC_GAUGE, process_labels, COUNT(process_labels));
+	init_family(&f->process_peak_bytes, "cuprobe_process_memory_peak_bytes", "The most device memory live at once, per process, VMM included",
+		    "bytes", CP_METRIC_GAUGE, process_labels, COUNT(process_labels));
+	init_family(&f->lost, "cuprobe_records_lost", "Records (names, process events) that did not fit in the ring buffer",
+		    NULL, CP_METRIC_COUNTER, NULL, 0);
+	init_family(&f->map_full, "cuprobe_map_full", "Updates that did not fit in a BPF map (that count is then short)",
+		    NULL, CP_METRIC_COUNTER, map_labels, COUNT(map_labels));
+	init_family(&f->processes, "cuprobe_processes", "CUDA processes with counts: running, and exited but kept",
+		    NULL, CP_METRIC_GAUGE, attach_labels, COUNT(attach_labels));
+	init_family(&f->scrapes, "cuprobe_http_requests", "HTTP requests answered, and refused",
+		    NULL, CP_METRIC_COUNTER, attach_labels, COUNT(attach_labels));
+}
+
+static void free_families(struct families *f)
+{
+	struct cp_metric_family *all = &f->launches;
+	size_t i, n = sizeof(*f) / sizeof(*all);
+
+	for (i = 0; i < n; i++)
+		free_family(&all[i]);
+}
+
+/* Rebuilds the expositions from the maps; the served ones are swapped in at the end. */
+static void refresh(struct exporter *x)
+{
+	struct families f;
+	struct cp_stats_snapshot snap;
+	struct cp_counters counters;
+	struct cp_text built[3] = { { 0 } };
+	struct process *p, *next;
+	uint64_t now = monotonic_ns(), running = 0, kept = 0;
+	const char *values[CP_METRIC_LABELS_MAX];
+	int e;
+
+	init_families(&f);
+	pthread_mutex_lock(&x->lock);
+	read_gpus(x);
+	if (!cp_tracer__snapshot(x->session->tracer, 0, &snap)) {
+		size_t i;
+
+		for (p = x->processes; p; p = p->next)
+			p->seen = false;
+		/* Processes with rows: known, or new (a reused pid folds its exited predecessor). */
+		for (i = 0; i < snap.api_count; i++) {
+			p = live_process(x, snap.apis[i].pid);
+			if (p)
+				p->seen = true;
+		}
+		/*
+		 * An exit whose record was lost (a full ring): the process is gone all
+		 * the same. Its record may only be late (the agent behind): waited for.
+		 */
+		for (p = x->processes; p; p = next) {
+			char path[32];
+
+			next = p->next;
+			snprintf(path, sizeof(path), "/proc/%u", p->pid);
+			if (p->exited || !access(path, F_OK)) {
+				p->gone_since_ns = 0;
+				continue;
+			}
+			if (!p->gone_since_ns)
+				p->gone_since_ns = now;
+			else if (now - p->gone_since_ns >= LOST_EXIT_WAIT_NS)
+				retire(x, p->pid);
+		}
+		for (p = x->processes; p; p = p->next) {
+			if (p->exited)
+				continue;
+			add_counters(x, p, &snap, NULL, false, &f.launches, &f.calls, &f.errors,
+				     &f.latency, &f.copies, &f.copy_bytes, &f.allocations);
+			add_gauges(x, p, &snap, &f);
+		}
+		cp_stats_snapshot__release(&snap);
+	}
+	for (p = x->processes; p; p = next) {
+		next = p->next;
+		if (!p->exited) {
+			running++;
+			continue;
+		}
+		if (now - p->exited_ns >= KEEP_EXITED_S * 1000000000ull || find_process(x, p->pid, false)) {
+			unlink_process(x, p);
+			fold(x, p);
+			free_process(p);
+			continue;
+		}
+		kept++;
+		add_counters(x, p, &p->final, p->final_kernel_names, false, &f.launches, &f.calls,
+			     &f.errors, &f.latency, &f.copies, &f.copy_bytes, &f.allocations);
+	}
+	merge(&f.launches, &x->folded_launches);
+	merge(&f.calls, &x->folded_calls);
+	merge(&f.errors, &x->folded_errors);
+	merge(&f.latency, &x->folded_latency);
+	merge(&f.copies, &x->folded_copies);
+	merge(&f.copy_bytes, &x->folded_copy_bytes);
+	merge(&f.allocations, &x->folded_allocations);
+	if (!cp_tracer__read_counters(x->session->tracer, &counters)) {
+		static const struct { const char *map; size_t offset; } full[] = {
+			{ "kernel_stats", offsetof(struct cp_counters, kernel_stats_full) },
+			{ "api_stats", offsetof(struct cp_counters, api_stats_full) },
+			{ "mem_stats", offsetof(struct cp_counters, mem_stats_full) },
+			{ "live_allocs", offsetof(struct cp_counters, live_allocs_full) },
+			{ "vmm", offsetof(struct cp_counters, vmm_full) },
+			{ "device_stats", offsetof(struct cp_counters, device_stats_full) },
+			{ "targets", offsetof(struct cp_counters, targets_overflow) },
+			{ "call_starts", offsetof(struct cp_counters, call_start_full) },
+		};
+		size_t i;
+
+		add_value(&f.lost, values, (double)counters.records_lost);
+		for (i = 0; i < COUNT(full); i++) {
+			values[0] = full[i].map;
+			add_value(&f.map_full, values,
+				  (double)*(const uint64_t *)((const char *)&counters + full[i].offset));
+		}
+	}
+	values[0] = "running";
+	add_value(&f.processes, values, (double)running);
+	values[0] = "exited";
+	add_value(&f.processes, values, (double)kept);
+	{
+		struct cp_metric_family *all[] = {
+			&f.launches, &f.calls, &f.errors, &f.latency, &f.copies, &f.copy_bytes,
+			&f.allocations, &f.frees, &f.live_bytes, &f.peak_bytes, &f.process_live_bytes,
+			&f.process_peak_bytes, &x->xids, &x->attaches, &x->attach_delay, &f.lost,
+			&f.map_full, &f.processes, &f.scrapes,
+		};
+		struct cp_metric_family flat[COUNT(all)];
+		size_t i;
+
+		values[0] = "answered";
+		add_value(&f.scrapes, values, (double)__atomic_load_n(&x->scrapes, __ATOMIC_RELAXED));
+		values[0] = "refused";
+		add_value(&f.scrapes, values, (double)__atomic_load_n(&x->refused, __ATOMIC_RELAXED));
+		for (i = 0; i < COUNT(all); i++)
+			flat[i] = *all[i];
+		for (e = 0; e < 3; e++)
+			if (cp_format__metrics(&built[e], (enum cp_exposition)e, flat, COUNT(all)))
+				cp_say("warning: the metrics could not be built (out of memory)");
+	}
+	pthread_mutex_unlock(&x->lock);
+	free_families(&f);
+	/* Swapped under the served lock only: a scrape copies the one it needs. */
+	pthread_mutex_lock(&x->served_lock);
+	for (e = 0; e < 3; e++) {
+		cp_text__free(&x->served[e]);
+		x->served[e] = built[e];
+	}
+	pthread_mutex_unlock(&x->served_lock);
+}
+
+static void on_tick(void *arg)
+{
+	refresh(arg);
+}
+
+/* ---- HTTP (libmicrohttpd's thread) --------------------------------------------------------- */
+
+static enum MHD_Result reply(struct MHD_Connection *connection, unsigned int status,
+			     const char *type, const void *body, size_t len, const char *allow)
+{
+	struct MHD_Response *response = MHD_create_response_from_buffer(len, (void *)body,
+									 MHD_RESPMEM_MUST_COPY);
+	enum MHD_Result result;
+
+	if (!response)
+		return MHD_NO;
+	MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (allow)
+		MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, allow);
+	result = MHD_queue_response(connection, status, response);
+	MHD_destroy_response(response);
+	return result;
+}
+
+static enum MHD_Result on_request(void *arg, struct MHD_Connection *connection, const char *url,
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_size, void **state)
+{
+	static const char index[] = "cuprobe exporter: metrics on /metrics\n";
+	struct exporter *x = arg;
+	enum cp_exposition exposition;
+	enum MHD_Result result;
+	static int first_call;
+
+	/* The first call sees only the headers; a body, if any, is never read. */
+	if (!*state) {
+		*state = &first_call;
+		return MHD_YES;
+	}
+	if (*upload_size) {
+		*upload_size = 0;
+		__atomic_add_fetch(&x->refused, 1, __ATOMIC_RELAXED);
+		return reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "GET only\n", 9,
+			     "GET, HEAD");
+	}
+	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD)) {
+		__atomic_add_fetch(&x->refused, 1, __ATOMIC_RELAXED);
+		return reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "GET only\n", 9,
+			     "GET, HEAD");
+	}
+	if (!strcmp(url, "/"))
+		return reply(connection, MHD_HTTP_OK, "text/plain", index, sizeof(index) - 1, NULL);
+	if (strcmp(url, "/metrics")) {
+		__atomic_add_fetch(&x->refused, 1, __ATOMIC_RELAXED);
+		return reply(connection, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n", 10, NULL);
+	}
+	exposition = cp_exposition__from_accept(MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+									    MHD_HTTP_HEADER_ACCEPT));
+	__atomic_add_fetch(&x->scrapes, 1, __ATOMIC_RELAXED);
+	pthread_mutex_lock(&x->served_lock);
+	result = reply(connection, MHD_HTTP_OK, cp_exposition__content_type(exposition),
+		       x->served[exposition].data ? x->served[exposition].data : "",
+		       x->served[exposition].len, NULL);
+	pthread_mutex_unlock(&x->served_lock);
+	(void)version;
+	(void)upload_data;
+	return result;
+}
+
+/* ADDR:PORT (IPv4, or [IPv6]:PORT) into a socket address; loopback said. */
+static int parse_listen(const char *text, struct sockaddr_storage *addr, bool *loopback)
+{
+	char host[128];
+	const char *colon = strrchr(text, ':');
+	unsigned long port;
+	char *end;
+
+	if (!colon || colon == text || (size_t)(colon - text) >= sizeof(host))
+		return -EINVAL;
+	port = strtoul(colon + 1, &end, 10);
+	if (*end || colon[1] < '0' || colon[1] > '9' || port == 0 || port > 65535)
+		return -EINVAL;
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - text), text);
+	memset(addr, 0, sizeof(*addr));
+	if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)addr;
+
+		host[strlen(host) - 1] = '\0';
+		if (inet_pton(AF_INET6, host + 1, &in6->sin6_addr) != 1)
+			return -EINVAL;
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons((uint16_t)port);
+		*loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr);
+		return 0;
+	} else {
+		struct sockaddr_in *in = (struct sockaddr_in *)addr;
+
+		if (inet_pton(AF_INET, host, &in->sin_addr) != 1)
+			return -EINVAL;
+		in->sin_family = AF_INET;
+		in->sin_port = htons((uint16_t)port);
+		*loopback = (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+		return 0;
+	}
+}
+
+int cp_cmd_exporter(int argc, char **argv)
+{
+	CP_OPTS(cp_tracer_opts, tracer_opts, .aggregate = true, .no_call_records = true);
+	struct cp_wait_hooks hooks = { 0 };
+	struct exporter x = { 0 };
+	struct cp_trace_options opts;
+	struct cp_session session;
+	struct sockaddr_storage addr;
+	bool loopback = false;
+	int exit_code;
+
+	exit_code = cp_session__parse(CP_CMD_EXPORTER, argc, argv, &opts);
+	if (exit_code >= 0)
+		return exit_code;
+	if (parse_listen(opts.listen ? opts.listen : DEFAULT_LISTEN, &addr, &loopback)) {
+		cp_say("invalid --listen '%s': expected IPv4ADDR:PORT or [IPv6ADDR]:PORT", opts.listen);
+		return CP_EXIT_USAGE;
+	}
+	if (!loopback && !opts.allow_remote) {
+		cp_say("--listen %s is not a loopback address: add --allow-remote to serve it (anyone who reaches it reads every CUDA process's metrics)",
+		       opts.listen);
+		return CP_EXIT_USAGE;
+	}
+	x.latency = opts.latency;
+	x.max_kernels = opts.max_kernels ? opts.max_kernels : DEFAULT_MAX_KERNELS;
+	pthread_mutex_init(&x.lock, NULL);
+	pthread_mutex_init(&x.served_lock, NULL);
+	init_family(&x.folded_launches, "", "", NULL, CP_METRIC_COUNTER, kernel_labels, COUNT(kernel_labels));
+	init_family(&x.folded_calls, "", "", NULL, CP_METRIC_COUNTER, api_labels, COUNT(api_labels));
+	init_family(&x.folded_errors, "", "", NULL, CP_METRIC_COUNTER, api_labels, COUNT(api_labels));
+	init_family(&x.folded_latency, "", "", NULL, CP_METRIC_HISTOGRAM, api_labels, COUNT(api_labels));
+	init_family(&x.folded_copies, "", "", NULL, CP_METRIC_COUNTER, copy_labels, COUNT(copy_labels));
+	init_family(&x.folded_copy_bytes, "", "", NULL, CP_METRIC_COUNTER, copy_labels, COUNT(copy_labels));
+	init_family(&x.folded_allocations, "", "", NULL, CP_METRIC_COUNTER, device_labels, COUNT(device_labels));
+	init_family(&x.xids, "cuprobe_xid_errors", "GPU errors the NVIDIA driver reported (Xid), per process and GPU (PCI address)",
+		    NULL, CP_METRIC_COUNTER, xid_labels, COUNT(xid_labels));
+	init_family(&x.attaches, "cuprobe_attach_events", "CUDA driver files mapped after the start, by outcome",
+		    NULL, CP_METRIC_COUNTER, attach_labels, COUNT(attach_labels));
+	init_family(&x.attach_delay, "cuprobe_attach_delay_seconds", "From a new driver file's first mapping to its probes being live",
+		    "seconds", CP_METRIC_HISTOGRAM, NULL, 0);
+	tracer_opts.measure_latency = opts.latency;
+	x.session = &session;
+	exit_code = cp_session__open(&session, CP_CMD_EXPORTER, &opts);
+	if (!exit_code)
+		exit_code = cp_session__attach(&session, &tracer_opts);
+	if (!exit_code)
+		exit_code = cp_session__start_agent(&session, on_event, &x);
+	if (exit_code)
+		goto cleanup;
+	refresh(&x);
+	x.http = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+				  (addr.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0),
+				  0, NULL, NULL, on_request, &x,
+				  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+				  MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HTTP_CONNECTIONS_MAX,
+				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HTTP_TIMEOUT_S,
+				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
+				  MHD_OPTION_END);
+	if (!x.http) {
+		cp_say("cannot serve on %s: %s", opts.listen ? opts.listen : DEFAULT_LISTEN,
+		       strerror(errno ? errno : EADDRINUSE));
+		exit_code = CP_EXIT_SETUP;
+		goto cleanup;
+	}
+	cp_say("serving metrics on http://%s/metrics; Ctrl-C stops", opts.listen ? opts.listen : DEFAULT_LISTEN);
+	hooks.tick_ms = opts.interval_ms ? opts.interval_ms : DEFAULT_INTERVAL_MS;
+	hooks.tick = on_tick;
+	hooks.ctx = &x;
+	cp_session__wait(&session, &hooks);
+	/* The server's thread first, then the agent: nothing reads what is freed below. */
+	MHD_stop_daemon(x.http);
+	x.http = NULL;
+	cp_session__stop_agent(&session);
+	exit_code = cp_session__finish(&session);
+	/* Stopped by a signal is how an exporter ends: not a failure. */
+	if (exit_code >= 128 && session.end == CP_END_SIGNAL)
+		exit_code = 0;
+cleanup:
+	if (x.http)
+		MHD_stop_daemon(x.http);
+	cp_session__close(&session);
+	while (x.processes) {
+		struct process *p = x.processes;
+
+		x.processes = p->next;
+		free_process(p);
+	}
+	free_family(&x.folded_launches);
+	free_family(&x.folded_calls);
+	free_family(&x.folded_errors);
+	free_family(&x.folded_latency);
+	free_family(&x.folded_copies);
+	free_family(&x.folded_copy_bytes);
+	free_family(&x.folded_allocations);
+	free_family(&x.xids);
+	free_family(&x.attaches);
+	free_family(&x.attach_delay);
+	for (int e = 0; e < 3; e++)
+		cp_text__free(&x.served[e]);
+	pthread_mutex_destroy(&x.lock);
+	pthread_mutex_destroy(&x.served_lock);
+	return exit_code;
+}
