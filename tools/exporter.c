@@ -25,12 +25,24 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef CUPROBE_NO_EXPORTER
 #include <microhttpd.h>
+#endif
 
 #include "cli_options.h"
 #include "cuprobe_internal.h"
 #include "exporter.h"
 #include "session.h"
+
+#ifdef CUPROBE_NO_EXPORTER
+int cp_cmd_exporter(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	cp_say("this cuprobe was built static (CUPROBE_STATIC), without the exporter's HTTP server: use a regular build");
+	return CP_EXIT_SETUP;
+}
+#else
 
 #define DEFAULT_LISTEN "127.0.0.1:9466"
 #define DEFAULT_INTERVAL_MS 5000
@@ -1023,3 +1035,4 @@ cleanup:
 	pthread_mutex_destroy(&x.served_lock);
 	return exit_code;
 }
+#endif /* CUPROBE_NO_EXPORTER */
