@@ -41,6 +41,8 @@ const volatile bool hold_new_mappers = false;
 const volatile bool hold_for_stacks = false;
 /* A CP_EV_RETURN record at every API's return (--perfetto's slices). */
 const volatile bool return_records = false;
+/* Benches only: parts of the launch probe left out (enum cp_bench_omit). */
+const volatile __u32 bench_omit = 0;
 /* Where nvidia:nvidia_dev_xid keeps its fields (from its tracefs format). */
 const volatile __u32 xid_dev_offset = 8;
 const volatile __u32 xid_code_offset = 12;
@@ -232,7 +234,7 @@ static __always_inline void *lookup_or_init(void *map, const void *key, const vo
 /* True when this process is one we were asked to trace (rodata: no look-up system-wide). */
 static __always_inline bool traced(__u32 tgid)
 {
-	if (!filter_by_pid)
+	if (!filter_by_pid || (bench_omit & CP_OMIT_FILTER))
 		return true;
 	if (bpf_map_lookup_elem(&cuprobe_targets, &tgid))
 		return true;
@@ -287,10 +289,10 @@ static __always_inline bool enter(struct pt_regs *regs, struct call *c)
 	c->regs = regs;
 	c->cookie = bpf_get_attach_cookie(regs);
 	c->api = CP_COOKIE_API(c->cookie);
-	c->slots = cpu_counters();
+	c->slots = bench_omit & CP_OMIT_COUNTERS ? NULL : cpu_counters();
 	if (c->slots && c->api < CP_API_MAX)
 		c->slots->slot[c->api] += 1;
-	c->now = bpf_ktime_get_ns();
+	c->now = bench_omit & CP_OMIT_CLOCK ? 0 : bpf_ktime_get_ns();
 	if (aggregate) {
 		struct cp_api_stat *row = api_row(c->pid_tgid >> 32, c->api);
 
@@ -328,6 +330,10 @@ static __always_inline void submit(void *record, __u64 now, bool urgent)
 {
 	bool wake = urgent || wake_every_record;
 
+	if (bench_omit & CP_OMIT_WAKEUP) {
+		bpf_ringbuf_submit(record, BPF_RB_NO_WAKEUP);
+		return;
+	}
 	if (!wake && now - last_wakeup_ns >= wakeup_latency_ns)
 		wake = true;
 	if (!wake && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_threshold_bytes)
@@ -449,12 +455,14 @@ int BPF_KPROBE(launch)
 
 	if (!enter(ctx, &c))
 		return 0;
-	cuda_decode_launch(&c.args, &l);
-	device = cuprobe_current_device();
+	cuprobe_decode_launch_stack(&c.args, &l, !(bench_omit & CP_OMIT_STACK_ARGS));
+	device = bench_omit & CP_OMIT_DEVICE ? -1 : cuprobe_current_device();
 	if (aggregate && l.kind != CP_LAUNCH_KIND_HOST_FUNC)
 		count_launch(c.pid_tgid >> 32, device, l.function,
 			     (__u64)l.grid[0] * l.grid[1] * l.grid[2] * l.block[0] * l.block[1] *
 			     l.block[2], l.kind == CP_LAUNCH_KIND_GRAPH);
+	if (bench_omit & CP_OMIT_RECORD)
+		return 0;
 	event = call_record(&c, CP_EV_LAUNCH, sizeof(*event));
 	if (!event)
 		return 0;
@@ -916,8 +924,8 @@ static __always_inline __s32 context_device(__u32 tgid, __u64 context)
 static __always_inline __s32 track_context(__u64 pid_tgid, const struct cuda_context *x)
 {
 	struct cuprobe_context_key key = { .pid = pid_tgid >> 32, .context = x->context };
-	struct cuprobe_thread_context fresh = {}, *thread;
-	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32;
+	struct cuprobe_thread_context *thread;
+	__u32 tgid = pid_tgid >> 32, top;
 	__s32 device = x->device, *known;
 
 	switch (x->op) {
@@ -926,7 +934,11 @@ static __always_inline __s32 track_context(__u64 pid_tgid, const struct cuda_con
 		if (!x->context)
 			return device;
 		bpf_map_update_elem(&cuprobe_contexts, &key, &device, BPF_ANY);
-		bpf_map_update_elem(&cuprobe_process_contexts, &tgid, &key.context, BPF_ANY);
+		{
+			struct cuprobe_process_context last = { .context = key.context, .device = device };
+
+			bpf_map_update_elem(&cuprobe_process_contexts, &tgid, &last, BPF_ANY);
+		}
 		if (x->op == CP_CONTEXT_RETAIN)
 			return device;
 		/* cuCtxCreate also pushes the new context on the thread's stack. */
@@ -935,23 +947,31 @@ static __always_inline __s32 track_context(__u64 pid_tgid, const struct cuda_con
 		bpf_map_delete_elem(&cuprobe_contexts, &key);
 		return -1;
 	}
-	thread = lookup_or_init(&cuprobe_thread_contexts, &tid, &fresh, CP_CNT_TARGETS_OVERFLOW);
-	if (!thread)
-		return -1;
+	known = bpf_map_lookup_elem(&cuprobe_contexts, &key);
+	if (known)
+		device = *known;
+	thread = bpf_task_storage_get(&cuprobe_thread_contexts, bpf_get_current_task_btf(), 0,
+				      BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!thread) {
+		count(CP_CNT_TARGETS_OVERFLOW);
+		return device;
+	}
 	if (x->op == CP_CONTEXT_POP) {
 		if (thread->depth > 0)
 			thread->depth--;
-	} else if (x->op == CP_CONTEXT_SET) {
+		top = thread->depth ? (thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1) : 0;
+		return thread->depth ? thread->device[top] : -1;
+	}
+	if (x->op == CP_CONTEXT_SET) {
 		if (!thread->depth)
 			thread->depth = 1;
-		thread->stack[(thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1)] = x->context;
-	} else {
-		if (thread->depth < CUPROBE_CONTEXT_DEPTH)
-			thread->depth++;
-		thread->stack[(thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1)] = x->context;
+	} else if (thread->depth < CUPROBE_CONTEXT_DEPTH) {
+		thread->depth++;
 	}
-	known = bpf_map_lookup_elem(&cuprobe_contexts, &key);
-	return known ? *known : device;
+	top = (thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1);
+	thread->stack[top] = x->context;
+	thread->device[top] = device;
+	return device;
 }
 
 SEC("uretprobe")

@@ -93,10 +93,11 @@ struct {
 	__type(value, __s32); /* device ordinal */
 } cuprobe_contexts SEC(".maps");
 
+/* Each thread's context stack: task-local storage, read without hashing at every launch. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32); /* thread id */
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
 	__type(value, struct cuprobe_thread_context);
 } cuprobe_thread_contexts SEC(".maps");
 
@@ -105,7 +106,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32); /* thread group id */
-	__type(value, __u64);
+	__type(value, struct cuprobe_process_context);
 } cuprobe_process_contexts SEC(".maps");
 
 /* User stacks for cuprobe_user_stack(): printed symbolized. */
@@ -228,21 +229,15 @@ static __always_inline const char *cuprobe_kernel_name(__u32 pid, __u64 handle)
 /* The device of the calling thread's current context, or -1 when not known. */
 static __always_inline int cuprobe_current_device(void)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid, tgid = pid_tgid >> 32;
-	struct cuprobe_thread_context *thread = bpf_map_lookup_elem(&cuprobe_thread_contexts, &tid);
-	struct cuprobe_context_key key = { .pid = tgid };
-	__u64 *last;
-	__s32 *device;
+	struct cuprobe_thread_context *thread =
+		bpf_task_storage_get(&cuprobe_thread_contexts, bpf_get_current_task_btf(), 0, 0);
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct cuprobe_process_context *last;
 
 	if (thread && thread->depth > 0 && thread->depth <= CUPROBE_CONTEXT_DEPTH)
-		key.context = thread->stack[(thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1)];
-	else if ((last = bpf_map_lookup_elem(&cuprobe_process_contexts, &tgid)))
-		key.context = *last;
-	else
-		return -1;
-	device = bpf_map_lookup_elem(&cuprobe_contexts, &key);
-	return device ? *device : -1;
+		return thread->device[(thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1)];
+	last = bpf_map_lookup_elem(&cuprobe_process_contexts, &tgid);
+	return last ? last->device : -1;
 }
 
 /* ---- the normalized view of each family ------------------------------------------------- */
@@ -430,8 +425,18 @@ struct cuprobe_launch_config {
  * cuGraphLaunch(exec, stream), cuLaunchHostFunc(stream, fn, data), cuLaunch(f),
  * cuLaunchGrid(f, w, h), cuLaunchGridAsync(f, w, h, stream): by the cookie.
  */
+static __always_inline void cuprobe_decode_launch_stack(const struct cuprobe_args *args,
+							struct cuda_launch *out, bool read_stack);
+
 static __always_inline void cuda_decode_launch(const struct cuprobe_args *args,
 					       struct cuda_launch *out)
+{
+	cuprobe_decode_launch_stack(args, out, true);
+}
+
+/* read_stack false: the stack arguments left 0 (benches measuring the read's cost). */
+static __always_inline void cuprobe_decode_launch_stack(const struct cuprobe_args *args,
+							struct cuda_launch *out, bool read_stack)
 {
 	__u32 kind = CP_COOKIE_KIND(args->cookie);
 	int i;
@@ -443,8 +448,8 @@ static __always_inline void cuda_decode_launch(const struct cuprobe_args *args,
 		__u64 on_stack[3] = {}; /* blockDimZ, sharedMemBytes, hStream */
 
 		/* One read for the three stack arguments above the return address. */
-		if (bpf_probe_read_user(on_stack, sizeof(on_stack),
-					(void *)(PT_REGS_SP(args->regs) + 8)))
+		if (read_stack && bpf_probe_read_user(on_stack, sizeof(on_stack),
+						      (void *)(PT_REGS_SP(args->regs) + 8)))
 			out->flags |= CP_LAUNCH_CONFIG_FAULT;
 		out->function = args->reg[0];
 		out->grid[0] = args->reg[1];

@@ -211,6 +211,20 @@ enum cp_context_op {
 #define CP_NAME_LOOKUP 1 /* cuModuleGetFunction/cuLibraryGetKernel(out, owner, name) */
 #define CP_NAME_ALIAS 2  /* cuKernelGetFunction(out, kernel) */
 
+/*
+ * Benches only (tools/bench/probe_cost.c): parts of the launch probe left out,
+ * to find where its time goes. Never set by cuprobe itself.
+ */
+enum cp_bench_omit {
+	CP_OMIT_FILTER = 1 << 0,     /* the target look-up */
+	CP_OMIT_COUNTERS = 1 << 1,   /* the per-CPU hit counter */
+	CP_OMIT_CLOCK = 1 << 2,      /* bpf_ktime_get_ns */
+	CP_OMIT_STACK_ARGS = 1 << 3, /* the user-memory read of the stack arguments */
+	CP_OMIT_DEVICE = 1 << 4,     /* the current context's device */
+	CP_OMIT_RECORD = 1 << 5,     /* the ring reserve, fill and submit */
+	CP_OMIT_WAKEUP = 1 << 6,     /* the wakeup decision (never wake) */
+};
+
 /* Lifecycle kinds of CP_EV_PROC. */
 enum cp_proc_kind {
 	CP_PROC_CUDA_INIT = 1, /* cuInit was called */
@@ -667,9 +681,18 @@ struct cuprobe_context_key {
 
 #define CUPROBE_CONTEXT_DEPTH 4
 
+/* A thread's context stack, each with its device (kept so a launch reads it in one look-up). */
 struct cuprobe_thread_context {
 	__u64 stack[CUPROBE_CONTEXT_DEPTH];
+	__s32 device[CUPROBE_CONTEXT_DEPTH];
 	__u32 depth;
+	__u32 pad;
+};
+
+/* The context a process made or retained last, and its device. */
+struct cuprobe_process_context {
+	__u64 context;
+	__s32 device;
 	__u32 pad;
 };
 

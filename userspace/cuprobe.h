@@ -186,6 +186,8 @@ struct cp_tracer_opts {
 	bool record_stacks;         /* allocating user stacks (frame pointers needed) */
 	/* A CP_EV_RETURN record at every API's return: calls as slices (--perfetto). */
 	bool return_records;
+	/* Benches only: parts of the launch probe left out (enum cp_bench_omit); 0 always else. */
+	uint32_t bench_omit;
 	cp_log_fn log;
 	void *log_ctx;
 	/*

@@ -205,6 +205,7 @@ static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opt
 	skel->rodata->stream_events = !opts->no_call_records;
 	skel->rodata->measure_latency = opts->measure_latency;
 	skel->rodata->return_records = opts->return_records;
+	skel->rodata->bench_omit = opts->bench_omit;
 	skel->rodata->record_stacks = opts->record_stacks;
 	skel->rodata->watch_mappings = opts->attach_events;
 	skel->rodata->watch_runtime = opts->attach_events && opts->runtime_attach;

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * probe_cost: where the launch probe's time goes. The kernel's own
+ * accounting (BPF_ENABLE_STATS: run time and count per program) over the
+ * same workload, once with the whole program and once per variant with one
+ * part left out (enum cp_bench_omit), then with everything left out (the
+ * bare cost of running any program there). Also the whole cost of the other
+ * programs the workload hits (copies, allocations, syncs).
+ *
+ * usage: probe_cost LIBCUDA DRV_LAUNCH [LAUNCHES [THREADS [ROUNDS]]]
+ * Prints a Markdown table; numbers are medians over ROUNDS rounds, the
+ * variants interleaved within each round.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "cuprobe_internal.h"
+#include "tracer_internal.h"
+
+#define MAX_ROUNDS 32
+
+struct variant {
+	const char *name;
+	uint32_t omit;
+	double ns[MAX_ROUNDS];
+};
+
+static struct variant variants[] = {
+	{ "whole launch probe", 0 },
+	{ "without the target look-up", CP_OMIT_FILTER },
+	{ "without the per-CPU counter", CP_OMIT_COUNTERS },
+	{ "without the clock read", CP_OMIT_CLOCK },
+	{ "without the stack-argument read", CP_OMIT_STACK_ARGS },
+	{ "without the device look-up", CP_OMIT_DEVICE },
+	{ "without the wakeup decision", CP_OMIT_WAKEUP },
+	{ "without the record (reserve, fill, submit)", CP_OMIT_RECORD },
+	{ "nothing (enter and return)", CP_OMIT_FILTER | CP_OMIT_COUNTERS | CP_OMIT_CLOCK |
+					 CP_OMIT_STACK_ARGS | CP_OMIT_DEVICE | CP_OMIT_RECORD },
+};
+#define N_VARIANTS (sizeof(variants) / sizeof(variants[0]))
+
+/* The other programs' whole cost, from the whole variant's runs. */
+static const char *const others[] = { "copy", "call_entry", "call_return", "free_entry" };
+#define N_OTHERS (sizeof(others) / sizeof(others[0]))
+static double other_ns[N_OTHERS][MAX_ROUNDS];
+
+static int discard(void *ctx, const union cp_event *event)
+{
+	(void)ctx;
+	(void)event;
+	return 0;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(const double *values, int n)
+{
+	double sorted[MAX_ROUNDS];
+
+	memcpy(sorted, values, n * sizeof(*values));
+	qsort(sorted, n, sizeof(*sorted), by_value);
+	return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+/* Average run time of a program of the tracer's object, from the kernel's stats. */
+static double program_ns(struct cp_tracer *tracer, const char *name, unsigned long long *runs)
+{
+	struct bpf_program *prog = bpf_object__find_program_by_name(tracer->skel->obj, name);
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	*runs = 0;
+	if (!prog || bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) || !info.run_cnt)
+		return 0;
+	*runs = info.run_cnt;
+	return (double)info.run_time_ns / info.run_cnt;
+}
+
+/* One run of the workload under a tracer loaded with omit; -1 on failure. */
+static int measure(const char *lib, const char *workload, const char *launches, const char *threads,
+		   uint32_t omit, double *launch_ns, double *others_ns)
+{
+	CP_OPTS(cp_tracer_opts, tracer_opts, .bench_omit = omit, .ring_bytes = 64u << 20);
+	CP_OPTS(cp_agent_opts, agent_opts, .on_event = discard);
+	struct cp_tracer *tracer = cp_tracer__open(&tracer_opts);
+	unsigned long long runs;
+	struct cp_agent *agent = NULL;
+	int status = -1;
+	size_t i;
+	pid_t pid;
+
+	if (!tracer || cp_tracer__attach_driver(tracer, lib, NULL)) {
+		fprintf(stderr, "probe_cost: cannot load or attach: %s\n", strerror(errno));
+		goto out;
+	}
+	agent = cp_agent__new(cp_tracer__ring_fd(tracer), &agent_opts);
+	if (!agent || cp_agent__start(agent))
+		goto out;
+	pid = fork();
+	if (pid == 0) {
+		/* Time to be added to the traced set before the first call. */
+		execl(workload, workload, launches, threads, "--start-delay", "100", (char *)NULL);
+		_exit(127);
+	}
+	if (pid < 0 || cp_tracer__add_pid(tracer, pid))
+		goto out;
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status)) {
+		fprintf(stderr, "probe_cost: the workload failed\n");
+		status = -1;
+		goto out;
+	}
+	cp_agent__stop(agent);
+	*launch_ns = program_ns(tracer, "launch", &runs);
+	for (i = 0; i < N_OTHERS; i++)
+		others_ns[i] = program_ns(tracer, others[i], &runs);
+	status = *launch_ns > 0 ? 0 : -1;
+out:
+	cp_agent__free(agent);
+	cp_tracer__free(tracer);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	const char *launches = argc > 3 ? argv[3] : "200000", *threads = argc > 4 ? argv[4] : "1";
+	int rounds = argc > 5 ? atoi(argv[5]) : 5, stats_fd, r;
+	double others_round[N_OTHERS];
+	size_t v, i;
+
+	if (argc < 3 || rounds < 1 || rounds > MAX_ROUNDS) {
+		fprintf(stderr, "usage: probe_cost LIBCUDA DRV_LAUNCH [LAUNCHES [THREADS [ROUNDS (1..%d)]]]\n",
+			MAX_ROUNDS);
+		return 2;
+	}
+	/* The kernel counts run time only while someone holds this fd. */
+	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (stats_fd < 0) {
+		fprintf(stderr, "probe_cost: cannot enable BPF run-time stats: %s\n", strerror(errno));
+		return 1;
+	}
+	for (r = 0; r < rounds; r++)
+		for (v = 0; v < N_VARIANTS; v++) {
+			if (measure(argv[1], argv[2], launches, threads, variants[v].omit,
+				    &variants[v].ns[r], others_round))
+				return 1;
+			if (v == 0)
+				for (i = 0; i < N_OTHERS; i++)
+					other_ns[i][r] = others_round[i];
+		}
+	close(stats_fd);
+	printf("| launch probe | ns per run (median of %d) | saved vs whole |\n|---|---|---|\n", rounds);
+	for (v = 0; v < N_VARIANTS; v++)
+		printf("| %s | %.0f | %.0f |\n", variants[v].name, median(variants[v].ns, rounds),
+		       median(variants[0].ns, rounds) - median(variants[v].ns, rounds));
+	printf("\n| other program (whole) | ns per run (median of %d) |\n|---|---|\n", rounds);
+	for (i = 0; i < N_OTHERS; i++)
+		printf("| %s | %.0f |\n", others[i], median(other_ns[i], rounds));
+	printf("\n%s launches from %s thread(s) per run, on the simulated driver.\n", launches, threads);
+	return 0;
+}
