@@ -74,6 +74,98 @@ static void put(struct out_buf *out, const char *fmt, ...)
 		out->text->len = out->used;
 }
 
+/*
+ * The hot paths' appenders (a launch line is written a million times a
+ * second): bytes, decimal and hex without printf's parsing.
+ */
+static void put_bytes(struct out_buf *out, const char *s, size_t n)
+{
+	if (out->overflow)
+		return;
+	if (out->used + n + 1 > out->len && (!out->text || !grow(out, out->used + n + 256))) {
+		out->overflow = true;
+		return;
+	}
+	memcpy(out->buf + out->used, s, n);
+	out->used += n;
+	out->buf[out->used] = '\0';
+	if (out->text)
+		out->text->len = out->used;
+}
+
+/* A string literal, its length counted by the compiler. */
+#define put_lit(out, literal) put_bytes((out), (literal), sizeof(literal) - 1)
+
+static void put_str(struct out_buf *out, const char *s)
+{
+	put_bytes(out, s, strlen(s));
+}
+
+static void put_u64(struct out_buf *out, uint64_t v)
+{
+	char digits[24];
+	int i = sizeof(digits);
+
+	do {
+		digits[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	put_bytes(out, digits + i, sizeof(digits) - i);
+}
+
+static void put_i64(struct out_buf *out, int64_t v)
+{
+	if (v < 0) {
+		put_lit(out, "-");
+		put_u64(out, (uint64_t)0 - (uint64_t)v);
+	} else {
+		put_u64(out, (uint64_t)v);
+	}
+}
+
+/* "0x..." lowercase, no leading zeros (printf's %#llx but 0x0 for 0). */
+static void put_hex(struct out_buf *out, uint64_t v)
+{
+	static const char hex[] = "0123456789abcdef";
+	char digits[20];
+	int i = sizeof(digits);
+
+	do {
+		digits[--i] = hex[v & 15];
+		v >>= 4;
+	} while (v);
+	digits[--i] = 'x';
+	digits[--i] = '0';
+	put_bytes(out, digits + i, sizeof(digits) - i);
+}
+
+static void put_spaces(struct out_buf *out, size_t n)
+{
+	static const char spaces[] = "                                ";
+
+	while (n) {
+		size_t chunk = n < sizeof(spaces) - 1 ? n : sizeof(spaces) - 1;
+
+		put_bytes(out, spaces, chunk);
+		n -= chunk;
+	}
+}
+
+/* v right-aligned in width columns (space padded), as %*llu. */
+static void put_u64_width(struct out_buf *out, uint64_t v, int width)
+{
+	char digits[24];
+	int i = sizeof(digits), n;
+
+	do {
+		digits[--i] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (n = (int)sizeof(digits) - i; n < width; n++)
+		put_lit(out, " ");
+	put_bytes(out, digits + i, sizeof(digits) - i);
+}
+
 void cp_text__clear(struct cp_text *text)
 {
 	text->len = 0;
@@ -146,64 +238,96 @@ static size_t utf8_sequence_len(const unsigned char *p)
  * written as \u00XX of its value, so the output is always valid UTF-8 (and
  * JSON); a decoder then reads it as U+0080..U+00FF, not as the raw byte.
  */
+/* Bytes JSON takes as they are: printable ASCII other than '"' and '\\'. */
+static bool json_plain(unsigned char c)
+{
+	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
+}
+
 int cp_json__escape(const char *src, char *buf, size_t len)
 {
-	size_t used = 0, step;
-	const unsigned char *p;
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = (const unsigned char *)src;
+	size_t used = 0, run, step;
 
 	if (!src || !buf || !len)
 		return -EINVAL;
-	for (p = (const unsigned char *)src; *p; p += step) {
-		char piece[8];
-		size_t n;
-
-		step = 1;
-		switch (*p) {
-		case '"': strcpy(piece, "\\\""); break;
-		case '\\': strcpy(piece, "\\\\"); break;
-		case '\n': strcpy(piece, "\\n"); break;
-		case '\r': strcpy(piece, "\\r"); break;
-		case '\t': strcpy(piece, "\\t"); break;
-		default:
-			if (*p >= 0x80)
-				step = utf8_sequence_len(p);
-			if (*p < 0x20 || *p == 0x7f || !step) {
-				snprintf(piece, sizeof(piece), "\\u%04x", *p);
-				step = 1;
-			} else {
-				memcpy(piece, p, step);
-				piece[step] = '\0';
-			}
+	while (*p) {
+		/* The common case, names and paths: a run copied at once. */
+		for (run = 0; json_plain(p[run]); run++)
+			;
+		if (run) {
+			if (used + run >= len)
+				return -ENOSPC;
+			memcpy(buf + used, p, run);
+			used += run;
+			p += run;
+			continue;
 		}
-		n = strlen(piece);
-		if (used + n >= len)
+		step = *p >= 0x80 ? utf8_sequence_len(p) : 0;
+		if (step) {
+			/* Valid UTF-8 as it is. */
+			if (used + step >= len)
+				return -ENOSPC;
+			memcpy(buf + used, p, step);
+			used += step;
+			p += step;
+			continue;
+		}
+		if (used + 6 >= len)
 			return -ENOSPC;
-		memcpy(buf + used, piece, n);
-		used += n;
+		buf[used++] = '\\';
+		switch (*p) {
+		case '"': buf[used++] = '"'; break;
+		case '\\': buf[used++] = '\\'; break;
+		case '\n': buf[used++] = 'n'; break;
+		case '\r': buf[used++] = 'r'; break;
+		case '\t': buf[used++] = 't'; break;
+		default:
+			/* Control bytes, and bytes that are not valid UTF-8: \u00XX of the byte. */
+			buf[used++] = 'u';
+			buf[used++] = '0';
+			buf[used++] = '0';
+			buf[used++] = hex[*p >> 4];
+			buf[used++] = hex[*p & 15];
+		}
+		p++;
 	}
 	buf[used] = '\0';
 	return (int)used;
 }
 
-/* The one JSON string writer: a quoted, escaped value, or null. */
 static void put_json_value(struct out_buf *out, const char *value)
 {
-	char escaped[CP_NAME_MAX * 8];
+	size_t room;
+	int n;
 
 	if (!value) {
-		put(out, "null");
+		put_lit(out, "null");
 		return;
 	}
-	if (cp_json__escape(value, escaped, sizeof(escaped)) < 0) {
+	/* Escaped in place: at most six bytes out per byte in, and the quotes. */
+	room = strlen(value) * 6 + 3;
+	if (out->overflow ||
+	    (out->used + room > out->len && (!out->text || !grow(out, out->used + room + 256)))) {
 		out->overflow = true;
 		return;
 	}
-	put(out, "\"%s\"", escaped);
+	out->buf[out->used++] = '"';
+	n = cp_json__escape(value, out->buf + out->used, out->len - out->used);
+	if (n < 0) {
+		out->overflow = true;
+		return;
+	}
+	out->used += (size_t)n;
+	put_lit(out, "\"");
 }
 
 static void put_json_string(struct out_buf *out, const char *key, const char *value)
 {
-	put(out, ",\"%s\":", key);
+	put_lit(out, ",\"");
+	put_str(out, key);
+	put_lit(out, "\":");
 	put_json_value(out, value);
 }
 
@@ -220,7 +344,7 @@ static void put_text_string(struct out_buf *out, const char *s)
 		for (n = 0; p[n] >= 0x20 && p[n] != 0x7f; n++)
 			;
 		if (n)
-			put(out, "%.*s", (int)n, (const char *)p);
+			put_bytes(out, (const char *)p, n);
 		p += n;
 		if (*p)
 			put(out, "\\x%02x", *p++);
@@ -240,7 +364,15 @@ int cp_text__escape(const char *src, char *buf, size_t len)
 
 static void put_json_dims(struct out_buf *out, const char *key, const __u32 dims[3])
 {
-	put(out, ",\"%s\":[%u,%u,%u]", key, dims[0], dims[1], dims[2]);
+	put_lit(out, ",\"");
+	put_str(out, key);
+	put_lit(out, "\":[");
+	put_u64(out, dims[0]);
+	put_lit(out, ",");
+	put_u64(out, dims[1]);
+	put_lit(out, ",");
+	put_u64(out, dims[2]);
+	put_lit(out, "]");
 }
 
 /* The one decoder of a wait status (as the kernel keeps it): "signal" or "exit_status". */
@@ -292,9 +424,17 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 	if (!event || !buf || !len)
 		return -EINVAL;
 	buf[0] = '\0';
-	put(&out, "{\"time_ns\":%llu,\"pid\":%u,\"tid\":%u,\"type\":\"%s\",\"api\":\"%s\"",
-	    (unsigned long long)hdr->time_ns, hdr->pid, hdr->tid,
-	    cp_event_type__name(hdr->type), cp_api__name(hdr->api));
+	put_lit(&out, "{\"time_ns\":");
+	put_u64(&out, hdr->time_ns);
+	put_lit(&out, ",\"pid\":");
+	put_u64(&out, hdr->pid);
+	put_lit(&out, ",\"tid\":");
+	put_u64(&out, hdr->tid);
+	put_lit(&out, ",\"type\":\"");
+	put_str(&out, cp_event_type__name(hdr->type));
+	put_lit(&out, "\",\"api\":\"");
+	put_str(&out, cp_api__name(hdr->api));
+	put_lit(&out, "\"");
 	switch (hdr->type) {
 	case CP_EV_LAUNCH: {
 		const struct cp_launch_event *e = &event->launch;
@@ -310,15 +450,21 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 			break;
 		}
 		name = cp_names__lookup(names, hdr->pid, e->function);
-		put(&out, ",\"function\":\"0x%llx\"", (unsigned long long)e->function);
+		put_lit(&out, ",\"function\":\"");
+		put_hex(&out, e->function);
+		put_lit(&out, "\"");
 		put_json_string(&out, "kernel", name ? name->display : NULL);
 		put_json_string(&out, "mangled", name ? name->mangled : NULL);
 		if (name && name->source != CP_NAME_FROM_PROBE)
 			put(&out, ",\"name_source\":\"%s\"", cp_name_source__name(name->source));
 		put_json_dims(&out, "grid", e->grid);
 		put_json_dims(&out, "block", e->block);
-		put(&out, ",\"shared_mem_bytes\":%u,\"stream\":\"0x%llx\"", e->shared_mem_bytes,
-		    (unsigned long long)e->stream);
+		put_lit(&out, ",\"shared_mem_bytes\":");
+		put_u64(&out, e->shared_mem_bytes);
+		put_lit(&out, ",\"stream\":\"");
+		put_hex(&out, e->stream);
+		put_lit(&out, "\",\"device\":");
+		put_i64(&out, e->device);
 		if (e->flags & CP_LAUNCH_COOPERATIVE)
 			put(&out, ",\"cooperative\":true");
 		if (e->flags & CP_LAUNCH_CONFIG_FAULT)
@@ -519,9 +665,29 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		return -EINVAL;
 	buf[0] = '\0';
 	rel = hdr->time_ns >= start_ns ? hdr->time_ns - start_ns : 0;
-	put(&out, "%5llu.%06llu %7u %7u %-26s", (unsigned long long)(rel / 1000000000ull),
-	    (unsigned long long)(rel % 1000000000ull / 1000), hdr->pid, hdr->tid,
-	    cp_api__name(hdr->api));
+	{
+		/* "%5llu.%06llu %7u %7u %-26s", by hand: this line is the hot path. */
+		uint64_t micros = rel % 1000000000ull / 1000;
+		const char *api = cp_api__name(hdr->api);
+		size_t api_len = strlen(api);
+		char fraction[7];
+		int i;
+
+		put_u64_width(&out, rel / 1000000000ull, 5);
+		for (i = 5; i >= 0; i--, micros /= 10)
+			fraction[i] = (char)('0' + micros % 10);
+		fraction[6] = '\0';
+		put_lit(&out, ".");
+		put_bytes(&out, fraction, 6);
+		put_lit(&out, " ");
+		put_u64_width(&out, hdr->pid, 7);
+		put_lit(&out, " ");
+		put_u64_width(&out, hdr->tid, 7);
+		put_lit(&out, " ");
+		put_bytes(&out, api, api_len);
+		for (; api_len < 26; api_len++)
+			put_lit(&out, " ");
+	}
 	switch (hdr->type) {
 	case CP_EV_LAUNCH: {
 		const struct cp_launch_event *e = &event->launch;
@@ -544,9 +710,22 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 								    e->function, false, NULL, label,
 								    sizeof(label)));
 		}
-		put(&out, " grid=(%u,%u,%u) block=(%u,%u,%u) smem=%u stream=0x%llx",
-		    e->grid[0], e->grid[1], e->grid[2], e->block[0], e->block[1], e->block[2],
-		    e->shared_mem_bytes, (unsigned long long)e->stream);
+		put_lit(&out, " grid=(");
+		put_u64(&out, e->grid[0]);
+		put_lit(&out, ",");
+		put_u64(&out, e->grid[1]);
+		put_lit(&out, ",");
+		put_u64(&out, e->grid[2]);
+		put_lit(&out, ") block=(");
+		put_u64(&out, e->block[0]);
+		put_lit(&out, ",");
+		put_u64(&out, e->block[1]);
+		put_lit(&out, ",");
+		put_u64(&out, e->block[2]);
+		put_lit(&out, ") smem=");
+		put_u64(&out, e->shared_mem_bytes);
+		put_lit(&out, " stream=");
+		put_hex(&out, e->stream);
 		if (e->flags & CP_LAUNCH_CONFIG_FAULT)
 			put(&out, " (config unreadable)");
 		break;
