@@ -161,8 +161,9 @@ static void put_u64_width(struct out_buf *out, uint64_t v, int width)
 		digits[--i] = (char)('0' + v % 10);
 		v /= 10;
 	} while (v);
-	for (n = (int)sizeof(digits) - i; n < width; n++)
-		put_lit(out, " ");
+	n = (int)sizeof(digits) - i;
+	if (n < width)
+		put_spaces(out, (size_t)(width - n));
 	put_bytes(out, digits + i, sizeof(digits) - i);
 }
 
@@ -685,8 +686,8 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		put_u64_width(&out, hdr->tid, 7);
 		put_lit(&out, " ");
 		put_bytes(&out, api, api_len);
-		for (; api_len < 26; api_len++)
-			put_lit(&out, " ");
+		if (api_len < 26)
+			put_spaces(&out, 26 - api_len);
 	}
 	switch (hdr->type) {
 	case CP_EV_LAUNCH: {
