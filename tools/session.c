@@ -9,6 +9,7 @@
  * status.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -799,12 +800,46 @@ int cp_session__finish(struct cp_session *s)
 	return code;
 }
 
+/*
+ * Releasing a probe waits for an RCU grace period (about 75 ms on these
+ * kernels), and exiting would wait for it too. A child holding copies of
+ * every fd pays it instead, after we are gone: our own closes then only drop
+ * references. It closes the standard streams first (a reader of our stdout
+ * sees its end when we exit) and exits when the pipe tells it we have.
+ * Called once the agent's thread is joined: this process is single-threaded.
+ */
+static void release_probes_after_exit(void)
+{
+	int gate[2];
+	char byte;
+	pid_t pid;
+
+	if (pipe2(gate, O_CLOEXEC))
+		return; /* then we pay the grace period ourselves */
+	pid = fork();
+	if (pid == 0) {
+		close(gate[1]);
+		close(STDIN_FILENO);
+		close(STDOUT_FILENO);
+		close(STDERR_FILENO);
+		while (read(gate[0], &byte, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(gate[0]);
+	if (pid < 0)
+		close(gate[1]);
+	/* gate[1] stays open until this process exits: its closing wakes the child. */
+}
+
 void cp_session__close(struct cp_session *s)
 {
 	size_t i;
 
 	cp_agent__free(s->agent);
 	s->agent = NULL;
+	if (s->tracer && cp_tracer__link_count(s->tracer))
+		release_probes_after_exit();
 	cp_tracer__free(s->tracer);
 	s->tracer = NULL;
 	cp_output__close(&s->output);
