@@ -139,6 +139,8 @@ static void span_fold(struct span_union *u, uint64_t watermark)
 		u->total_ns += u->spans[n].hi - u->spans[n].lo;
 		n++;
 	}
+	if (!n)
+		return; /* nothing to fold (and spans may be NULL: memmove must not see it) */
 	memmove(u->spans, &u->spans[n], (u->count - n) * sizeof(*u->spans));
 	u->count -= n;
 }
