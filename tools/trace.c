@@ -42,6 +42,10 @@ struct trace_output {
 	uint64_t written;
 	struct cp_timeline *timeline; /* always: an Xid names the kernels in flight */
 	struct cp_text text;
+	/* --perfetto FILE: its writer and what it appends before each write */
+	struct cp_chrome_trace *perfetto;
+	struct cp_text perfetto_text;
+	bool perfetto_failed;
 };
 
 /* Writes a formatted piece; a failed write stops the session. */
@@ -56,11 +60,29 @@ static void write_text(struct trace_output *output, struct cp_text *text)
 	}
 }
 
+/* Writes what the Perfetto trace's writer appended; a failed write stops the session. */
+static void write_perfetto(struct trace_output *output)
+{
+	struct cp_text *text = &output->perfetto_text;
+	FILE *file = output->session->perfetto.stream;
+
+	if (!output->perfetto_failed && text->len &&
+	    (text->failed || fwrite(text->data, 1, text->len, file) != text->len)) {
+		output->perfetto_failed = true;
+		cp_session__perfetto_failed(output->session, text->failed ? ENOMEM : errno);
+	}
+	cp_text__clear(text);
+}
+
 static void on_interval(void *ctx, const struct cp_gpu_interval *interval)
 {
 	struct trace_output *output = ctx;
 	struct cp_text text = { 0 };
 
+	if (output->perfetto && !output->perfetto_failed) {
+		cp_chrome_trace__interval(output->perfetto, interval, &output->perfetto_text);
+		write_perfetto(output);
+	}
 	if (!output->intervals || output->failed)
 		return;
 	cp_format__interval(&text, output->json, interval, output->session->names, output->start_ns);
@@ -95,7 +117,10 @@ static int on_event(void *ctx, const union cp_event *event)
 	if (output->failed)
 		return 0; /* the output is gone: records are counted, tracing is stopping */
 	cp_names__observe(names, event);
-	if (output->json)
+	/* Returns are recorded for --perfetto's slices only: the output stays as without it. */
+	if (event->hdr.type == CP_EV_RETURN)
+		n = -1;
+	else if (output->json)
 		n = cp_format__json(event, names, line, sizeof(line));
 	else
 		n = cp_format__text(event, names, output->start_ns, line, sizeof(line));
@@ -105,6 +130,11 @@ static int on_event(void *ctx, const union cp_event *event)
 		cp_session__output_failed(output->session, errno);
 		return 0;
 	}
+	/* Before the timeline: a launch is in the trace before the interval it gets. */
+	if (output->perfetto && !output->perfetto_failed) {
+		cp_chrome_trace__record(output->perfetto, event, &output->perfetto_text);
+		write_perfetto(output);
+	}
 	/* The evidence it brings, after the record itself: bounds complete now. */
 	cp_timeline__observe(output->timeline, event);
 	if (event->hdr.type == CP_EV_XID)
@@ -113,6 +143,7 @@ static int on_event(void *ctx, const union cp_event *event)
 	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
 		cp_names__forget_pid(names, event->hdr.pid);
 		cp_timeline__forget_pid(output->timeline, event->hdr.pid);
+		cp_chrome_trace__forget_pid(output->perfetto, event->hdr.pid);
 	}
 	output->written++;
 	return 0;
@@ -167,18 +198,46 @@ static void print_summary(const struct cp_session *s)
 		cp_say("warning: the agent stopped on an error: %s", strerror(-stats.thread_error));
 }
 
+/* Tracing ended (the agent is joined): the Perfetto trace's last slices and its end. */
+static void finish_perfetto(struct trace_output *output)
+{
+	const char *path = output->session->opts->perfetto;
+	struct cp_chrome_trace_stats stats;
+
+	if (!output->perfetto_failed) {
+		cp_chrome_trace__finish(output->perfetto, &output->perfetto_text);
+		write_perfetto(output);
+	}
+	cp_chrome_trace__stats(output->perfetto, &stats);
+	if (cp_verbosity)
+		cp_say("%s: %llu events: %llu API calls, %llu kernels (%llu more without a bound), %llu flows",
+		       path, (unsigned long long)stats.events, (unsigned long long)stats.calls,
+		       (unsigned long long)stats.kernels, (unsigned long long)stats.kernels_unbounded,
+		       (unsigned long long)stats.flows);
+	if (stats.calls_overlapping)
+		cp_say("warning: %s: %llu API calls left out: their slices would overlap others of their thread",
+		       path, (unsigned long long)stats.calls_overlapping);
+	if (stats.allocations_untracked)
+		cp_say("warning: %s: %llu allocations left out of live device memory (too many live in one process)",
+		       path, (unsigned long long)stats.allocations_untracked);
+}
+
 int cp_cmd_trace(int argc, char **argv)
 {
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct trace_output output = { 0 };
 	struct cp_trace_options opts;
 	struct cp_session session;
+	uint64_t perfetto_base_ns;
 	int exit_code;
 
 	exit_code = cp_session__parse(CP_CMD_TRACE, argc, argv, &opts);
 	if (exit_code >= 0)
 		return exit_code;
 	exit_code = cp_session__open(&session, CP_CMD_TRACE, &opts);
+	/* --perfetto: every call's return makes its slice; ts 0 precedes any probe's record. */
+	tracer_opts.return_records = opts.perfetto != NULL;
+	perfetto_base_ns = monotonic_ns();
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
@@ -193,7 +252,9 @@ int cp_cmd_trace(int argc, char **argv)
 
 		output.timeline = cp_timeline__new(&timeline_opts);
 	}
-	if (!output.timeline) {
+	if (opts.perfetto)
+		output.perfetto = cp_chrome_trace__new(session.names, perfetto_base_ns);
+	if (!output.timeline || (opts.perfetto && !output.perfetto)) {
 		cp_say("out of memory");
 		exit_code = CP_EXIT_SETUP;
 		goto cleanup;
@@ -211,6 +272,8 @@ int cp_cmd_trace(int argc, char **argv)
 		       cp_tracer__link_count(session.tracer));
 	cp_session__wait(&session, NULL);
 	cp_session__stop_agent(&session);
+	if (output.perfetto)
+		finish_perfetto(&output);
 	print_summary(&session);
 	cp_session__report_files(&session);
 	exit_code = cp_session__finish(&session);
@@ -218,6 +281,8 @@ cleanup:
 	/* The agent (which feeds the timeline) is joined by close, before the timeline goes. */
 	cp_session__close(&session);
 	cp_timeline__free(output.timeline);
+	cp_chrome_trace__free(output.perfetto);
 	cp_text__free(&output.text);
+	cp_text__free(&output.perfetto_text);
 	return exit_code;
 }

@@ -172,6 +172,118 @@ int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xi
 			     const struct cp_gpu_interval *in_flight, size_t count, bool known,
 			     struct cp_names *names);
 
+/*
+ * The stream a call names, as the timeline keys streams: the handle, except
+ * that 0 and CU_STREAM_LEGACY (1) are the legacy default stream (0), and a
+ * per-thread default stream (CU_STREAM_PER_THREAD, or 0 passed to a _ptsz or
+ * _ptds variant) is its thread's own: tid << 8 | 2 (a real handle is a
+ * pointer, never 2 in its low byte).
+ */
+uint64_t cp_stream__key(uint64_t handle, uint32_t api, uint32_t tid);
+/* The thread whose per-thread default stream key is, or 0. */
+uint32_t cp_stream__per_thread_tid(uint64_t key);
+
+/* ---- Chrome trace-event JSON (cuprobe trace --perfetto) ------------------------- */
+
+/*
+ * The events of one JSON array, streamed: the first event opens the array
+ * ("[") and each later one follows ",\n", so a file cut after any event
+ * holds whole events only (the Perfetto UI opens an unterminated array);
+ * cp_format__chrome_close ends it. "ts" is in microseconds with ns
+ * precision ("1234.567"), from base_ns. Names and labels are all written
+ * here; which events to write is the writer's (cp_chrome_trace below).
+ */
+struct cp_chrome_out {
+	struct cp_text *text;  /* where the next events are appended */
+	uint64_t base_ns;      /* CLOCK_MONOTONIC of ts 0 */
+	uint64_t events;       /* written so far */
+};
+/* "M" events: a process "comm (pid)", a thread "comm (tid)" ("pid N"/"tid N" without comm). */
+int cp_format__chrome_process_name(struct cp_chrome_out *chrome, uint32_t pid, const char *comm);
+int cp_format__chrome_thread_name(struct cp_chrome_out *chrome, uint32_t pid, uint32_t tid,
+				  const char *comm);
+/*
+ * A GPU stream's own process and thread, track_pid (both ids): named
+ * "GPU stream 0x... (device N), comm (pid)" and "GPU stream 0x... (device N)".
+ */
+int cp_format__chrome_stream_name(struct cp_chrome_out *chrome, uint32_t track_pid,
+				  const struct cp_gpu_stream *stream, uint32_t pid, const char *comm);
+/*
+ * An API call, an "X" slice from its entry to its return on its thread;
+ * args: record (the call's entry or return-side record; NULL: ret itself) as
+ * --json writes it, with ret's result. A flow_id (non-zero) starts the flow
+ * to its kernel: bind_id/flow_out (Perfetto) and an "s" (DevTools).
+ */
+int cp_format__chrome_call(struct cp_chrome_out *chrome, const struct cp_return_event *ret,
+			   const union cp_event *record, const struct cp_names *names,
+			   uint64_t flow_id);
+/*
+ * A kernel's bound on its stream's track (pid and tid track_pid): "b"/"e"
+ * with id flow_id, named by the kernel, args the gpu_interval record, and
+ * the end of the flow from its launch ("f", bind_id/flow_in). Without a
+ * bound (CP_DONE_NONE), an instant "dropped" at its launch.
+ */
+int cp_format__chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_interval *interval,
+			     uint32_t track_pid, uint64_t flow_id, struct cp_names *names);
+/* A "C" sample of one series of a process counter. */
+int cp_format__chrome_counter(struct cp_chrome_out *chrome, uint32_t pid, uint64_t time_ns,
+			      const char *name, const char *series, uint64_t value);
+/*
+ * A record as an "i" instant, args the record as --json writes it: process
+ * start (cuInit), fork, exit, Xid. On pid's process track ("s":"p"), or
+ * global ("s":"g") for an Xid whose process is not traced.
+ */
+int cp_format__chrome_instant(struct cp_chrome_out *chrome, const union cp_event *event,
+			      uint32_t pid, bool global, const struct cp_names *names);
+/* Ends the array ("[]" when no event was written). */
+int cp_format__chrome_close(struct cp_chrome_out *chrome);
+
+/*
+ * The writer of a Chrome trace-event JSON file (cuprobe trace --perfetto):
+ * fed every record in ring order (before the timeline sees it) and every
+ * interval of the timeline, it appends events to a caller's text. Memory is
+ * bounded by what lives: per process (its name, launch count, live
+ * allocations, up to a cap), per thread (its name, at most one entry record
+ * waiting for its call's return, or one return waiting for the record its
+ * call writes at return, and its latest slices), per stream (its queue
+ * depth); a process's state goes with cp_chrome_trace__forget_pid.
+ *
+ * Layout: per process "comm (pid)", its threads with an "X" per API call
+ * (from CP_EV_RETURN: the tracer needs return_records), counters of live
+ * device memory; per GPU stream a process of its own (pid 2^30 + n, never a
+ * real pid) whose async slices are the kernels' bounds, with a flow from
+ * each launch call; instants for process start, fork, exit and Xid errors.
+ * A launch's flow and slice id is (process serial << 40 | its seq), unique
+ * in the trace: seq counts the process's kernel and graph launches from 1,
+ * as the timeline numbers them.
+ */
+struct cp_chrome_trace;
+
+struct cp_chrome_trace_stats {
+	uint64_t events;              /* trace events written */
+	uint64_t calls;               /* API slices */
+	uint64_t calls_overlapping;   /* returns left out: their slice would partly overlap an
+				       * earlier one of the thread (an entry time gone wrong) */
+	uint64_t flows;               /* launch slices with a flow to their kernel */
+	uint64_t kernels;             /* kernel slices */
+	uint64_t kernels_unbounded;   /* launches without a bound (instants "dropped") */
+	uint64_t allocations_untracked; /* allocations past a process's cap: not in the counter */
+};
+
+/* base_ns: CLOCK_MONOTONIC of ts 0, no later than any record (taken before attaching). */
+struct cp_chrome_trace *cp_chrome_trace__new(struct cp_names *names, uint64_t base_ns);
+void cp_chrome_trace__free(struct cp_chrome_trace *ct);
+/* Each returns 0, or -ENOMEM (text->failed set). */
+int cp_chrome_trace__record(struct cp_chrome_trace *ct, const union cp_event *event,
+			    struct cp_text *text);
+int cp_chrome_trace__interval(struct cp_chrome_trace *ct, const struct cp_gpu_interval *interval,
+			      struct cp_text *text);
+/* After pid's exit record and the intervals it settled: its state goes. */
+void cp_chrome_trace__forget_pid(struct cp_chrome_trace *ct, uint32_t pid);
+/* Tracing ended: the calls still waiting for their record are written, the array closed. */
+int cp_chrome_trace__finish(struct cp_chrome_trace *ct, struct cp_text *text);
+void cp_chrome_trace__stats(const struct cp_chrome_trace *ct, struct cp_chrome_trace_stats *out);
+
 /* Device memory still live when a process exited, by allocating site. */
 struct cp_leak_site {
 	uint64_t allocations;

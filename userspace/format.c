@@ -415,108 +415,109 @@ static int finish(struct out_buf *out)
 	return out->overflow ? -ENOSPC : (int)out->used;
 }
 
-int cp_format__json(const union cp_event *event, const struct cp_names *names,
-		    char *buf, size_t len)
+/*
+ * A record's fields as --json writes them, the object left open for the
+ * caller to close: the one JSON writer of records (a JSON line, and the args
+ * of a Perfetto trace event).
+ */
+static void put_json_fields(struct out_buf *out, const union cp_event *event,
+			    const struct cp_names *names)
 {
-	struct out_buf out = { .buf = buf, .len = len };
 	const struct cp_event_header *hdr = &event->hdr;
 	const struct cp_name_entry *name;
 
-	if (!event || !buf || !len)
-		return -EINVAL;
-	buf[0] = '\0';
-	put_lit(&out, "{\"time_ns\":");
-	put_u64(&out, hdr->time_ns);
-	put_lit(&out, ",\"pid\":");
-	put_u64(&out, hdr->pid);
-	put_lit(&out, ",\"tid\":");
-	put_u64(&out, hdr->tid);
-	put_lit(&out, ",\"type\":\"");
-	put_str(&out, cp_event_type__name(hdr->type));
-	put_lit(&out, "\",\"api\":\"");
-	put_str(&out, cp_api__name(hdr->api));
-	put_lit(&out, "\"");
+	put_lit(out, "{\"time_ns\":");
+	put_u64(out, hdr->time_ns);
+	put_lit(out, ",\"pid\":");
+	put_u64(out, hdr->pid);
+	put_lit(out, ",\"tid\":");
+	put_u64(out, hdr->tid);
+	put_lit(out, ",\"type\":\"");
+	put_str(out, cp_event_type__name(hdr->type));
+	put_lit(out, "\",\"api\":\"");
+	put_str(out, cp_api__name(hdr->api));
+	put_lit(out, "\"");
 	switch (hdr->type) {
 	case CP_EV_LAUNCH: {
 		const struct cp_launch_event *e = &event->launch;
 
 		if (e->flags & CP_LAUNCH_GRAPH) {
-			put(&out, ",\"graph_exec\":\"0x%llx\",\"stream\":\"0x%llx\"",
+			put(out, ",\"graph_exec\":\"0x%llx\",\"stream\":\"0x%llx\"",
 			    (unsigned long long)e->function, (unsigned long long)e->stream);
 			break;
 		}
 		if (e->flags & CP_LAUNCH_HOST_FUNC) {
-			put(&out, ",\"host_function\":\"0x%llx\",\"stream\":\"0x%llx\"",
+			put(out, ",\"host_function\":\"0x%llx\",\"stream\":\"0x%llx\"",
 			    (unsigned long long)e->function, (unsigned long long)e->stream);
 			break;
 		}
 		name = cp_names__lookup(names, hdr->pid, e->function);
-		put_lit(&out, ",\"function\":\"");
-		put_hex(&out, e->function);
-		put_lit(&out, "\"");
-		put_json_string(&out, "kernel", name ? name->display : NULL);
-		put_json_string(&out, "mangled", name ? name->mangled : NULL);
+		put_lit(out, ",\"function\":\"");
+		put_hex(out, e->function);
+		put_lit(out, "\"");
+		put_json_string(out, "kernel", name ? name->display : NULL);
+		put_json_string(out, "mangled", name ? name->mangled : NULL);
 		if (name && name->source != CP_NAME_FROM_PROBE)
-			put(&out, ",\"name_source\":\"%s\"", cp_name_source__name(name->source));
-		put_json_dims(&out, "grid", e->grid);
-		put_json_dims(&out, "block", e->block);
-		put_lit(&out, ",\"shared_mem_bytes\":");
-		put_u64(&out, e->shared_mem_bytes);
-		put_lit(&out, ",\"stream\":\"");
-		put_hex(&out, e->stream);
-		put_lit(&out, "\",\"device\":");
-		put_i64(&out, e->device);
+			put(out, ",\"name_source\":\"%s\"", cp_name_source__name(name->source));
+		put_json_dims(out, "grid", e->grid);
+		put_json_dims(out, "block", e->block);
+		put_lit(out, ",\"shared_mem_bytes\":");
+		put_u64(out, e->shared_mem_bytes);
+		put_lit(out, ",\"stream\":\"");
+		put_hex(out, e->stream);
+		put_lit(out, "\",\"device\":");
+		put_i64(out, e->device);
 		if (e->flags & CP_LAUNCH_COOPERATIVE)
-			put(&out, ",\"cooperative\":true");
+			put(out, ",\"cooperative\":true");
 		if (e->flags & CP_LAUNCH_CONFIG_FAULT)
-			put(&out, ",\"config_unreadable\":true");
+			put(out, ",\"config_unreadable\":true");
 		if (e->flags & CP_LAUNCH_LEGACY)
-			put(&out, ",\"legacy\":true");
+			put(out, ",\"legacy\":true");
 		break;
 	}
 	case CP_EV_ALLOC: {
 		const struct cp_alloc_event *e = &event->alloc;
 
-		put(&out, ",\"ptr\":\"0x%llx\",\"bytes\":%llu,\"kind\":\"%s\",\"result\":%d",
+		put(out, ",\"ptr\":\"0x%llx\",\"bytes\":%llu,\"kind\":\"%s\",\"result\":%d",
 		    (unsigned long long)e->ptr, (unsigned long long)e->bytes,
 		    cp_mem_kind__name(e->kind), e->result);
 		if (e->kind == CP_MEM_DEVICE_ASYNC)
-			put(&out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+			put(out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
 		break;
 	}
 	case CP_EV_FREE: {
 		const struct cp_free_event *e = &event->free;
 
-		put(&out, ",\"ptr\":\"0x%llx\",\"kind\":\"%s\"", (unsigned long long)e->ptr,
+		put(out, ",\"ptr\":\"0x%llx\",\"kind\":\"%s\"", (unsigned long long)e->ptr,
 		    cp_mem_kind__name(e->kind));
 		if (e->kind == CP_MEM_DEVICE_ASYNC)
-			put(&out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+			put(out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
 		break;
 	}
 	case CP_EV_COPY: {
 		const struct cp_copy_event *e = &event->copy;
 
-		put(&out, ",\"dst\":\"0x%llx\",\"src\":\"0x%llx\",\"bytes\":%llu,"
+		put(out, ",\"dst\":\"0x%llx\",\"src\":\"0x%llx\",\"bytes\":%llu,"
 		    "\"direction\":\"%s\",\"async\":%s",
 		    (unsigned long long)e->dst, (unsigned long long)e->src,
 		    (unsigned long long)e->bytes, cp_copy_dir__name(e->direction),
 		    e->async ? "true" : "false");
 		if (e->async)
-			put(&out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+			put(out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
 		if (e->count != 1)
-			put(&out, ",\"count\":%u", e->count);
+			put(out, ",\"count\":%u", e->count);
 		if (e->flags & CP_COPY_UNREADABLE)
-			put(&out, ",\"unreadable\":true");
+			put(out, ",\"unreadable\":true");
 		if (e->flags & CP_COPY_BYTES_UNKNOWN)
-			put(&out, ",\"bytes_unknown\":true");
+			put(out, ",\"bytes_unknown\":true");
 		if (e->flags & CP_COPY_TRUNCATED)
-			put(&out, ",\"bytes_of_first\":%u", CP_COPY_BATCH_READ_MAX);
+			put(out, ",\"bytes_of_first\":%u", CP_COPY_BATCH_READ_MAX);
 		break;
 	}
 	case CP_EV_SYNC: {
 		const struct cp_sync_event *e = &event->sync;
 
-		put(&out, ",\"kind\":\"%s\",\"handle\":\"0x%llx\",\"entry_ns\":%llu,"
+		put(out, ",\"kind\":\"%s\",\"handle\":\"0x%llx\",\"entry_ns\":%llu,"
 		    "\"waited_ns\":%llu,\"result\":%d,\"device\":%d", cp_sync_kind__name(e->kind),
 		    (unsigned long long)e->handle, (unsigned long long)e->entry_ns,
 		    (unsigned long long)(hdr->time_ns > e->entry_ns ? hdr->time_ns - e->entry_ns : 0),
@@ -526,19 +527,19 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 	case CP_EV_MEMSET: {
 		const struct cp_memset_event *e = &event->memset;
 
-		put(&out, ",\"dst\":\"0x%llx\",\"bytes\":%llu,\"value\":%u,\"element_size\":%u,"
+		put(out, ",\"dst\":\"0x%llx\",\"bytes\":%llu,\"value\":%u,\"element_size\":%u,"
 		    "\"async\":%s", (unsigned long long)e->dst, (unsigned long long)e->bytes, e->value,
 		    e->element_size, e->async ? "true" : "false");
 		if (e->pitch)
-			put(&out, ",\"pitch\":%llu", (unsigned long long)e->pitch);
+			put(out, ",\"pitch\":%llu", (unsigned long long)e->pitch);
 		if (e->async)
-			put(&out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+			put(out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
 		break;
 	}
 	case CP_EV_EVENT: {
 		const struct cp_event_event *e = &event->event;
 
-		put(&out, ",\"op\":\"%s\",\"event\":\"0x%llx\",\"stream\":\"0x%llx\",\"device\":%d",
+		put(out, ",\"op\":\"%s\",\"event\":\"0x%llx\",\"stream\":\"0x%llx\",\"device\":%d",
 		    cp_event_op__name(e->op), (unsigned long long)e->event,
 		    (unsigned long long)e->stream, e->device);
 		break;
@@ -546,105 +547,116 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 	case CP_EV_MODULE: {
 		const struct cp_module_event *e = &event->module;
 
-		put(&out, ",\"op\":\"%s\",\"handle\":\"0x%llx\",\"result\":%d",
+		put(out, ",\"op\":\"%s\",\"handle\":\"0x%llx\",\"result\":%d",
 		    cp_module_op__name(e->op), (unsigned long long)e->handle, e->result);
 		if (e->path_len)
-			put_json_string(&out, "path", e->path);
+			put_json_string(out, "path", e->path);
 		break;
 	}
 	case CP_EV_VMM: {
 		const struct cp_vmm_event *e = &event->vmm;
 
-		put(&out, ",\"op\":\"%s\",\"result\":%d,\"bytes\":%llu", cp_vmm_op__name(e->op),
+		put(out, ",\"op\":\"%s\",\"result\":%d,\"bytes\":%llu", cp_vmm_op__name(e->op),
 		    e->result, (unsigned long long)e->bytes);
 		if (e->op == CP_VMM_CREATE || e->op == CP_VMM_RELEASE || e->op == CP_VMM_RETAIN ||
 		    e->op == CP_VMM_MAP)
-			put(&out, ",\"handle\":\"0x%llx\"", (unsigned long long)e->handle);
+			put(out, ",\"handle\":\"0x%llx\"", (unsigned long long)e->handle);
 		if (e->op != CP_VMM_CREATE && e->op != CP_VMM_RELEASE)
-			put(&out, ",\"ptr\":\"0x%llx\"", (unsigned long long)e->ptr);
+			put(out, ",\"ptr\":\"0x%llx\"", (unsigned long long)e->ptr);
 		if (e->op == CP_VMM_CREATE)
-			put(&out, ",\"device\":%d", e->device);
+			put(out, ",\"device\":%d", e->device);
 		if (e->op == CP_VMM_CREATE || e->op == CP_VMM_RELEASE || e->op == CP_VMM_UNMAP)
-			put(&out, ",\"physical_bytes\":%llu", (unsigned long long)e->physical_bytes);
+			put(out, ",\"physical_bytes\":%llu", (unsigned long long)e->physical_bytes);
 		break;
 	}
 	case CP_EV_CONTEXT: {
 		const struct cp_context_event *e = &event->context;
 
-		put(&out, ",\"op\":\"%s\",\"context\":\"0x%llx\",\"device\":%d,\"result\":%d",
+		put(out, ",\"op\":\"%s\",\"context\":\"0x%llx\",\"device\":%d,\"result\":%d",
 		    cp_context_op__name(e->op), (unsigned long long)e->context, e->device, e->result);
 		break;
 	}
 	case CP_EV_ATTACH: {
 		const struct cp_attach_event *e = &event->attach;
 
-		put(&out, ",\"library\":\"%s\"", e->flags & CP_ATTACH_RUNTIME ? "runtime" : "driver");
-		put_json_string(&out, "file", e->name);
-		put(&out, ",\"dev\":%u,\"inode\":%llu,\"held\":%s,\"status\":\"%s\",\"probes\":%u",
+		put(out, ",\"library\":\"%s\"", e->flags & CP_ATTACH_RUNTIME ? "runtime" : "driver");
+		put_json_string(out, "file", e->name);
+		put(out, ",\"dev\":%u,\"inode\":%llu,\"held\":%s,\"status\":\"%s\",\"probes\":%u",
 		    e->dev, (unsigned long long)e->inode, e->flags & CP_ATTACH_HELD ? "true" : "false",
 		    cp_attach_status__name(e->status), e->probes);
 		if (e->path[0])
-			put_json_string(&out, "path", e->path);
+			put_json_string(out, "path", e->path);
 		if (e->probes_live_ns)
-			put(&out, ",\"probes_live_ns\":%llu", (unsigned long long)e->probes_live_ns);
+			put(out, ",\"probes_live_ns\":%llu", (unsigned long long)e->probes_live_ns);
 		if (e->probes_live_ns >= e->hdr.time_ns && e->status == CP_ATTACH_ATTACHED)
-			put(&out, ",\"delay_ns\":%llu",
+			put(out, ",\"delay_ns\":%llu",
 			    (unsigned long long)(e->probes_live_ns - e->hdr.time_ns));
 		if (e->status == CP_ATTACH_FAILED)
-			put(&out, ",\"error\":\"%s\"", strerror(-e->error));
+			put(out, ",\"error\":\"%s\"", strerror(-e->error));
 		break;
 	}
 	case CP_EV_NAME: {
 		const struct cp_name_event *e = &event->name;
 		char display[1024];
 
-		put(&out, ",\"handle\":\"0x%llx\",\"result\":%d", (unsigned long long)e->handle,
+		put(out, ",\"handle\":\"0x%llx\",\"result\":%d", (unsigned long long)e->handle,
 		    e->result);
 		if (e->hdr.api == CP_API_cuKernelGetFunction) {
-			put(&out, ",\"alias_of\":\"0x%llx\"", (unsigned long long)e->alias_of);
+			put(out, ",\"alias_of\":\"0x%llx\"", (unsigned long long)e->alias_of);
 			break;
 		}
 		cp_demangle(e->name, display, sizeof(display));
-		put_json_string(&out, "name", display);
-		put_json_string(&out, "mangled", e->name);
+		put_json_string(out, "name", display);
+		put_json_string(out, "mangled", e->name);
 		break;
 	}
 	case CP_EV_PROC: {
 		const struct cp_proc_event *e = &event->proc;
 
-		put(&out, ",\"kind\":\"%s\"", proc_kind_name(e->kind));
+		put(out, ",\"kind\":\"%s\"", proc_kind_name(e->kind));
 		if (e->kind == CP_PROC_FORK)
-			put(&out, ",\"child_pid\":%u", e->child_pid);
+			put(out, ",\"child_pid\":%u", e->child_pid);
 		if (e->kind == CP_PROC_EXIT)
-			put_json_exit(&out, e->exit_code);
+			put_json_exit(out, e->exit_code);
 		break;
 	}
 	case CP_EV_RETURN:
-		put(&out, ",\"entry_ns\":%llu,\"duration_ns\":%llu,\"result\":%d",
+		put(out, ",\"entry_ns\":%llu,\"duration_ns\":%llu,\"result\":%d",
 		    (unsigned long long)event->ret.entry_ns,
 		    (unsigned long long)(hdr->time_ns - event->ret.entry_ns), event->ret.result);
 		break;
 	case CP_EV_XID:
-		put(&out, ",\"xid\":%u,\"process\":%u", event->xid.error_code, cp_xid__process(&event->xid));
-		put_json_string(&out, "dev", event->xid.dev);
-		put_json_string(&out, "message", event->xid.msg);
+		put(out, ",\"xid\":%u,\"process\":%u", event->xid.error_code, cp_xid__process(&event->xid));
+		put_json_string(out, "dev", event->xid.dev);
+		put_json_string(out, "message", event->xid.msg);
 		break;
 	case CP_EV_RT_LAUNCH: {
 		const struct cp_rt_launch_event *e = &event->rt_launch;
 
 		name = cp_names__lookup_stub(names, hdr->pid, e->stub);
-		put(&out, ",\"stub\":\"0x%llx\"", (unsigned long long)e->stub);
-		put_json_string(&out, "kernel", name ? name->display : NULL);
-		put_json_string(&out, "mangled", name ? name->mangled : NULL);
-		put_json_dims(&out, "grid", e->grid);
-		put_json_dims(&out, "block", e->block);
-		put(&out, ",\"shared_mem_bytes\":%u,\"stream\":\"0x%llx\"", e->shared_mem_bytes,
+		put(out, ",\"stub\":\"0x%llx\"", (unsigned long long)e->stub);
+		put_json_string(out, "kernel", name ? name->display : NULL);
+		put_json_string(out, "mangled", name ? name->mangled : NULL);
+		put_json_dims(out, "grid", e->grid);
+		put_json_dims(out, "block", e->block);
+		put(out, ",\"shared_mem_bytes\":%u,\"stream\":\"0x%llx\"", e->shared_mem_bytes,
 		    (unsigned long long)e->stream);
 		break;
 	}
 	default:
 		break;
 	}
+}
+
+int cp_format__json(const union cp_event *event, const struct cp_names *names,
+		    char *buf, size_t len)
+{
+	struct out_buf out = { .buf = buf, .len = len };
+
+	if (!event || !buf || !len)
+		return -EINVAL;
+	buf[0] = '\0';
+	put_json_fields(&out, event, names);
 	put(&out, "}");
 	return finish(&out);
 }
@@ -1949,6 +1961,29 @@ uint32_t cp_xid__process(const struct cp_xid_event *xid)
 	return xid->hdr.pid;
 }
 
+/* A launch's bound as the JSON object of a gpu_interval record (closed). */
+static void put_interval_json(struct out_buf *out, const struct cp_gpu_interval *interval,
+			      const char *shown)
+{
+	put(out, "{\"time_ns\":%llu,\"pid\":%u,\"tid\":%u,\"type\":\"gpu_interval\","
+	    "\"api\":\"%s\",\"seq\":%llu,\"function\":\"0x%llx\"",
+	    (unsigned long long)interval->done_by_ns, interval->pid, interval->tid,
+	    cp_api__name(interval->api), (unsigned long long)interval->seq,
+	    (unsigned long long)interval->function);
+	put_json_string(out, "kernel", shown);
+	put(out, ",\"graph\":%s,\"stream\":\"0x%llx\",\"device\":%d,\"launch_ns\":%llu,"
+	    "\"start_after_ns\":%llu,\"done_by_ns\":%llu,\"evidence\":\"%s\"",
+	    interval->graph ? "true" : "false", (unsigned long long)interval->stream,
+	    interval->device, (unsigned long long)interval->launch_ns,
+	    (unsigned long long)interval->start_after_ns,
+	    (unsigned long long)interval->done_by_ns,
+	    cp_done_evidence__name(interval->evidence));
+	if (interval->evidence != CP_DONE_NONE)
+		put(out, ",\"evidence_api\":\"%s\",\"evidence_tid\":%u",
+		    cp_api__name(interval->evidence_api), interval->evidence_tid);
+	put(out, "}");
+}
+
 int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_interval *interval,
 			struct cp_names *names, uint64_t start_ns)
 {
@@ -1959,23 +1994,8 @@ int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_int
 	shown = cp_format__kernel_label(names, interval->pid, interval->function, interval->graph,
 					&mangled, label, sizeof(label));
 	if (json) {
-		put(&out, "{\"time_ns\":%llu,\"pid\":%u,\"tid\":%u,\"type\":\"gpu_interval\","
-		    "\"api\":\"%s\",\"seq\":%llu,\"function\":\"0x%llx\"",
-		    (unsigned long long)interval->done_by_ns, interval->pid, interval->tid,
-		    cp_api__name(interval->api), (unsigned long long)interval->seq,
-		    (unsigned long long)interval->function);
-		put_json_string(&out, "kernel", shown);
-		put(&out, ",\"graph\":%s,\"stream\":\"0x%llx\",\"device\":%d,\"launch_ns\":%llu,"
-		    "\"start_after_ns\":%llu,\"done_by_ns\":%llu,\"evidence\":\"%s\"",
-		    interval->graph ? "true" : "false", (unsigned long long)interval->stream,
-		    interval->device, (unsigned long long)interval->launch_ns,
-		    (unsigned long long)interval->start_after_ns,
-		    (unsigned long long)interval->done_by_ns,
-		    cp_done_evidence__name(interval->evidence));
-		if (interval->evidence != CP_DONE_NONE)
-			put(&out, ",\"evidence_api\":\"%s\",\"evidence_tid\":%u",
-			    cp_api__name(interval->evidence_api), interval->evidence_tid);
-		put(&out, "}\n");
+		put_interval_json(&out, interval, shown);
+		put(&out, "\n");
 		return text_done(&out);
 	}
 	put(&out, "%12.6f %7u %7u %-26s ", interval->done_by_ns > start_ns ?
@@ -2436,5 +2456,255 @@ int cp_format__metrics(struct cp_text *text, enum cp_exposition exposition,
 	}
 	if (exposition == CP_EXPOSITION_OPENMETRICS)
 		put(&out, "# EOF\n");
+	return text_done(&out);
+}
+
+/* ---- Chrome trace-event JSON (cuprobe trace --perfetto) ---------------------------------- */
+
+/* Timestamps are microseconds with ns precision, from out->base_ns. */
+static void put_chrome_us(struct out_buf *out, uint64_t ns)
+{
+	put(out, "%llu.%03llu", (unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000));
+}
+
+/*
+ * Opens one event: "[" before the first, ",\n" before every later one, so
+ * that a file cut after any event holds whole events only.
+ */
+static void put_chrome_start(struct out_buf *out, struct cp_chrome_out *chrome, const char *phase,
+			     const char *cat, uint32_t pid, uint32_t tid, uint64_t time_ns)
+{
+	put(out, "%s{\"ph\":\"%s\",\"cat\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":",
+	    chrome->events ? ",\n" : "[\n", phase, cat, pid, tid);
+	put_chrome_us(out, time_ns > chrome->base_ns ? time_ns - chrome->base_ns : 0);
+	chrome->events++;
+}
+
+static void put_chrome_metadata(struct out_buf *out, struct cp_chrome_out *chrome, bool process,
+				uint32_t pid, uint32_t tid, const char *name)
+{
+	put_chrome_start(out, chrome, "M", "__metadata", pid, tid, chrome->base_ns);
+	put(out, ",\"name\":\"%s\",\"args\":{\"name\":", process ? "process_name" : "thread_name");
+	put_json_value(out, name);
+	put(out, "}}");
+}
+
+int cp_format__chrome_process_name(struct cp_chrome_out *chrome, uint32_t pid, const char *comm)
+{
+	struct out_buf out = text_out(chrome->text);
+	char name[64];
+
+	if (comm && comm[0])
+		snprintf(name, sizeof(name), "%s (%u)", comm, pid);
+	else
+		snprintf(name, sizeof(name), "pid %u", pid);
+	put_chrome_metadata(&out, chrome, true, pid, pid, name);
+	return text_done(&out);
+}
+
+int cp_format__chrome_thread_name(struct cp_chrome_out *chrome, uint32_t pid, uint32_t tid,
+				  const char *comm)
+{
+	struct out_buf out = text_out(chrome->text);
+	char name[64];
+
+	if (comm && comm[0])
+		snprintf(name, sizeof(name), "%s (%u)", comm, tid);
+	else
+		snprintf(name, sizeof(name), "tid %u", tid);
+	put_chrome_metadata(&out, chrome, false, pid, tid, name);
+	return text_done(&out);
+}
+
+int cp_format__chrome_stream_name(struct cp_chrome_out *chrome, uint32_t track_pid,
+				  const struct cp_gpu_stream *stream, uint32_t pid, const char *comm)
+{
+	struct out_buf out = text_out(chrome->text);
+	char label[128], device[24], name[224];
+
+	if (stream->device >= 0)
+		snprintf(device, sizeof(device), "device %d", stream->device);
+	else
+		snprintf(device, sizeof(device), "device ?");
+	if (stream->per_thread_tid)
+		snprintf(label, sizeof(label), "GPU stream 0x%llx of thread %u (%s)",
+			 (unsigned long long)stream->stream, stream->per_thread_tid, device);
+	else
+		snprintf(label, sizeof(label), "GPU stream 0x%llx (%s)",
+			 (unsigned long long)stream->stream, device);
+	if (comm && comm[0])
+		snprintf(name, sizeof(name), "%s, %s (%u)", label, comm, pid);
+	else
+		snprintf(name, sizeof(name), "%s, pid %u", label, pid);
+	put_chrome_metadata(&out, chrome, true, track_pid, track_pid, name);
+	put_chrome_metadata(&out, chrome, false, track_pid, track_pid, label);
+	return text_done(&out);
+}
+
+/* Whether --json writes a "result" for records of this type. */
+static bool json_has_result(enum cp_event_type type)
+{
+	switch (type) {
+	case CP_EV_ALLOC: case CP_EV_SYNC: case CP_EV_NAME: case CP_EV_MODULE:
+	case CP_EV_VMM: case CP_EV_CONTEXT: case CP_EV_RETURN:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static void put_chrome_flow_id(struct out_buf *out, const char *key, uint64_t flow_id)
+{
+	put(out, ",\"%s\":\"0x%llx\"", key, (unsigned long long)flow_id);
+}
+
+int cp_format__chrome_call(struct cp_chrome_out *chrome, const struct cp_return_event *ret,
+			   const union cp_event *record, const struct cp_names *names,
+			   uint64_t flow_id)
+{
+	struct out_buf out = text_out(chrome->text);
+	const struct cp_event_header *hdr = &ret->hdr;
+
+	put_chrome_start(&out, chrome, "X", "cuda", hdr->pid, hdr->tid, ret->entry_ns);
+	put(&out, ",\"dur\":");
+	put_chrome_us(&out, hdr->time_ns > ret->entry_ns ? hdr->time_ns - ret->entry_ns : 0);
+	put(&out, ",\"name\":\"%s\"", cp_api__name(hdr->api));
+	if (flow_id) {
+		/* Perfetto binds a flow by these (its JSON "v2" flows)... */
+		put_chrome_flow_id(&out, "bind_id", flow_id);
+		put(&out, ",\"flow_out\":true");
+	}
+	/* The args: the call's record as --json writes it, and what the call returned. */
+	put(&out, ",\"args\":");
+	put_json_fields(&out, record ? record : (const union cp_event *)ret, names);
+	if (record && !json_has_result(record->hdr.type) && ret->result)
+		put(&out, ",\"result\":%d", ret->result);
+	put(&out, "}}");
+	if (flow_id) {
+		/* ...the DevTools trace engine by an "s" of the same ts, pid, tid and cat. */
+		put_chrome_start(&out, chrome, "s", "cuda", hdr->pid, hdr->tid, ret->entry_ns);
+		put(&out, ",\"name\":\"launch\"");
+		put_chrome_flow_id(&out, "id", flow_id);
+		put(&out, "}");
+	}
+	return text_done(&out);
+}
+
+int cp_format__chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_interval *interval,
+			     uint32_t track_pid, uint64_t flow_id, struct cp_names *names)
+{
+	struct out_buf out = text_out(chrome->text);
+	const char *shown;
+	uint64_t start;
+	char label[64];
+
+	shown = cp_format__kernel_label(names, interval->pid, interval->function, interval->graph,
+					NULL, label, sizeof(label));
+	if (interval->evidence == CP_DONE_NONE || interval->done_by_ns < interval->launch_ns) {
+		/* No bound: nothing to draw but where it was launched. */
+		put_chrome_start(&out, chrome, "i", "cuda.event", track_pid, track_pid,
+				 interval->launch_ns);
+		put(&out, ",\"name\":\"dropped\",\"s\":\"p\",\"args\":");
+		put_interval_json(&out, interval, shown);
+		put(&out, "}");
+		return text_done(&out);
+	}
+	/*
+	 * The kernel ran somewhere in [start_after, done_by]. The slice starts
+	 * 1 ns after the launch call's entry at the earliest: the flow's two
+	 * ends must have distinct timestamps for the DevTools engine, and no
+	 * kernel starts the very nanosecond its launch call is entered.
+	 */
+	start = interval->start_after_ns > interval->launch_ns ? interval->start_after_ns :
+		interval->launch_ns + 1;
+	if (start > interval->done_by_ns)
+		start = interval->done_by_ns;
+	put_chrome_start(&out, chrome, "b", "cuda", track_pid, track_pid, start);
+	put(&out, ",\"name\":");
+	put_json_value(&out, shown);
+	put_chrome_flow_id(&out, "id", flow_id);
+	if (flow_id) {
+		put_chrome_flow_id(&out, "bind_id", flow_id);
+		put(&out, ",\"flow_in\":true");
+	}
+	put(&out, ",\"args\":");
+	put_interval_json(&out, interval, shown);
+	put(&out, "}");
+	if (flow_id) {
+		/*
+		 * The DevTools engine binds the flow's end to the event of the
+		 * same ts, pid, tid and cat: the "b". No "bp":"e": Perfetto would
+		 * look for an enclosing slice on this pid's thread track (a
+		 * kernel is an async slice, never there) and count an error;
+		 * it draws the arrow from bind_id/flow_in instead.
+		 */
+		put_chrome_start(&out, chrome, "f", "cuda", track_pid, track_pid, start);
+		put(&out, ",\"name\":\"launch\"");
+		put_chrome_flow_id(&out, "id", flow_id);
+		put(&out, "}");
+	}
+	put_chrome_start(&out, chrome, "e", "cuda", track_pid, track_pid, interval->done_by_ns);
+	put(&out, ",\"name\":");
+	put_json_value(&out, shown);
+	put_chrome_flow_id(&out, "id", flow_id);
+	put(&out, "}");
+	return text_done(&out);
+}
+
+int cp_format__chrome_counter(struct cp_chrome_out *chrome, uint32_t pid, uint64_t time_ns,
+			      const char *name, const char *series, uint64_t value)
+{
+	struct out_buf out = text_out(chrome->text);
+
+	put_chrome_start(&out, chrome, "C", "cuda.counter", pid, pid, time_ns);
+	put(&out, ",\"name\":");
+	put_json_value(&out, name);
+	put(&out, ",\"args\":{");
+	put_json_value(&out, series);
+	put(&out, ":%llu}}", (unsigned long long)value);
+	return text_done(&out);
+}
+
+int cp_format__chrome_instant(struct cp_chrome_out *chrome, const union cp_event *event,
+			      uint32_t pid, bool global, const struct cp_names *names)
+{
+	struct out_buf out = text_out(chrome->text);
+	char name[64];
+
+	switch (event->hdr.type) {
+	case CP_EV_XID:
+		snprintf(name, sizeof(name), "Xid %u", event->xid.error_code);
+		break;
+	case CP_EV_PROC:
+		if (event->proc.kind == CP_PROC_CUDA_INIT)
+			snprintf(name, sizeof(name), "process start (cuInit)");
+		else if (event->proc.kind == CP_PROC_FORK)
+			snprintf(name, sizeof(name), "fork %u", event->proc.child_pid);
+		else if (event->proc.kind == CP_PROC_EXIT && WIFSIGNALED(event->proc.exit_code))
+			snprintf(name, sizeof(name), "exit (signal %d)", WTERMSIG(event->proc.exit_code));
+		else if (event->proc.kind == CP_PROC_EXIT)
+			snprintf(name, sizeof(name), "exit (status %d)", WEXITSTATUS(event->proc.exit_code));
+		else
+			snprintf(name, sizeof(name), "%s", proc_kind_name(event->proc.kind));
+		break;
+	default:
+		snprintf(name, sizeof(name), "%s", cp_event_type__name(event->hdr.type));
+		break;
+	}
+	put_chrome_start(&out, chrome, "i", "cuda.event", pid, global ? event->hdr.tid : pid,
+			 event->hdr.time_ns);
+	put(&out, ",\"name\":");
+	put_json_value(&out, name);
+	put(&out, ",\"s\":\"%s\",\"args\":", global ? "g" : "p");
+	put_json_fields(&out, event, names);
+	put(&out, "}}");
+	return text_done(&out);
+}
+
+int cp_format__chrome_close(struct cp_chrome_out *chrome)
+{
+	struct out_buf out = text_out(chrome->text);
+
+	put(&out, chrome->events ? "\n]\n" : "[]\n");
 	return text_done(&out);
 }

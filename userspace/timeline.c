@@ -146,6 +146,8 @@ static void span_fold(struct span_union *u, uint64_t watermark)
 		u->total_ns += u->spans[n].hi - u->spans[n].lo;
 		n++;
 	}
+	if (!n)
+		return; /* nothing to fold (and spans may be NULL: memmove must not see it) */
 	memmove(u->spans, &u->spans[n], (u->count - n) * sizeof(*u->spans));
 	u->count -= n;
 }
@@ -215,8 +217,7 @@ static struct process *process_of(struct cp_timeline *tl, uint32_t pid)
 	return p;
 }
 
-/* The stream a call names: the legacy and per-thread default streams are the context's and thread's. */
-static uint64_t stream_key(uint64_t handle, uint32_t api, uint32_t tid)
+uint64_t cp_stream__key(uint64_t handle, uint32_t api, uint32_t tid)
 {
 	const char *name = cp_api__name((enum cp_api)api);
 	size_t len = strlen(name);
@@ -228,6 +229,11 @@ static uint64_t stream_key(uint64_t handle, uint32_t api, uint32_t tid)
 	if (handle == 0 || handle == 1) /* 0 and CU_STREAM_LEGACY */
 		return STREAM_LEGACY;
 	return handle;
+}
+
+uint32_t cp_stream__per_thread_tid(uint64_t key)
+{
+	return (key & 0xff) == STREAM_PER_THREAD && key != STREAM_PER_THREAD ? (uint32_t)(key >> 8) : 0;
 }
 
 static struct stream *stream_of(struct process *p, int32_t device, uint64_t key, uint64_t raw,
@@ -416,7 +422,7 @@ static void on_launch(struct cp_timeline *tl, struct process *p, const struct cp
 
 	if (e->flags & CP_LAUNCH_HOST_FUNC)
 		return;
-	s = stream_of(p, e->device, stream_key(e->stream, e->hdr.api, e->hdr.tid), e->stream, true);
+	s = stream_of(p, e->device, cp_stream__key(e->stream, e->hdr.api, e->hdr.tid), e->stream, true);
 	if (!s)
 		return;
 	if (s->count == s->capacity && s->capacity >= tl->max_pending)
@@ -473,7 +479,7 @@ static void on_event_record(struct process *p, const struct cp_event_event *e)
 
 	if (e->op != CP_EVENT_RECORD)
 		return;
-	s = stream_of(p, e->device, stream_key(e->stream, e->hdr.api, e->hdr.tid), e->stream, true);
+	s = stream_of(p, e->device, cp_stream__key(e->stream, e->hdr.api, e->hdr.tid), e->stream, true);
 	if (!s)
 		return;
 	found = tsearch(&key, &p->events, by_handle);
@@ -511,8 +517,8 @@ static void on_sync(struct cp_timeline *tl, struct process *p, const struct cp_s
 	case CP_SYNC_COPY:
 		evidence = e->kind == CP_SYNC_STREAM ? CP_DONE_STREAM_SYNC :
 			   e->kind == CP_SYNC_COPY ? CP_DONE_BLOCKING_COPY : CP_DONE_STREAM_QUERY;
-		s = stream_of(p, e->device, stream_key(e->handle, e->hdr.api, e->hdr.tid), e->handle,
-			      false);
+		s = stream_of(p, e->device, cp_stream__key(e->handle, e->hdr.api, e->hdr.tid),
+			      e->handle, false);
 		if (!s)
 			break;
 		if (e->result == 0)
@@ -674,8 +680,7 @@ size_t cp_timeline__streams(const struct cp_timeline *tl, uint32_t pid, struct c
 
 		out[i].device = s->device;
 		out[i].stream = s->raw;
-		out[i].per_thread_tid = (s->key & 0xff) == STREAM_PER_THREAD && s->key != STREAM_PER_THREAD ?
-					(uint32_t)(s->key >> 8) : 0;
+		out[i].per_thread_tid = cp_stream__per_thread_tid(s->key);
 		out[i].summary = s->summary;
 		out[i].summary.pending = s->count;
 		out[i].summary.busy_max_ns = span_measure(&s->busy_max);
