@@ -1156,9 +1156,10 @@ int cp_format__report_json(const struct cp_report *r, struct cp_names *names, st
 		put(&out, "%s{\"handle\":\"0x%llx\"", i ? "," : "", (unsigned long long)kernels[i].handle);
 		put_json_string(&out, "kernel", shown);
 		put_json_string(&out, "mangled", mangled);
-		put(&out, ",\"launches\":%llu,\"threads\":%llu,\"graph\":%s}",
+		put(&out, ",\"launches\":%llu,\"threads\":%llu,\"graph\":%s,\"device\":%d}",
 		    (unsigned long long)kernels[i].launches,
-		    (unsigned long long)kernels[i].threads, kernels[i].graph ? "true" : "false");
+		    (unsigned long long)kernels[i].threads, kernels[i].graph ? "true" : "false",
+		    kernels[i].device);
 	}
 	put(&out, "],\"apis\":[");
 	for (i = 0; i < r->api_count; i++) {
