@@ -974,26 +974,41 @@ static __always_inline __s32 track_context(__u64 pid_tgid, const struct cuda_con
 	return device;
 }
 
-SEC("uretprobe")
-int BPF_KRETPROBE(call_return, int result)
+/*
+ * At a built-in return probe: the call's entry state, taken (deleted), after
+ * the return is timed. False when the process is not traced or the entry was
+ * not seen (counted).
+ */
+static __always_inline bool take_pending(struct pt_regs *ctx, __u64 pid_tgid, int result,
+					 struct cuprobe_call *call)
 {
-	struct cuprobe_call *found, call;
 	struct cuprobe_call_key key;
-	struct call c = {};
-	__u32 family;
+	struct cuprobe_call *found;
 
-	c.pid_tgid = bpf_get_current_pid_tgid();
-	if (!traced(c.pid_tgid >> 32))
-		return 0;
-	returned(ctx, c.pid_tgid, result);
+	if (!traced(pid_tgid >> 32))
+		return false;
+	returned(ctx, pid_tgid, result);
 	key = cuprobe_return_key(ctx);
 	found = bpf_map_lookup_elem(&pending, &key);
 	if (!found) {
 		count(CP_CNT_PENDING_MISSED);
-		return 0;
+		return false;
 	}
-	call = *found;
+	*call = *found;
 	bpf_map_delete_elem(&pending, &key);
+	return true;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(call_return, int result)
+{
+	struct cuprobe_call call;
+	struct call c = {};
+	__u32 family;
+
+	c.pid_tgid = bpf_get_current_pid_tgid();
+	if (!take_pending(ctx, c.pid_tgid, result, &call))
+		return 0;
 	c.regs = ctx;
 	c.cookie = call.cookie;
 	c.api = CP_COOKIE_API(call.cookie);
@@ -1149,23 +1164,13 @@ SEC("uretprobe")
 int BPF_KRETPROBE(name_return, int result)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	struct cuprobe_call *found, call;
-	struct cuprobe_call_key key;
+	struct cuprobe_call call;
 	struct cp_name_event *event;
 	long len = 0;
 	__u64 now;
 
-	if (!traced(pid_tgid >> 32))
+	if (!take_pending(ctx, pid_tgid, result, &call))
 		return 0;
-	returned(ctx, pid_tgid, result);
-	key = cuprobe_return_key(ctx);
-	found = bpf_map_lookup_elem(&pending, &key);
-	if (!found) {
-		count(CP_CNT_PENDING_MISSED);
-		return 0;
-	}
-	call = *found;
-	bpf_map_delete_elem(&pending, &key);
 	now = bpf_ktime_get_ns();
 	event = reserve(cpu_counters(), sizeof(*event));
 	if (!event)

@@ -809,41 +809,24 @@ static __always_inline void cuda_decode_module_call(const struct cuprobe_call *c
 		struct cuda_module *: cuprobe_decode_module_entry,			\
 		struct cuda_context *: cuprobe_decode_context_entry)((args), (ev))
 
-static __always_inline void cuprobe_decode_alloc_entry(const struct cuprobe_args *args,
-						       struct cuda_alloc *out)
-{
-	struct cuprobe_call call = cuprobe_call_of(args, 0);
-
-	cuda_decode_alloc_call(&call, -1, out);
-	out->result = 0;
+/*
+ * Entry decoders of the families decoded from their kept arguments: the
+ * call as its return would see it, before anything was written back.
+ */
+#define CUPROBE_ENTRY_DECODER(type)							\
+static __always_inline void cuprobe_decode_##type##_entry(const struct cuprobe_args *args,	\
+							  struct cuda_##type *out)		\
+{											\
+	struct cuprobe_call call = cuprobe_call_of(args, 0);				\
+											\
+	cuda_decode_##type##_call(&call, -1, out);					\
+	out->result = 0;								\
 }
 
-static __always_inline void cuprobe_decode_vmm_entry(const struct cuprobe_args *args,
-						     struct cuda_vmm *out)
-{
-	struct cuprobe_call call = cuprobe_call_of(args, 0);
-
-	cuda_decode_vmm_call(&call, -1, out);
-	out->result = 0;
-}
-
-static __always_inline void cuprobe_decode_module_entry(const struct cuprobe_args *args,
-							struct cuda_module *out)
-{
-	struct cuprobe_call call = cuprobe_call_of(args, 0);
-
-	cuda_decode_module_call(&call, -1, out);
-	out->result = 0;
-}
-
-static __always_inline void cuprobe_decode_context_entry(const struct cuprobe_args *args,
-							 struct cuda_context *out)
-{
-	struct cuprobe_call call = cuprobe_call_of(args, 0);
-
-	cuda_decode_context_call(&call, -1, out);
-	out->result = 0;
-}
+CUPROBE_ENTRY_DECODER(alloc)
+CUPROBE_ENTRY_DECODER(vmm)
+CUPROBE_ENTRY_DECODER(module)
+CUPROBE_ENTRY_DECODER(context)
 
 /*
  * Return: the entry's arguments from the entry state (cuprobe keeps it for
