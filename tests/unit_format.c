@@ -545,3 +545,55 @@ Test(text, control_bytes_in_names_and_paths_are_escaped)
 	cr_assert_not_null(strstr(buf, "path=/home/jos\xc3\xa9/m.cubin"), "%s", buf);
 	cp_names__free(names);
 }
+
+/* ---- metric families: the index finds every series, whatever their number ---- */
+
+Test(metrics, find_returns_the_same_series_for_the_same_labels)
+{
+	static const char *const names[] = { "pid", "api" };
+	struct cp_metric_family f = { .name = "t", .help = "h", .type = CP_METRIC_COUNTER,
+				      .label_names = names, .label_count = 2 };
+	char pid[16], api[16];
+	size_t i;
+
+	/* Enough series for the index to be rebuilt several times. */
+	for (i = 0; i < 20000; i++) {
+		const char *values[2] = { pid, api };
+		struct cp_metric_sample *s;
+
+		snprintf(pid, sizeof(pid), "%zu", i / 7);
+		snprintf(api, sizeof(api), "a%zu", i % 7);
+		s = cp_metric_family__find(&f, values);
+		cr_assert_not_null(s);
+		s->value += 1;
+	}
+	cr_assert_eq(f.sample_count, 20000);
+	for (i = 0; i < 20000; i += 97) {
+		const char *values[2] = { pid, api };
+
+		snprintf(pid, sizeof(pid), "%zu", i / 7);
+		snprintf(api, sizeof(api), "a%zu", i % 7);
+		cr_assert_eq(cp_metric_family__find(&f, values)->value, 1.0);
+	}
+	cr_assert_eq(f.sample_count, 20000, "finding existing series added some");
+	/* Values that concatenate alike are different series ("1","12" vs "11","2"). */
+	{
+		const char *a[2] = { "1", "12" }, *b[2] = { "11", "2" }, *null_value[2] = { NULL, "" };
+
+		cr_assert_neq(cp_metric_family__find(&f, a), cp_metric_family__find(&f, b));
+		/* NULL is the empty value. */
+		cr_assert_eq(cp_metric_family__find(&f, null_value),
+			     cp_metric_family__find(&f, (const char *[]){ "", "" }));
+	}
+	cp_metric_family__clear(&f);
+	cr_assert_eq(f.sample_count, 0);
+	{
+		const char *values[2] = { "1", "a1" };
+
+		cr_assert_eq(cp_metric_family__find(&f, values)->value, 0.0, "cleared, then found again");
+		cr_assert_eq(f.sample_count, 1);
+	}
+	cp_metric_family__release(&f);
+	cr_assert_null(f.samples);
+	cr_assert_null(f.index);
+}

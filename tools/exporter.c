@@ -585,10 +585,7 @@ static void init_family(struct cp_metric_family *f, const char *name, const char
 
 static void free_family(struct cp_metric_family *f)
 {
-	cp_metric_family__clear(f);
-	free(f->samples);
-	f->samples = NULL;
-	f->sample_capacity = 0;
+	cp_metric_family__release(f);
 }
 
 /* Adds every series of src into dst (the folded totals into this build's families). */
