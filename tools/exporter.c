@@ -835,6 +835,11 @@ static enum MHD_Result reply(struct MHD_Connection *connection, unsigned int sta
 	return result;
 }
 
+/*
+ * Every request is answered at the first call, which sees the headers only:
+ * a response can be queued then and only then (once a body is being received
+ * MHD refuses it and drops the connection), and a body is never read.
+ */
 static enum MHD_Result on_request(void *arg, struct MHD_Connection *connection, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_size, void **state)
@@ -843,19 +848,11 @@ static enum MHD_Result on_request(void *arg, struct MHD_Connection *connection, 
 	struct exporter *x = arg;
 	enum cp_exposition exposition;
 	enum MHD_Result result;
-	static int first_call;
 
-	/* The first call sees only the headers; a body, if any, is never read. */
-	if (!*state) {
-		*state = &first_call;
-		return MHD_YES;
-	}
-	if (*upload_size) {
-		*upload_size = 0;
-		__atomic_add_fetch(&x->refused, 1, __ATOMIC_RELAXED);
-		return reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "GET only\n", 9,
-			     "GET, HEAD");
-	}
+	(void)version;
+	(void)upload_data;
+	(void)upload_size;
+	(void)state;
 	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD)) {
 		__atomic_add_fetch(&x->refused, 1, __ATOMIC_RELAXED);
 		return reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "GET only\n", 9,
@@ -875,8 +872,6 @@ static enum MHD_Result on_request(void *arg, struct MHD_Connection *connection, 
 		       x->served[exposition].data ? x->served[exposition].data : "",
 		       x->served[exposition].len, NULL);
 	pthread_mutex_unlock(&x->served_lock);
-	(void)version;
-	(void)upload_data;
 	return result;
 }
 
