@@ -85,7 +85,7 @@ struct exporter {
 	size_t gpu_count;
 	/* Folded totals of exited processes (pid=""), and counters of events. */
 	struct cp_metric_family folded_launches, folded_calls, folded_errors, folded_latency,
-		folded_copies, folded_copy_bytes, folded_allocations;
+		folded_copies, folded_copy_bytes, folded_allocations, folded_frees;
 	struct cp_metric_family xids, attaches, attach_delay;
 	/* The expositions served, rebuilt every interval. */
 	pthread_mutex_t served_lock;
@@ -404,7 +404,8 @@ static void add_counters(struct exporter *x, struct process *p, const struct cp_
 			 char **kernel_names, bool folded, struct cp_metric_family *launches,
 			 struct cp_metric_family *calls, struct cp_metric_family *errors,
 			 struct cp_metric_family *latency, struct cp_metric_family *copies,
-			 struct cp_metric_family *copy_bytes, struct cp_metric_family *allocations)
+			 struct cp_metric_family *copy_bytes, struct cp_metric_family *allocations,
+			 struct cp_metric_family *frees)
 {
 	const char *values[CP_METRIC_LABELS_MAX];
 	char pid[16], gpu[16];
@@ -456,6 +457,7 @@ static void add_counters(struct exporter *x, struct process *p, const struct cp_
 		values[5] = m->device >= 0 ? gpu : "";
 		values[6] = gpu_uuid(x, p, m->device);
 		add_value(allocations, values, (double)m->allocations);
+		add_value(frees, values, (double)m->frees);
 	}
 }
 
@@ -464,7 +466,7 @@ static void fold(struct exporter *x, struct process *p)
 {
 	add_counters(x, p, &p->final, p->final_kernel_names, true, &x->folded_launches,
 		     &x->folded_calls, &x->folded_errors, &x->folded_latency, &x->folded_copies,
-		     &x->folded_copy_bytes, &x->folded_allocations);
+		     &x->folded_copy_bytes, &x->folded_allocations, &x->folded_frees);
 }
 
 static void unlink_process(struct exporter *x, struct process *gone)
@@ -631,7 +633,6 @@ static void add_gauges(struct exporter *x, struct process *p, const struct cp_st
 		values[6] = gpu_uuid(x, p, m->device);
 		add_value(&f->live_bytes, values, (double)m->live_bytes);
 		add_value(&f->peak_bytes, values, (double)m->peak_bytes);
-		add_value(&f->frees, values, (double)m->frees);
 	}
 }
 
@@ -728,7 +729,7 @@ static void refresh(struct exporter *x)
 			if (p->exited)
 				continue;
 			add_counters(x, p, &snap, NULL, false, &f.launches, &f.calls, &f.errors,
-				     &f.latency, &f.copies, &f.copy_bytes, &f.allocations);
+				     &f.latency, &f.copies, &f.copy_bytes, &f.allocations, &f.frees);
 			add_gauges(x, p, &snap, &f);
 		}
 		cp_stats_snapshot__release(&snap);
@@ -747,7 +748,7 @@ static void refresh(struct exporter *x)
 		}
 		kept++;
 		add_counters(x, p, &p->final, p->final_kernel_names, false, &f.launches, &f.calls,
-			     &f.errors, &f.latency, &f.copies, &f.copy_bytes, &f.allocations);
+			     &f.errors, &f.latency, &f.copies, &f.copy_bytes, &f.allocations, &f.frees);
 	}
 	merge(&f.launches, &x->folded_launches);
 	merge(&f.calls, &x->folded_calls);
@@ -756,6 +757,7 @@ static void refresh(struct exporter *x)
 	merge(&f.copies, &x->folded_copies);
 	merge(&f.copy_bytes, &x->folded_copy_bytes);
 	merge(&f.allocations, &x->folded_allocations);
+	merge(&f.frees, &x->folded_frees);
 	if (!cp_tracer__read_counters(x->session->tracer, &counters)) {
 		static const struct { const char *map; size_t offset; } full[] = {
 			{ "kernel_stats", offsetof(struct cp_counters, kernel_stats_full) },
@@ -946,6 +948,7 @@ int cp_cmd_exporter(int argc, char **argv)
 	init_family(&x.folded_copies, "", "", NULL, CP_METRIC_COUNTER, copy_labels, COUNT(copy_labels));
 	init_family(&x.folded_copy_bytes, "", "", NULL, CP_METRIC_COUNTER, copy_labels, COUNT(copy_labels));
 	init_family(&x.folded_allocations, "", "", NULL, CP_METRIC_COUNTER, device_labels, COUNT(device_labels));
+	init_family(&x.folded_frees, "", "", NULL, CP_METRIC_COUNTER, device_labels, COUNT(device_labels));
 	init_family(&x.xids, "cuprobe_xid_errors", "GPU errors the NVIDIA driver reported (Xid), per process and GPU (PCI address)",
 		    NULL, CP_METRIC_COUNTER, xid_labels, COUNT(xid_labels));
 	init_family(&x.attaches, "cuprobe_attach_events", "CUDA driver files mapped after the start, by outcome",
@@ -1006,6 +1009,7 @@ cleanup:
 	free_family(&x.folded_copies);
 	free_family(&x.folded_copy_bytes);
 	free_family(&x.folded_allocations);
+	free_family(&x.folded_frees);
 	free_family(&x.xids);
 	free_family(&x.attaches);
 	free_family(&x.attach_delay);
