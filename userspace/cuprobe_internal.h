@@ -194,6 +194,15 @@ struct cp_leak {
 int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *out);
 int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *out);
 
+/* ---- map rows ------------------------------------------------------------------ */
+
+/*
+ * cp_tracer__forget_pid for many processes at once: each map is walked once,
+ * whatever the number of pids (the exporter retires every exit of an
+ * interval together). 0, -EINVAL or -ENOMEM.
+ */
+int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_t count);
+
 /* ---- metrics (cuprobe exporter): OpenMetrics, Prometheus text and protobuf --- */
 
 enum cp_metric_type { CP_METRIC_COUNTER, CP_METRIC_GAUGE, CP_METRIC_HISTOGRAM };
