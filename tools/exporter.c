@@ -8,7 +8,7 @@
  *
  * Counters never go backwards: when a process exits, the agent marks it;
  * the next refresh takes its final rows from the snapshot it reads anyway,
- * keeps them (labelled with its pid) for KEEP_EXITED_S, then folds
+ * keeps them (labelled with its pid) for --keep-exited seconds, then folds
  * them into its container's totals (pid=""); the BPF rows of every exit of
  * the interval go in one walk of each map. A pid reused meanwhile retires
  * the old process at once.
@@ -41,7 +41,7 @@
 #define DEFAULT_LISTEN "127.0.0.1:9466"
 #define DEFAULT_INTERVAL_MS 5000
 #define DEFAULT_MAX_KERNELS 50
-#define KEEP_EXITED_S 300
+#define DEFAULT_KEEP_EXITED_MS (300 * 1000ull)
 #define LOST_EXIT_WAIT_NS (10 * 1000000000ull)
 #define MAX_GPUS 64
 #define HTTP_CONNECTIONS_MAX 64
@@ -86,6 +86,7 @@ struct exporter {
 	struct cp_session *session;
 	bool latency;
 	size_t max_kernels;
+	uint64_t keep_exited_ns;    /* --keep-exited: how long an exited process keeps its pid */
 	pthread_mutex_t lock;       /* the agent (exits, Xids, attaches) and the main thread */
 	struct process *processes;
 	struct gpu_info gpus[MAX_GPUS];
@@ -882,7 +883,7 @@ static void refresh(struct exporter *x)
 			continue;
 		}
 		/* exited_ns may be after now: retire_now runs on the agent thread. */
-		if (now >= p->exited_ns && now - p->exited_ns >= KEEP_EXITED_S * 1000000000ull) {
+		if (now >= p->exited_ns && now - p->exited_ns >= x->keep_exited_ns) {
 			unlink_process(x, p);
 			fold(x, p);
 			free_process(p);
@@ -1085,6 +1086,7 @@ int cp_cmd_exporter(int argc, char **argv)
 	}
 	x.latency = opts.latency;
 	x.max_kernels = opts.max_kernels ? opts.max_kernels : DEFAULT_MAX_KERNELS;
+	x.keep_exited_ns = (opts.keep_exited_set ? opts.keep_exited_ms : DEFAULT_KEEP_EXITED_MS) * 1000000ull;
 	pthread_mutex_init(&x.lock, NULL);
 	pthread_mutex_init(&x.served_lock, NULL);
 	init_family(&x.folded_launches, "", "", NULL, CP_METRIC_COUNTER, kernel_labels, COUNT(kernel_labels));
