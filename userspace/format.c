@@ -2027,20 +2027,45 @@ const char *cp_exposition__content_type(enum cp_exposition exposition)
 	}
 }
 
+/*
+ * Appends bytes to out as they are: protobuf is binary, and the text
+ * expositions are written with it too (printf per piece was most of a
+ * refresh's time with many series).
+ */
+static int append_bytes(struct out_buf *out, const void *data, size_t len)
+{
+	if (out->overflow)
+		return -ENOMEM;
+	if (out->used + len + 1 > out->len && !grow(out, out->used + len + 1)) {
+		out->overflow = true;
+		return -ENOMEM;
+	}
+	memcpy(out->buf + out->used, data, len);
+	out->used += len;
+	out->buf[out->used] = '\0';
+	out->text->len = out->used;
+	return 0;
+}
+
+static void put_str(struct out_buf *out, const char *text)
+{
+	append_bytes(out, text, strlen(text));
+}
+
 /* A label value: backslash, double quote and newline escaped (both text formats). */
 static void put_label_value(struct out_buf *out, const char *value)
 {
-	const char *p;
+	const char *p = value;
 
-	for (p = value; *p; p++) {
-		if (*p == '\\')
-			put(out, "\\\\");
-		else if (*p == '"')
-			put(out, "\\\"");
-		else if (*p == '\n')
-			put(out, "\\n");
-		else
-			put(out, "%c", *p);
+	while (*p) {
+		size_t plain = strcspn(p, "\\\"\n");
+
+		append_bytes(out, p, plain);
+		p += plain;
+		if (!*p)
+			break;
+		put_str(out, *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : "\\n");
+		p++;
 	}
 }
 
@@ -2052,24 +2077,48 @@ static void put_labels(struct out_buf *out, const struct cp_metric_family *f,
 
 	if (!f->label_count && !extra_name)
 		return;
-	put(out, "{");
+	put_str(out, "{");
 	for (i = 0; i < f->label_count; i++) {
-		put(out, "%s%s=\"", i ? "," : "", f->label_names[i]);
+		if (i)
+			put_str(out, ",");
+		put_str(out, f->label_names[i]);
+		put_str(out, "=\"");
 		put_label_value(out, s->values[i]);
-		put(out, "\"");
+		put_str(out, "\"");
 	}
-	if (extra_name)
-		put(out, "%s%s=\"%s\"", f->label_count ? "," : "", extra_name, extra_value);
-	put(out, "}");
+	if (extra_name) {
+		if (f->label_count)
+			put_str(out, ",");
+		put_str(out, extra_name);
+		put_str(out, "=\"");
+		put_str(out, extra_value);
+		put_str(out, "\"");
+	}
+	put_str(out, "}");
+}
+
+static void put_u64(struct out_buf *out, uint64_t value)
+{
+	char digits[24];
+	size_t at = sizeof(digits);
+
+	do {
+		digits[--at] = (char)('0' + value % 10);
+		value /= 10;
+	} while (value);
+	append_bytes(out, digits + at, sizeof(digits) - at);
 }
 
 /* A float the way both formats read it: integers plain, the rest %.17g. */
 static void put_number(struct out_buf *out, double value)
 {
-	if (value == (double)(long long)value && value < 9e15 && value > -9e15)
-		put(out, "%lld", (long long)value);
-	else
+	if (value == (double)(long long)value && value < 9e15 && value > -9e15) {
+		if (value < 0)
+			put_str(out, "-");
+		put_u64(out, (uint64_t)(value < 0 ? -(long long)value : (long long)value));
+	} else {
 		put(out, "%.17g", value);
+	}
 }
 
 /* The upper bound of log2 bucket b in seconds: 2^b ns. */
@@ -2078,12 +2127,28 @@ static double bucket_le_seconds(int b)
 	return (double)(1ull << b) * 1e-9;
 }
 
+/* One line: name, labels (with le when given), a space, the value, a newline. */
+static void put_sample_line(struct out_buf *out, const struct cp_metric_family *f,
+			    const struct cp_metric_sample *s, const char *suffix, const char *le,
+			    uint64_t count, const double *value)
+{
+	put_str(out, f->name);
+	put_str(out, suffix);
+	put_labels(out, f, s, le ? "le" : NULL, le);
+	put_str(out, " ");
+	if (value)
+		put_number(out, *value);
+	else
+		put_u64(out, count);
+	put_str(out, "\n");
+}
+
 static void put_text_family(struct out_buf *out, const struct cp_metric_family *f, bool openmetrics)
 {
 	const char *suffix = f->type == CP_METRIC_COUNTER ? "_total" : "";
 	const char *type = f->type == CP_METRIC_COUNTER ? "counter" :
 			   f->type == CP_METRIC_GAUGE ? "gauge" : "histogram";
-	char le[64];
+	char le[CP_HIST_BUCKETS][32];
 	size_t i;
 	int b;
 
@@ -2097,36 +2162,25 @@ static void put_text_family(struct out_buf *out, const struct cp_metric_family *
 		put(out, "# HELP %s%s %s\n", f->name, suffix, f->help);
 		put(out, "# TYPE %s%s %s\n", f->name, suffix, type);
 	}
+	if (f->type == CP_METRIC_HISTOGRAM)
+		for (b = 0; b < CP_HIST_BUCKETS - 1; b++)
+			snprintf(le[b], sizeof(le[b]), "%.17g", bucket_le_seconds(b));
 	for (i = 0; i < f->sample_count; i++) {
 		const struct cp_metric_sample *s = &f->samples[i];
 		uint64_t cumulative = 0;
 
 		if (f->type != CP_METRIC_HISTOGRAM) {
-			put(out, "%s%s", f->name, suffix);
-			put_labels(out, f, s, NULL, NULL);
-			put(out, " ");
-			put_number(out, s->value);
-			put(out, "\n");
+			put_sample_line(out, f, s, suffix, NULL, 0, &s->value);
 			continue;
 		}
 		/* Exact classic buckets: le = 2^b ns; the last bucket is +Inf. */
 		for (b = 0; b < CP_HIST_BUCKETS - 1; b++) {
 			cumulative += s->buckets[b];
-			snprintf(le, sizeof(le), "%.17g", bucket_le_seconds(b));
-			put(out, "%s_bucket", f->name);
-			put_labels(out, f, s, "le", le);
-			put(out, " %llu\n", (unsigned long long)cumulative);
+			put_sample_line(out, f, s, "_bucket", le[b], cumulative, NULL);
 		}
-		put(out, "%s_bucket", f->name);
-		put_labels(out, f, s, "le", "+Inf");
-		put(out, " %llu\n", (unsigned long long)s->count);
-		put(out, "%s_count", f->name);
-		put_labels(out, f, s, NULL, NULL);
-		put(out, " %llu\n%s_sum", (unsigned long long)s->count, f->name);
-		put_labels(out, f, s, NULL, NULL);
-		put(out, " ");
-		put_number(out, s->sum);
-		put(out, "\n");
+		put_sample_line(out, f, s, "_bucket", "+Inf", s->count, NULL);
+		put_sample_line(out, f, s, "_count", NULL, s->count, NULL);
+		put_sample_line(out, f, s, "_sum", NULL, 0, &s->sum);
 	}
 }
 
@@ -2187,22 +2241,6 @@ static size_t varint(uint8_t *out, uint64_t value)
 		n++;
 	} while (value);
 	return n;
-}
-
-/* Appends bytes to out as they are (protobuf is binary: no formatting). */
-static int append_bytes(struct out_buf *out, const void *data, size_t len)
-{
-	if (out->overflow)
-		return -ENOMEM;
-	if (out->used + len + 1 > out->len && !grow(out, out->used + len + 1)) {
-		out->overflow = true;
-		return -ENOMEM;
-	}
-	memcpy(out->buf + out->used, data, len);
-	out->used += len;
-	out->buf[out->used] = '\0';
-	out->text->len = out->used;
-	return 0;
 }
 
 static int put_protobuf_family(struct out_buf *out, const struct cp_metric_family *f)
