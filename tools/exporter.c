@@ -50,6 +50,8 @@
 
 /* ---- what a process is: labels read once ---------------------------------------- */
 
+struct families;
+
 struct gpu_info {
 	char uuid[256];
 	char bus[256];
@@ -95,9 +97,16 @@ struct exporter {
 	struct cp_metric_family folded_launches, folded_calls, folded_errors, folded_latency,
 		folded_copies, folded_copy_bytes, folded_allocations, folded_frees;
 	struct cp_metric_family xids, attaches, attach_delay;
-	/* The expositions served, rebuilt every interval. */
+	/*
+	 * The series of the latest refresh, and the expositions made from them:
+	 * each format is built at its first scrape after a refresh (a scraper asks
+	 * for one format; building all three every interval was most of the work).
+	 */
 	pthread_mutex_t served_lock;
+	struct families *series;
+	uint64_t generation;        /* refreshes so far */
 	struct cp_text served[3];
+	uint64_t served_generation[3];
 	struct MHD_Daemon *http;
 	uint64_t scrapes, refused;
 };
@@ -843,19 +852,21 @@ static void retire_exited(struct exporter *x, const struct cp_stats_snapshot *sn
 	free(pids);
 }
 
-/* Rebuilds the expositions from the maps; the served ones are swapped in at the end. */
+/* Reads the maps and gathers the series; they replace the served ones at the end. */
 static void refresh(struct exporter *x)
 {
-	struct families f;
+	struct families *f = malloc(sizeof(*f)), *old;
 	struct cp_stats_snapshot snap;
 	struct cp_counters counters;
-	struct cp_text built[3] = { { 0 } };
 	struct process *p, *next;
 	uint64_t now = monotonic_ns(), running = 0, kept = 0;
 	const char *values[CP_METRIC_LABELS_MAX];
-	int e;
 
-	init_families(&f);
+	if (!f) {
+		cp_say("warning: the metrics could not be read (out of memory)");
+		return;
+	}
+	init_families(f);
 	pthread_mutex_lock(&x->lock);
 	read_gpus(x);
 	if (!cp_tracer__snapshot(x->session->tracer, 0, &snap)) {
@@ -870,9 +881,9 @@ static void refresh(struct exporter *x)
 		for (p = x->processes; p; p = p->next) {
 			if (p->exited)
 				continue;
-			add_counters(x, p, &snap, NULL, false, &f.launches, &f.calls, &f.errors,
-				     &f.latency, &f.copies, &f.copy_bytes, &f.allocations, &f.frees);
-			add_gauges(x, p, &snap, &f);
+			add_counters(x, p, &snap, NULL, false, &f->launches, &f->calls, &f->errors,
+				     &f->latency, &f->copies, &f->copy_bytes, &f->allocations, &f->frees);
+			add_gauges(x, p, &snap, f);
 		}
 		cp_stats_snapshot__release(&snap);
 	}
@@ -890,21 +901,21 @@ static void refresh(struct exporter *x)
 			continue;
 		}
 		kept++;
-		add_counters(x, p, &p->final, p->final_kernel_names, false, &f.launches, &f.calls,
-			     &f.errors, &f.latency, &f.copies, &f.copy_bytes, &f.allocations, &f.frees);
+		add_counters(x, p, &p->final, p->final_kernel_names, false, &f->launches, &f->calls,
+			     &f->errors, &f->latency, &f->copies, &f->copy_bytes, &f->allocations, &f->frees);
 	}
-	merge(&f.launches, &x->folded_launches);
-	merge(&f.calls, &x->folded_calls);
-	merge(&f.errors, &x->folded_errors);
-	merge(&f.latency, &x->folded_latency);
-	merge(&f.copies, &x->folded_copies);
-	merge(&f.copy_bytes, &x->folded_copy_bytes);
-	merge(&f.allocations, &x->folded_allocations);
-	merge(&f.frees, &x->folded_frees);
+	merge(&f->launches, &x->folded_launches);
+	merge(&f->calls, &x->folded_calls);
+	merge(&f->errors, &x->folded_errors);
+	merge(&f->latency, &x->folded_latency);
+	merge(&f->copies, &x->folded_copies);
+	merge(&f->copy_bytes, &x->folded_copy_bytes);
+	merge(&f->allocations, &x->folded_allocations);
+	merge(&f->frees, &x->folded_frees);
 	/* The agent's families, copied: the build below runs without the lock. */
-	merge(&f.xids, &x->xids);
-	merge(&f.attaches, &x->attaches);
-	merge(&f.attach_delay, &x->attach_delay);
+	merge(&f->xids, &x->xids);
+	merge(&f->attaches, &x->attaches);
+	merge(&f->attach_delay, &x->attach_delay);
 	if (!cp_tracer__read_counters(x->session->tracer, &counters)) {
 		static const struct { const char *map; size_t offset; } full[] = {
 			{ "kernel_stats", offsetof(struct cp_counters, kernel_stats_full) },
@@ -918,46 +929,62 @@ static void refresh(struct exporter *x)
 		};
 		size_t i;
 
-		add_value(&f.lost, values, (double)counters.records_lost);
+		add_value(&f->lost, values, (double)counters.records_lost);
 		for (i = 0; i < COUNT(full); i++) {
 			values[0] = full[i].map;
-			add_value(&f.map_full, values,
+			add_value(&f->map_full, values,
 				  (double)*(const uint64_t *)((const char *)&counters + full[i].offset));
 		}
 	}
 	pthread_mutex_unlock(&x->lock);
 	values[0] = "running";
-	add_value(&f.processes, values, (double)running);
+	add_value(&f->processes, values, (double)running);
 	values[0] = "exited";
-	add_value(&f.processes, values, (double)kept);
+	add_value(&f->processes, values, (double)kept);
 	values[0] = "answered";
-	add_value(&f.scrapes, values, (double)__atomic_load_n(&x->scrapes, __ATOMIC_RELAXED));
+	add_value(&f->scrapes, values, (double)__atomic_load_n(&x->scrapes, __ATOMIC_RELAXED));
 	values[0] = "refused";
-	add_value(&f.scrapes, values, (double)__atomic_load_n(&x->refused, __ATOMIC_RELAXED));
+	add_value(&f->scrapes, values, (double)__atomic_load_n(&x->refused, __ATOMIC_RELAXED));
+	/* Swapped under the served lock: a scrape builds from the latest. */
+	pthread_mutex_lock(&x->served_lock);
+	old = x->series;
+	x->series = f;
+	x->generation++;
+	pthread_mutex_unlock(&x->served_lock);
+	if (old) {
+		free_families(old);
+		free(old);
+	}
+}
+
+/* The exposition e of the latest series, built unless it already was (served_lock held). */
+static void build_exposition(struct exporter *x, enum cp_exposition e)
+{
+	struct families *f = x->series;
+
+	if (!f || x->served_generation[e] == x->generation)
+		return;
+	cp_text__free(&x->served[e]);
 	{
+		/* The order of the exposition. */
 		struct cp_metric_family *all[] = {
-			&f.launches, &f.calls, &f.errors, &f.latency, &f.copies, &f.copy_bytes,
-			&f.allocations, &f.frees, &f.live_bytes, &f.peak_bytes, &f.process_live_bytes,
-			&f.process_peak_bytes, &f.xids, &f.attaches, &f.attach_delay, &f.lost,
-			&f.map_full, &f.processes, &f.scrapes,
+			&f->launches, &f->calls, &f->errors, &f->latency, &f->copies, &f->copy_bytes,
+			&f->allocations, &f->frees, &f->live_bytes, &f->peak_bytes, &f->process_live_bytes,
+			&f->process_peak_bytes, &f->xids, &f->attaches, &f->attach_delay, &f->lost,
+			&f->map_full, &f->processes, &f->scrapes,
 		};
 		struct cp_metric_family flat[COUNT(all)];
 		size_t i;
 
 		for (i = 0; i < COUNT(all); i++)
 			flat[i] = *all[i];
-		for (e = 0; e < 3; e++)
-			if (cp_format__metrics(&built[e], (enum cp_exposition)e, flat, COUNT(all)))
-				cp_say("warning: the metrics could not be built (out of memory)");
+		if (cp_format__metrics(&x->served[e], e, flat, COUNT(all))) {
+			cp_say("warning: the metrics could not be built (out of memory)");
+			cp_text__free(&x->served[e]);
+			return;
+		}
 	}
-	free_families(&f);
-	/* Swapped under the served lock only: a scrape copies the one it needs. */
-	pthread_mutex_lock(&x->served_lock);
-	for (e = 0; e < 3; e++) {
-		cp_text__free(&x->served[e]);
-		x->served[e] = built[e];
-	}
-	pthread_mutex_unlock(&x->served_lock);
+	x->served_generation[e] = x->generation;
 }
 
 static void on_tick(void *arg)
@@ -1017,6 +1044,7 @@ static enum MHD_Result on_request(void *arg, struct MHD_Connection *connection, 
 									    MHD_HTTP_HEADER_ACCEPT));
 	__atomic_add_fetch(&x->scrapes, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&x->served_lock);
+	build_exposition(x, exposition);
 	result = reply(connection, MHD_HTTP_OK, cp_exposition__content_type(exposition),
 		       x->served[exposition].data ? x->served[exposition].data : "",
 		       x->served[exposition].len, NULL);
@@ -1163,6 +1191,10 @@ cleanup:
 	cp_metric_family__release(&x.attach_delay);
 	for (int e = 0; e < 3; e++)
 		cp_text__free(&x.served[e]);
+	if (x.series) {
+		free_families(x.series);
+		free(x.series);
+	}
 	pthread_mutex_destroy(&x.lock);
 	pthread_mutex_destroy(&x.served_lock);
 	return exit_code;
