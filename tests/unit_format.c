@@ -609,7 +609,8 @@ static void golden_families(struct cp_metric_family f[3])
 	struct cp_metric_sample *s;
 
 	memset(f, 0, 3 * sizeof(*f));
-	f[0] = (struct cp_metric_family){ .name = "t_launches", .help = "Launches", .type = CP_METRIC_COUNTER,
+	f[0] = (struct cp_metric_family){ .name = "t_launches", .help = "Launches (kernel=\"other\" \\ rest)",
+					  .type = CP_METRIC_COUNTER,
 					  .label_names = golden_labels, .label_count = 2 };
 	f[1] = (struct cp_metric_family){ .name = "t_live_bytes", .help = "Live", .unit = "bytes",
 					  .type = CP_METRIC_GAUGE };
@@ -671,7 +672,7 @@ Test(metrics, prometheus_text_exactly)
 	size_t len;
 	char *t = exposition(CP_EXPOSITION_PROMETHEUS_TEXT, &len);
 	static const char head[] =
-		"# HELP t_launches_total Launches\n"
+		"# HELP t_launches_total Launches (kernel=\"other\" \\\\ rest)\n"
 		"# TYPE t_launches_total counter\n"
 		"t_launches_total{pid=\"42\",kernel=\"vec_add<\\\"x\\\\y\\n>\"} 1234567\n"
 		"t_launches_total{pid=\"7\",kernel=\"\"} 0.5\n"
@@ -694,7 +695,7 @@ Test(metrics, openmetrics_exactly)
 	char *t = exposition(CP_EXPOSITION_OPENMETRICS, &len);
 	static const char head[] =
 		"# TYPE t_launches counter\n"
-		"# HELP t_launches Launches\n"
+		"# HELP t_launches Launches (kernel=\\\"other\\\" \\\\ rest)\n"
 		"t_launches_total{pid=\"42\",kernel=\"vec_add<\\\"x\\\\y\\n>\"} 1234567\n"
 		"t_launches_total{pid=\"7\",kernel=\"\"} 0.5\n"
 		"# TYPE t_live_bytes gauge\n"

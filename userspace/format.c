@@ -2127,6 +2127,27 @@ static double bucket_le_seconds(int b)
 	return (double)(1ull << b) * 1e-9;
 }
 
+/*
+ * HELP text and its newline: backslash and newline escaped in both formats,
+ * the double quote too in OpenMetrics (its HELP is an escaped string).
+ */
+static void put_help(struct out_buf *out, const char *help, bool openmetrics)
+{
+	const char *p = help;
+
+	while (*p) {
+		size_t plain = strcspn(p, openmetrics ? "\\\n\"" : "\\\n");
+
+		append_bytes(out, p, plain);
+		p += plain;
+		if (!*p)
+			break;
+		put_str(out, *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : "\\n");
+		p++;
+	}
+	put_str(out, "\n");
+}
+
 /* One line: name, labels (with le when given), a space, the value, a newline. */
 static void put_sample_line(struct out_buf *out, const struct cp_metric_family *f,
 			    const struct cp_metric_sample *s, const char *suffix, const char *le,
@@ -2157,9 +2178,11 @@ static void put_text_family(struct out_buf *out, const struct cp_metric_family *
 		put(out, "# TYPE %s %s\n", f->name, type);
 		if (f->unit)
 			put(out, "# UNIT %s %s\n", f->name, f->unit);
-		put(out, "# HELP %s %s\n", f->name, f->help);
+		put(out, "# HELP %s ", f->name);
+		put_help(out, f->help, true);
 	} else {
-		put(out, "# HELP %s%s %s\n", f->name, suffix, f->help);
+		put(out, "# HELP %s%s ", f->name, suffix);
+		put_help(out, f->help, false);
 		put(out, "# TYPE %s%s %s\n", f->name, suffix, type);
 	}
 	if (f->type == CP_METRIC_HISTOGRAM)
