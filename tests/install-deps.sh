@@ -13,12 +13,15 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 npm_dir=${CUPROBE_TEST_NPM_DIR:-/usr/local/lib/cuprobe-tests}
 
 apt-get update -q
+# prometheus (with promtool): the exporter tests; systemd (systemd-analyze) and
+# python3-yaml: tools/deploy/ checked by unit_deploy.
 apt-get install -y -q --no-install-recommends \
 	build-essential cmake pkg-config clang llvm \
 	libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libiberty-dev libncurses-dev \
 	libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev \
 	golang-github-prometheus-client-model-dev \
-	libcriterion-dev libjansson-dev tmux prometheus
+	libcriterion-dev libjansson-dev tmux prometheus \
+	systemd python3-yaml
 # Node.js and npm from Debian, unless a Node.js with its own npm is installed
 # (Debian's npm package conflicts with NodeSource's nodejs).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

@@ -148,6 +148,29 @@ Test(cli, duration)
 	assert_error(PARSE("-d", "inf"), NULL);
 }
 
+#define PARSE_EXPORTER(...) parse_as(CP_CMD_EXPORTER, (char *[]){ "exporter", __VA_ARGS__, NULL })
+
+Test(cli, keep_exited)
+{
+	cr_assert_eq(PARSE_EXPORTER("-i", "1"), CP_PARSE_OK);
+	cr_assert_not(opts.keep_exited_set, "not given: the default applies");
+	cr_assert_eq(PARSE_EXPORTER("--keep-exited", "2.5"), CP_PARSE_OK);
+	cr_assert(opts.keep_exited_set);
+	cr_assert_eq(opts.keep_exited_ms, 2500);
+	cr_assert_eq(PARSE_EXPORTER("--keep-exited", "0"), CP_PARSE_OK);
+	cr_assert(opts.keep_exited_set, "0 is a value: fold at the first refresh");
+	cr_assert_eq(opts.keep_exited_ms, 0);
+	cr_assert_eq(PARSE_EXPORTER("--keep-exited", "0.0"), CP_PARSE_OK);
+	cr_assert_eq(opts.keep_exited_ms, 0);
+	cr_assert_eq(PARSE_EXPORTER("--keep-exited", "604800"), CP_PARSE_OK);
+	assert_error(PARSE_EXPORTER("--keep-exited", "604801"), "--keep-exited");
+	assert_error(PARSE_EXPORTER("--keep-exited", "-1"), "--keep-exited");
+	assert_error(PARSE_EXPORTER("--keep-exited", "."), "--keep-exited");
+	assert_error(PARSE_EXPORTER("--keep-exited", "0.0.0"), "--keep-exited");
+	assert_error(PARSE_EXPORTER("--keep-exited", "5m"), "--keep-exited");
+	assert_error(PARSE("--keep-exited", "5"), "--keep-exited");
+}
+
 Test(cli, ring_size)
 {
 	cr_assert_eq(PARSE("--ring-size", "16M"), CP_PARSE_OK);

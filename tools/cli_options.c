@@ -14,7 +14,7 @@
  */
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
        OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
-       OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS };
+       OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
@@ -56,6 +56,10 @@ static const struct cp_option_doc option_docs[] = {
 	{ OPT_MAX_KERNELS, "max-kernels", 0, "N", EXPORTER,
 	  "name at most N kernels per process (the first N seen; later ones are\n"
 	  "counted together as kernel=\"other\"; default 50)" },
+	{ OPT_KEEP_EXITED, "keep-exited", 0, "SECS", EXPORTER,
+	  "keep an exited process's series, with its pid, for SECS seconds (default\n"
+	  "300), then add them to its container's totals (pid=\"\"); 0 adds them at\n"
+	  "the first refresh after the exit" },
 	{ OPT_LATENCY, "latency", 0, NULL, STATS | EXPORTER,
 	  "time every call with a return probe: log2 latency histograms, percentiles\n"
 	  "and the calls that failed (exporter: API latency histograms and errors;\n"
@@ -147,7 +151,8 @@ static const struct cp_command_doc command_docs[] = {
 	  "native histograms, as the scraper asks. Labels: pid, command, container\n"
 	  "id, cgroup and pod of each process, and the GPU (index and UUID) of each\n"
 	  "launch, allocation and copy. An exited process's counts stay for five\n"
-	  "minutes, then go into its container's totals. Runs until stopped.",
+	  "minutes (--keep-exited), then go into its container's totals. Runs until\n"
+	  "stopped.",
 	  "Requests other than GET or HEAD of /metrics and / are refused; no request\n"
 	  "changes anything. Exit status: 0 when stopped; 1 when it cannot start;\n"
 	  "2 for bad usage." },
@@ -369,6 +374,16 @@ int cp_parse_size(const char *text, uint64_t *bytes)
 		return -ERANGE;
 	*bytes = (uint64_t)value << shift;
 	return 0;
+}
+
+/* "0", "00", "0.0", ".0": zero seconds written as cp_parse_seconds's syntax would. */
+static bool is_zero_seconds(const char *text)
+{
+	size_t whole = strspn(text, "0"), frac = 0;
+
+	if (text[whole] == '.')
+		frac = strspn(text + whole + 1, "0");
+	return (whole || frac) && !text[whole + (text[whole] == '.' ? 1 + frac : 0)];
 }
 
 int cp_parse_seconds(const char *text, uint64_t *ms)
@@ -618,6 +633,19 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 				return CP_PARSE_ERROR;
 			}
 			opts->max_kernels = value;
+			break;
+		case OPT_KEEP_EXITED:
+			/* 0 is a value here ("0", "0.0"), which cp_parse_seconds refuses. */
+			if (is_zero_seconds(optarg))
+				opts->keep_exited_ms = 0;
+			else if (cp_parse_seconds(optarg, &opts->keep_exited_ms) ||
+				 opts->keep_exited_ms > 7 * 24 * 3600 * 1000ull) {
+				snprintf(error, error_len,
+					 "invalid --keep-exited '%s': expected decimal seconds from 0 to 604800",
+					 optarg);
+				return CP_PARSE_ERROR;
+			}
+			opts->keep_exited_set = true;
 			break;
 		case OPT_PERFETTO:
 			if (!*optarg) {

@@ -44,6 +44,8 @@ struct cp_trace_options {
 	const char *listen;  /* --listen ADDR:PORT; NULL = 127.0.0.1:9466 */
 	bool allow_remote;   /* --allow-remote: a non-loopback ADDR */
 	size_t max_kernels;  /* --max-kernels N: kernels named per process (the rest: other) */
+	uint64_t keep_exited_ms; /* --keep-exited SECS: an exited process keeps its pid this long */
+	bool keep_exited_set;    /* ... given (0 is a valid value) */
 };
 
 enum cp_command { CP_CMD_TRACE, CP_CMD_STATS, CP_CMD_TOP, CP_CMD_RUN, CP_CMD_EXPORTER, CP_CMD_PROBES,

@@ -6,10 +6,16 @@
  * expositions; libmicrohttpd's own thread serves the latest ones on
  * /metrics. A scrape never touches a BPF map or waits on the agent.
  *
- * Counters never go backwards: when a process exits, the agent reads its
- * final rows, keeps them (labelled with its pid) for KEEP_EXITED_S, then
- * folds them into its container's totals (pid=""), and the BPF rows go.
- * A pid reused meanwhile folds the old process at once.
+ * Counters never go backwards: when a process exits, the agent marks it;
+ * the next refresh takes its final rows from the snapshot it reads anyway,
+ * keeps them (labelled with its pid) for --keep-exited seconds, then folds
+ * them into its container's totals (pid=""); the BPF rows of every exit of
+ * the interval go in one walk of each map. A pid reused meanwhile retires
+ * the old process at once.
+ *
+ * The agent thread and the main thread share one lock. The main thread holds
+ * it only to read the maps and gather the series; the expositions are built
+ * after it is released, so the agent (exits, names) never waits on a build.
  */
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -47,7 +53,7 @@ int cp_cmd_exporter(int argc, char **argv)
 #define DEFAULT_LISTEN "127.0.0.1:9466"
 #define DEFAULT_INTERVAL_MS 5000
 #define DEFAULT_MAX_KERNELS 50
-#define KEEP_EXITED_S 300
+#define DEFAULT_KEEP_EXITED_MS (300 * 1000ull)
 #define LOST_EXIT_WAIT_NS (10 * 1000000000ull)
 #define MAX_GPUS 64
 #define HTTP_CONNECTIONS_MAX 64
@@ -55,6 +61,8 @@ int cp_cmd_exporter(int argc, char **argv)
 #define HTTP_CONNECTION_MEMORY 16384
 
 /* ---- what a process is: labels read once ---------------------------------------- */
+
+struct families;
 
 struct gpu_info {
 	char uuid[256];
@@ -71,6 +79,7 @@ struct process {
 	uint32_t pid;
 	bool seen;                  /* its rows were in the latest snapshot */
 	uint64_t gone_since_ns;     /* /proc/PID missing, its exit record not read yet */
+	bool exit_pending;          /* its exit record came: retired at the next refresh */
 	bool exited;
 	uint64_t exited_ns;
 	char comm[17];
@@ -91,17 +100,25 @@ struct exporter {
 	struct cp_session *session;
 	bool latency;
 	size_t max_kernels;
+	uint64_t keep_exited_ns;    /* --keep-exited: how long an exited process keeps its pid */
 	pthread_mutex_t lock;       /* the agent (exits, Xids, attaches) and the main thread */
 	struct process *processes;
 	struct gpu_info gpus[MAX_GPUS];
 	size_t gpu_count;
 	/* Folded totals of exited processes (pid=""), and counters of events. */
 	struct cp_metric_family folded_launches, folded_calls, folded_errors, folded_latency,
-		folded_copies, folded_copy_bytes, folded_allocations;
+		folded_copies, folded_copy_bytes, folded_allocations, folded_frees;
 	struct cp_metric_family xids, attaches, attach_delay;
-	/* The expositions served, rebuilt every interval. */
+	/*
+	 * The series of the latest refresh, and the expositions made from them:
+	 * each format is built at its first scrape after a refresh (a scraper asks
+	 * for one format; building all three every interval was most of the work).
+	 */
 	pthread_mutex_t served_lock;
+	struct families *series;
+	uint64_t generation;        /* refreshes so far */
 	struct cp_text served[3];
+	uint64_t served_generation[3];
 	struct MHD_Daemon *http;
 	uint64_t scrapes, refused;
 };
@@ -369,9 +386,9 @@ static void free_process(struct process *p)
 /* ---- series from rows --------------------------------------------------------------- */
 
 struct families {
-	struct cp_metric_family launches, calls, errors, latency, copies, copy_bytes,
-		live_bytes, peak_bytes, allocations, frees, process_live_bytes, process_peak_bytes,
-		lost, map_full, processes, scrapes;
+	struct cp_metric_family launches, calls, errors, latency, copies, copy_bytes, allocations,
+		frees, live_bytes, peak_bytes, process_live_bytes, process_peak_bytes, xids,
+		attaches, attach_delay, lost, map_full, processes, scrapes;
 };
 
 /* Label values of a process (pid="" for a container's folded totals). */
@@ -408,26 +425,115 @@ static void add_histogram(struct cp_metric_family *f, const char *const *values,
 }
 
 /*
+ * Rows of one process. Every row type starts with its pid, and the rows of a
+ * snapshot are sorted by it once (sort_rows), so a process's rows are one
+ * range found by binary search: a refresh costs rows log rows, not
+ * processes x rows.
+ */
+_Static_assert(offsetof(struct cp_kernel_row, pid) == 0, "rows start with their pid");
+_Static_assert(offsetof(struct cp_api_row, pid) == 0, "rows start with their pid");
+_Static_assert(offsetof(struct cp_mem_row, pid) == 0, "rows start with their pid");
+_Static_assert(offsetof(struct cp_device_mem_row, pid) == 0, "rows start with their pid");
+_Static_assert(offsetof(struct cp_copy_row, pid) == 0, "rows start with their pid");
+
+static int by_pid(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void sort_rows(struct cp_stats_snapshot *snap)
+{
+	qsort(snap->kernels, snap->kernel_count, sizeof(*snap->kernels), by_pid);
+	qsort(snap->apis, snap->api_count, sizeof(*snap->apis), by_pid);
+	qsort(snap->mems, snap->mem_count, sizeof(*snap->mems), by_pid);
+	qsort(snap->device_mems, snap->device_mem_count, sizeof(*snap->device_mems), by_pid);
+	qsort(snap->copies, snap->copy_count, sizeof(*snap->copies), by_pid);
+}
+
+/* [*begin, *end): the rows of pid in a sorted array of count rows of size bytes. */
+static void rows_of(const void *rows, size_t count, size_t size, uint32_t pid, size_t *begin,
+		    size_t *end)
+{
+	size_t low = 0, high = count;
+
+	while (low < high) {
+		size_t mid = low + (high - low) / 2;
+
+		if (*(const uint32_t *)((const char *)rows + mid * size) < pid)
+			low = mid + 1;
+		else
+			high = mid;
+	}
+	*begin = *end = low;
+	while (*end < count && *(const uint32_t *)((const char *)rows + *end * size) == pid)
+		(*end)++;
+}
+
+#define ROWS_OF(array, count, pid, begin, end) \
+	rows_of((array), (count), sizeof(*(array)), (pid), (begin), (end))
+
+/* A copy of pid's rows range into *out (one process's final rows). */
+static int copy_range(const void *rows, size_t count, size_t size, uint32_t pid, void **out,
+		      size_t *out_count)
+{
+	size_t begin, end;
+
+	rows_of(rows, count, size, pid, &begin, &end);
+	*out = calloc(end > begin ? end - begin : 1, size);
+	if (!*out)
+		return -ENOMEM;
+	if (end > begin)
+		memcpy(*out, (const char *)rows + begin * size, (end - begin) * size);
+	*out_count = end - begin;
+	return 0;
+}
+
+static int copy_rows(const struct cp_stats_snapshot *snap, uint32_t pid, struct cp_stats_snapshot *out)
+{
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	err = copy_range(snap->kernels, snap->kernel_count, sizeof(*snap->kernels), pid,
+			 (void **)&out->kernels, &out->kernel_count);
+	if (!err)
+		err = copy_range(snap->apis, snap->api_count, sizeof(*snap->apis), pid,
+				 (void **)&out->apis, &out->api_count);
+	if (!err)
+		err = copy_range(snap->mems, snap->mem_count, sizeof(*snap->mems), pid,
+				 (void **)&out->mems, &out->mem_count);
+	if (!err)
+		err = copy_range(snap->device_mems, snap->device_mem_count, sizeof(*snap->device_mems),
+				 pid, (void **)&out->device_mems, &out->device_mem_count);
+	if (!err)
+		err = copy_range(snap->copies, snap->copy_count, sizeof(*snap->copies), pid,
+				 (void **)&out->copies, &out->copy_count);
+	if (err)
+		cp_stats_snapshot__release(out);
+	return err;
+}
+
+/*
  * The counter rows of one process (live, or exited with its final rows) into
  * families; folded = a container's totals. kernel_names: the exited
- * process's resolved labels, NULL while it lives.
+ * process's resolved labels (by row), NULL while it lives.
  */
 static void add_counters(struct exporter *x, struct process *p, const struct cp_stats_snapshot *snap,
 			 char **kernel_names, bool folded, struct cp_metric_family *launches,
 			 struct cp_metric_family *calls, struct cp_metric_family *errors,
 			 struct cp_metric_family *latency, struct cp_metric_family *copies,
-			 struct cp_metric_family *copy_bytes, struct cp_metric_family *allocations)
+			 struct cp_metric_family *copy_bytes, struct cp_metric_family *allocations,
+			 struct cp_metric_family *frees)
 {
 	const char *values[CP_METRIC_LABELS_MAX];
 	char pid[16], gpu[16];
-	size_t i;
+	size_t i, end;
 
 	process_values(p, folded, pid, values);
-	for (i = 0; i < snap->kernel_count; i++) {
+	for (ROWS_OF(snap->kernels, snap->kernel_count, p->pid, &i, &end); i < end; i++) {
 		const struct cp_kernel_row *k = &snap->kernels[i];
 
-		if (k->pid != p->pid)
-			continue;
 		snprintf(gpu, sizeof(gpu), "%d", k->device);
 		values[5] = k->device >= 0 ? gpu : "";
 		values[6] = gpu_uuid(x, p, k->device);
@@ -435,11 +541,9 @@ static void add_counters(struct exporter *x, struct process *p, const struct cp_
 			    kernel_label(x, p, k->device, k->handle, k->graph);
 		add_value(launches, values, (double)k->launches);
 	}
-	for (i = 0; i < snap->api_count; i++) {
+	for (ROWS_OF(snap->apis, snap->api_count, p->pid, &i, &end); i < end; i++) {
 		const struct cp_api_row *a = &snap->apis[i];
 
-		if (a->pid != p->pid)
-			continue;
 		values[5] = cp_api__name(a->api);
 		add_value(calls, values, (double)a->calls);
 		if (x->latency) {
@@ -447,11 +551,9 @@ static void add_counters(struct exporter *x, struct process *p, const struct cp_
 			add_histogram(latency, values, a);
 		}
 	}
-	for (i = 0; i < snap->copy_count; i++) {
+	for (ROWS_OF(snap->copies, snap->copy_count, p->pid, &i, &end); i < end; i++) {
 		const struct cp_copy_row *c = &snap->copies[i];
 
-		if (c->pid != p->pid)
-			continue;
 		snprintf(gpu, sizeof(gpu), "%d", c->device);
 		values[5] = c->device >= 0 ? gpu : "";
 		values[6] = gpu_uuid(x, p, c->device);
@@ -459,15 +561,14 @@ static void add_counters(struct exporter *x, struct process *p, const struct cp_
 		add_value(copies, values, (double)c->copies);
 		add_value(copy_bytes, values, (double)c->bytes);
 	}
-	for (i = 0; i < snap->device_mem_count; i++) {
+	for (ROWS_OF(snap->device_mems, snap->device_mem_count, p->pid, &i, &end); i < end; i++) {
 		const struct cp_device_mem_row *m = &snap->device_mems[i];
 
-		if (m->pid != p->pid)
-			continue;
 		snprintf(gpu, sizeof(gpu), "%d", m->device);
 		values[5] = m->device >= 0 ? gpu : "";
 		values[6] = gpu_uuid(x, p, m->device);
 		add_value(allocations, values, (double)m->allocations);
+		add_value(frees, values, (double)m->frees);
 	}
 }
 
@@ -476,7 +577,7 @@ static void fold(struct exporter *x, struct process *p)
 {
 	add_counters(x, p, &p->final, p->final_kernel_names, true, &x->folded_launches,
 		     &x->folded_calls, &x->folded_errors, &x->folded_latency, &x->folded_copies,
-		     &x->folded_copy_bytes, &x->folded_allocations);
+		     &x->folded_copy_bytes, &x->folded_allocations, &x->folded_frees);
 }
 
 static void unlink_process(struct exporter *x, struct process *gone)
@@ -490,24 +591,24 @@ static void unlink_process(struct exporter *x, struct process *gone)
 		}
 }
 
-/* On the agent thread, at an exit record: the final rows kept, the BPF rows gone. */
-static void retire(struct exporter *x, uint32_t pid)
+/*
+ * p has exited and final holds its rows (sorted by pid, all its own): its
+ * kernel labels are resolved, it is kept with its pid from now on. The
+ * caller removes its BPF rows and its names.
+ */
+static void mark_exited(struct exporter *x, struct process *p, const struct cp_stats_snapshot *final,
+			uint64_t now)
 {
-	struct process *p = find_process(x, pid, false), *old = find_process(x, pid, true);
+	struct process *old = find_process(x, p->pid, true);
 	size_t i;
 
-	if (!p)
-		return; /* never seen with rows, or retired already */
 	if (old) {
 		/* The same pid exited twice within the time kept: the older goes first. */
 		unlink_process(x, old);
 		fold(x, old);
 		free_process(old);
 	}
-	if (cp_tracer__snapshot(x->session->tracer, pid, &p->final)) {
-		cp_tracer__forget_pid(x->session->tracer, pid);
-		return;
-	}
+	p->final = *final;
 	p->final_kernel_names = calloc(p->final.kernel_count + 1, sizeof(char *));
 	for (i = 0; p->final_kernel_names && i < p->final.kernel_count; i++) {
 		const struct cp_kernel_row *k = &p->final.kernels[i];
@@ -517,10 +618,28 @@ static void retire(struct exporter *x, uint32_t pid)
 			p->final_kernel_names[i] = strdup("other");
 	}
 	p->exited = true;
-	p->exited_ns = monotonic_ns();
-	cp_tracer__forget_pid(x->session->tracer, pid);
-	/* Its labels are resolved: its names can go, so the table stays bounded. */
-	cp_names__forget_pid(x->session->names, pid);
+	p->exit_pending = false;
+	p->exited_ns = now;
+}
+
+/*
+ * At once, for one process (its pid is starting again before the refresh
+ * that would have retired it): its own rows read, then removed.
+ */
+static void retire_now(struct exporter *x, struct process *p)
+{
+	struct cp_stats_snapshot final;
+
+	if (!cp_tracer__snapshot(x->session->tracer, p->pid, &final)) {
+		sort_rows(&final);
+		mark_exited(x, p, &final, monotonic_ns());
+	} else {
+		p->exit_pending = false;
+		p->exited = true; /* its counts are lost: folded as nothing */
+		p->exited_ns = monotonic_ns();
+	}
+	cp_tracer__forget_pid(x->session->tracer, p->pid);
+	cp_names__forget_pid(x->session->names, p->pid);
 }
 
 /* ---- the agent's records -------------------------------------------------------------- */
@@ -530,15 +649,21 @@ static int on_event(void *arg, const union cp_event *event)
 	struct exporter *x = arg;
 	const char *values[CP_METRIC_LABELS_MAX];
 	char pid[16], code[16];
+	struct process *p;
 
 	pthread_mutex_lock(&x->lock);
 	cp_names__observe(x->session->names, event);
 	switch (event->hdr.type) {
 	case CP_EV_PROC:
-		if (event->proc.kind == CP_PROC_CUDA_INIT)
+		p = find_process(x, event->hdr.pid, false);
+		if (event->proc.kind == CP_PROC_CUDA_INIT) {
+			/* A pid used again before its predecessor's exit was handled. */
+			if (p && p->exit_pending)
+				retire_now(x, p);
 			live_process(x, event->hdr.pid);
-		else if (event->proc.kind == CP_PROC_EXIT)
-			retire(x, event->hdr.pid);
+		} else if (event->proc.kind == CP_PROC_EXIT && p) {
+			p->exit_pending = true; /* the next refresh reads its final rows */
+		}
 		break;
 	case CP_EV_ATTACH:
 		values[0] = cp_attach_status__name(event->attach.status);
@@ -557,8 +682,8 @@ static int on_event(void *arg, const union cp_event *event)
 		break;
 	case CP_EV_XID: {
 		uint32_t who = cp_xid__process(&event->xid);
-		struct process *p = find_process(x, who, false);
 
+		p = find_process(x, who, false);
 		if (!p)
 			p = find_process(x, who, true);
 		snprintf(pid, sizeof(pid), "%u", who);
@@ -595,14 +720,6 @@ static void init_family(struct cp_metric_family *f, const char *name, const char
 	f->label_count = label_count;
 }
 
-static void free_family(struct cp_metric_family *f)
-{
-	cp_metric_family__clear(f);
-	free(f->samples);
-	f->samples = NULL;
-	f->sample_capacity = 0;
-}
-
 /* Adds every series of src into dst (the folded totals into this build's families). */
 static void merge(struct cp_metric_family *dst, const struct cp_metric_family *src)
 {
@@ -628,25 +745,21 @@ static void add_gauges(struct exporter *x, struct process *p, const struct cp_st
 {
 	const char *values[CP_METRIC_LABELS_MAX];
 	char pid[16], gpu[16];
-	size_t i;
+	size_t i, end;
 
 	process_values(p, false, pid, values);
-	for (i = 0; i < snap->mem_count; i++)
-		if (snap->mems[i].pid == p->pid) {
-			add_value(&f->process_live_bytes, values, (double)snap->mems[i].live_bytes);
-			add_value(&f->process_peak_bytes, values, (double)snap->mems[i].peak_bytes);
-		}
-	for (i = 0; i < snap->device_mem_count; i++) {
+	for (ROWS_OF(snap->mems, snap->mem_count, p->pid, &i, &end); i < end; i++) {
+		add_value(&f->process_live_bytes, values, (double)snap->mems[i].live_bytes);
+		add_value(&f->process_peak_bytes, values, (double)snap->mems[i].peak_bytes);
+	}
+	for (ROWS_OF(snap->device_mems, snap->device_mem_count, p->pid, &i, &end); i < end; i++) {
 		const struct cp_device_mem_row *m = &snap->device_mems[i];
 
-		if (m->pid != p->pid)
-			continue;
 		snprintf(gpu, sizeof(gpu), "%d", m->device);
 		values[5] = m->device >= 0 ? gpu : "";
 		values[6] = gpu_uuid(x, p, m->device);
 		add_value(&f->live_bytes, values, (double)m->live_bytes);
 		add_value(&f->peak_bytes, values, (double)m->peak_bytes);
-		add_value(&f->frees, values, (double)m->frees);
 	}
 }
 
@@ -676,6 +789,12 @@ static void init_families(struct families *f)
 		    "bytes", CP_METRIC_GAUGE, process_labels, COUNT(process_labels));
 	init_family(&f->process_peak_bytes, "cuprobe_process_memory_peak_bytes", "The most device memory live at once, per process, VMM included",
 		    "bytes", CP_METRIC_GAUGE, process_labels, COUNT(process_labels));
+	init_family(&f->xids, "cuprobe_xid_errors", "GPU errors the NVIDIA driver reported (Xid), per process and GPU (PCI address)",
+		    NULL, CP_METRIC_COUNTER, xid_labels, COUNT(xid_labels));
+	init_family(&f->attaches, "cuprobe_attach_events", "CUDA driver files mapped after the start, by outcome",
+		    NULL, CP_METRIC_COUNTER, attach_labels, COUNT(attach_labels));
+	init_family(&f->attach_delay, "cuprobe_attach_delay_seconds", "From a new driver file's first mapping to its probes being live",
+		    "seconds", CP_METRIC_HISTOGRAM, NULL, 0);
 	init_family(&f->lost, "cuprobe_records_lost", "Records (names, process events) that did not fit in the ring buffer",
 		    NULL, CP_METRIC_COUNTER, NULL, 0);
 	init_family(&f->map_full, "cuprobe_map_full", "Updates that did not fit in a BPF map (that count is then short)",
@@ -692,59 +811,91 @@ static void free_families(struct families *f)
 	size_t i, n = sizeof(*f) / sizeof(*all);
 
 	for (i = 0; i < n; i++)
-		free_family(&all[i]);
+		cp_metric_family__release(&all[i]);
 }
 
-/* Rebuilds the expositions from the maps; the served ones are swapped in at the end. */
-static void refresh(struct exporter *x)
+/*
+ * The processes whose exit came (or whose /proc entry has been gone for
+ * LOST_EXIT_WAIT_NS: an exit record lost to a full ring) take their final
+ * rows from snap; their BPF rows then go, every map walked once.
+ */
+static void retire_exited(struct exporter *x, const struct cp_stats_snapshot *snap, uint64_t now)
 {
-	struct families f;
-	struct cp_stats_snapshot snap;
-	struct cp_counters counters;
-	struct cp_text built[3] = { { 0 } };
-	struct process *p, *next;
-	uint64_t now = monotonic_ns(), running = 0, kept = 0;
-	const char *values[CP_METRIC_LABELS_MAX];
-	int e;
+	uint32_t *pids = NULL;
+	size_t count = 0, capacity = 0;
+	struct process *p;
 
-	init_families(&f);
-	pthread_mutex_lock(&x->lock);
-	read_gpus(x);
-	if (!cp_tracer__snapshot(x->session->tracer, 0, &snap)) {
-		size_t i;
+	for (p = x->processes; p; p = p->next) {
+		struct cp_stats_snapshot final;
+		char path[32];
 
-		for (p = x->processes; p; p = p->next)
-			p->seen = false;
-		/* Processes with rows: known, or new (a reused pid folds its exited predecessor). */
-		for (i = 0; i < snap.api_count; i++) {
-			p = live_process(x, snap.apis[i].pid);
-			if (p)
-				p->seen = true;
-		}
-		/*
-		 * An exit whose record was lost (a full ring): the process is gone all
-		 * the same. Its record may only be late (the agent behind): waited for.
-		 */
-		for (p = x->processes; p; p = next) {
-			char path[32];
-
-			next = p->next;
+		if (p->exited)
+			continue;
+		if (!p->exit_pending) {
 			snprintf(path, sizeof(path), "/proc/%u", p->pid);
-			if (p->exited || !access(path, F_OK)) {
+			if (!access(path, F_OK)) {
 				p->gone_since_ns = 0;
 				continue;
 			}
 			if (!p->gone_since_ns)
 				p->gone_since_ns = now;
-			else if (now - p->gone_since_ns >= LOST_EXIT_WAIT_NS)
-				retire(x, p->pid);
+			if (now - p->gone_since_ns < LOST_EXIT_WAIT_NS)
+				continue;
 		}
+		if (count == capacity) {
+			size_t grown = capacity ? capacity * 2 : 64;
+			uint32_t *bigger = realloc(pids, grown * sizeof(*bigger));
+
+			if (!bigger)
+				break; /* the rest wait for the next refresh */
+			pids = bigger;
+			capacity = grown;
+		}
+		if (copy_rows(snap, p->pid, &final))
+			break;
+		pids[count++] = p->pid;
+		mark_exited(x, p, &final, now);
+	}
+	if (count && cp_tracer__forget_pids(x->session->tracer, pids, count))
+		cp_say("warning: the rows of %zu exited processes could not be removed (out of memory)",
+		       count);
+	while (count--)
+		cp_names__forget_pid(x->session->names, pids[count]);
+	free(pids);
+}
+
+/* Reads the maps and gathers the series; they replace the served ones at the end. */
+static void refresh(struct exporter *x)
+{
+	struct families *f = malloc(sizeof(*f)), *old;
+	struct cp_stats_snapshot snap;
+	struct cp_counters counters;
+	struct process *p, *next;
+	uint64_t now = monotonic_ns(), running = 0, kept = 0;
+	const char *values[CP_METRIC_LABELS_MAX];
+
+	if (!f) {
+		cp_say("warning: the metrics could not be read (out of memory)");
+		return;
+	}
+	init_families(f);
+	pthread_mutex_lock(&x->lock);
+	read_gpus(x);
+	if (!cp_tracer__snapshot(x->session->tracer, 0, &snap)) {
+		size_t i;
+
+		sort_rows(&snap);
+		/* Processes with rows: known, or new. */
+		for (i = 0; i < snap.api_count; i++)
+			if (!i || snap.apis[i].pid != snap.apis[i - 1].pid)
+				live_process(x, snap.apis[i].pid);
+		retire_exited(x, &snap, now);
 		for (p = x->processes; p; p = p->next) {
 			if (p->exited)
 				continue;
-			add_counters(x, p, &snap, NULL, false, &f.launches, &f.calls, &f.errors,
-				     &f.latency, &f.copies, &f.copy_bytes, &f.allocations);
-			add_gauges(x, p, &snap, &f);
+			add_counters(x, p, &snap, NULL, false, &f->launches, &f->calls, &f->errors,
+				     &f->latency, &f->copies, &f->copy_bytes, &f->allocations, &f->frees);
+			add_gauges(x, p, &snap, f);
 		}
 		cp_stats_snapshot__release(&snap);
 	}
@@ -754,23 +905,29 @@ static void refresh(struct exporter *x)
 			running++;
 			continue;
 		}
-		if (now - p->exited_ns >= KEEP_EXITED_S * 1000000000ull || find_process(x, p->pid, false)) {
+		/* exited_ns may be after now: retire_now runs on the agent thread. */
+		if (now >= p->exited_ns && now - p->exited_ns >= x->keep_exited_ns) {
 			unlink_process(x, p);
 			fold(x, p);
 			free_process(p);
 			continue;
 		}
 		kept++;
-		add_counters(x, p, &p->final, p->final_kernel_names, false, &f.launches, &f.calls,
-			     &f.errors, &f.latency, &f.copies, &f.copy_bytes, &f.allocations);
+		add_counters(x, p, &p->final, p->final_kernel_names, false, &f->launches, &f->calls,
+			     &f->errors, &f->latency, &f->copies, &f->copy_bytes, &f->allocations, &f->frees);
 	}
-	merge(&f.launches, &x->folded_launches);
-	merge(&f.calls, &x->folded_calls);
-	merge(&f.errors, &x->folded_errors);
-	merge(&f.latency, &x->folded_latency);
-	merge(&f.copies, &x->folded_copies);
-	merge(&f.copy_bytes, &x->folded_copy_bytes);
-	merge(&f.allocations, &x->folded_allocations);
+	merge(&f->launches, &x->folded_launches);
+	merge(&f->calls, &x->folded_calls);
+	merge(&f->errors, &x->folded_errors);
+	merge(&f->latency, &x->folded_latency);
+	merge(&f->copies, &x->folded_copies);
+	merge(&f->copy_bytes, &x->folded_copy_bytes);
+	merge(&f->allocations, &x->folded_allocations);
+	merge(&f->frees, &x->folded_frees);
+	/* The agent's families, copied: the build below runs without the lock. */
+	merge(&f->xids, &x->xids);
+	merge(&f->attaches, &x->attaches);
+	merge(&f->attach_delay, &x->attach_delay);
 	if (!cp_tracer__read_counters(x->session->tracer, &counters)) {
 		static const struct { const char *map; size_t offset; } full[] = {
 			{ "kernel_stats", offsetof(struct cp_counters, kernel_stats_full) },
@@ -784,46 +941,62 @@ static void refresh(struct exporter *x)
 		};
 		size_t i;
 
-		add_value(&f.lost, values, (double)counters.records_lost);
+		add_value(&f->lost, values, (double)counters.records_lost);
 		for (i = 0; i < COUNT(full); i++) {
 			values[0] = full[i].map;
-			add_value(&f.map_full, values,
+			add_value(&f->map_full, values,
 				  (double)*(const uint64_t *)((const char *)&counters + full[i].offset));
 		}
 	}
+	pthread_mutex_unlock(&x->lock);
 	values[0] = "running";
-	add_value(&f.processes, values, (double)running);
+	add_value(&f->processes, values, (double)running);
 	values[0] = "exited";
-	add_value(&f.processes, values, (double)kept);
+	add_value(&f->processes, values, (double)kept);
+	values[0] = "answered";
+	add_value(&f->scrapes, values, (double)__atomic_load_n(&x->scrapes, __ATOMIC_RELAXED));
+	values[0] = "refused";
+	add_value(&f->scrapes, values, (double)__atomic_load_n(&x->refused, __ATOMIC_RELAXED));
+	/* Swapped under the served lock: a scrape builds from the latest. */
+	pthread_mutex_lock(&x->served_lock);
+	old = x->series;
+	x->series = f;
+	x->generation++;
+	pthread_mutex_unlock(&x->served_lock);
+	if (old) {
+		free_families(old);
+		free(old);
+	}
+}
+
+/* The exposition e of the latest series, built unless it already was (served_lock held). */
+static void build_exposition(struct exporter *x, enum cp_exposition e)
+{
+	struct families *f = x->series;
+
+	if (!f || x->served_generation[e] == x->generation)
+		return;
+	cp_text__free(&x->served[e]);
 	{
+		/* The order of the exposition. */
 		struct cp_metric_family *all[] = {
-			&f.launches, &f.calls, &f.errors, &f.latency, &f.copies, &f.copy_bytes,
-			&f.allocations, &f.frees, &f.live_bytes, &f.peak_bytes, &f.process_live_bytes,
-			&f.process_peak_bytes, &x->xids, &x->attaches, &x->attach_delay, &f.lost,
-			&f.map_full, &f.processes, &f.scrapes,
+			&f->launches, &f->calls, &f->errors, &f->latency, &f->copies, &f->copy_bytes,
+			&f->allocations, &f->frees, &f->live_bytes, &f->peak_bytes, &f->process_live_bytes,
+			&f->process_peak_bytes, &f->xids, &f->attaches, &f->attach_delay, &f->lost,
+			&f->map_full, &f->processes, &f->scrapes,
 		};
 		struct cp_metric_family flat[COUNT(all)];
 		size_t i;
 
-		values[0] = "answered";
-		add_value(&f.scrapes, values, (double)__atomic_load_n(&x->scrapes, __ATOMIC_RELAXED));
-		values[0] = "refused";
-		add_value(&f.scrapes, values, (double)__atomic_load_n(&x->refused, __ATOMIC_RELAXED));
 		for (i = 0; i < COUNT(all); i++)
 			flat[i] = *all[i];
-		for (e = 0; e < 3; e++)
-			if (cp_format__metrics(&built[e], (enum cp_exposition)e, flat, COUNT(all)))
-				cp_say("warning: the metrics could not be built (out of memory)");
+		if (cp_format__metrics(&x->served[e], e, flat, COUNT(all))) {
+			cp_say("warning: the metrics could not be built (out of memory)");
+			cp_text__free(&x->served[e]);
+			return;
+		}
 	}
-	pthread_mutex_unlock(&x->lock);
-	free_families(&f);
-	/* Swapped under the served lock only: a scrape copies the one it needs. */
-	pthread_mutex_lock(&x->served_lock);
-	for (e = 0; e < 3; e++) {
-		cp_text__free(&x->served[e]);
-		x->served[e] = built[e];
-	}
-	pthread_mutex_unlock(&x->served_lock);
+	x->served_generation[e] = x->generation;
 }
 
 static void on_tick(void *arg)
@@ -850,6 +1023,11 @@ static enum MHD_Result reply(struct MHD_Connection *connection, unsigned int sta
 	return result;
 }
 
+/*
+ * Every request is answered at the first call, which sees the headers only:
+ * a response can be queued then and only then (once a body is being received
+ * MHD refuses it and drops the connection), and a body is never read.
+ */
 static enum MHD_Result on_request(void *arg, struct MHD_Connection *connection, const char *url,
 				  const char *method, const char *version, const char *upload_data,
 				  size_t *upload_size, void **state)
@@ -858,19 +1036,11 @@ static enum MHD_Result on_request(void *arg, struct MHD_Connection *connection, 
 	struct exporter *x = arg;
 	enum cp_exposition exposition;
 	enum MHD_Result result;
-	static int first_call;
 
-	/* The first call sees only the headers; a body, if any, is never read. */
-	if (!*state) {
-		*state = &first_call;
-		return MHD_YES;
-	}
-	if (*upload_size) {
-		*upload_size = 0;
-		__atomic_add_fetch(&x->refused, 1, __ATOMIC_RELAXED);
-		return reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "GET only\n", 9,
-			     "GET, HEAD");
-	}
+	(void)version;
+	(void)upload_data;
+	(void)upload_size;
+	(void)state;
 	if (strcmp(method, MHD_HTTP_METHOD_GET) && strcmp(method, MHD_HTTP_METHOD_HEAD)) {
 		__atomic_add_fetch(&x->refused, 1, __ATOMIC_RELAXED);
 		return reply(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "text/plain", "GET only\n", 9,
@@ -886,12 +1056,11 @@ static enum MHD_Result on_request(void *arg, struct MHD_Connection *connection, 
 									    MHD_HTTP_HEADER_ACCEPT));
 	__atomic_add_fetch(&x->scrapes, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&x->served_lock);
+	build_exposition(x, exposition);
 	result = reply(connection, MHD_HTTP_OK, cp_exposition__content_type(exposition),
 		       x->served[exposition].data ? x->served[exposition].data : "",
 		       x->served[exposition].len, NULL);
 	pthread_mutex_unlock(&x->served_lock);
-	(void)version;
-	(void)upload_data;
 	return result;
 }
 
@@ -957,6 +1126,7 @@ int cp_cmd_exporter(int argc, char **argv)
 	}
 	x.latency = opts.latency;
 	x.max_kernels = opts.max_kernels ? opts.max_kernels : DEFAULT_MAX_KERNELS;
+	x.keep_exited_ns = (opts.keep_exited_set ? opts.keep_exited_ms : DEFAULT_KEEP_EXITED_MS) * 1000000ull;
 	pthread_mutex_init(&x.lock, NULL);
 	pthread_mutex_init(&x.served_lock, NULL);
 	init_family(&x.folded_launches, "", "", NULL, CP_METRIC_COUNTER, kernel_labels, COUNT(kernel_labels));
@@ -966,6 +1136,7 @@ int cp_cmd_exporter(int argc, char **argv)
 	init_family(&x.folded_copies, "", "", NULL, CP_METRIC_COUNTER, copy_labels, COUNT(copy_labels));
 	init_family(&x.folded_copy_bytes, "", "", NULL, CP_METRIC_COUNTER, copy_labels, COUNT(copy_labels));
 	init_family(&x.folded_allocations, "", "", NULL, CP_METRIC_COUNTER, device_labels, COUNT(device_labels));
+	init_family(&x.folded_frees, "", "", NULL, CP_METRIC_COUNTER, device_labels, COUNT(device_labels));
 	init_family(&x.xids, "cuprobe_xid_errors", "GPU errors the NVIDIA driver reported (Xid), per process and GPU (PCI address)",
 		    NULL, CP_METRIC_COUNTER, xid_labels, COUNT(xid_labels));
 	init_family(&x.attaches, "cuprobe_attach_events", "CUDA driver files mapped after the start, by outcome",
@@ -1019,18 +1190,23 @@ cleanup:
 		x.processes = p->next;
 		free_process(p);
 	}
-	free_family(&x.folded_launches);
-	free_family(&x.folded_calls);
-	free_family(&x.folded_errors);
-	free_family(&x.folded_latency);
-	free_family(&x.folded_copies);
-	free_family(&x.folded_copy_bytes);
-	free_family(&x.folded_allocations);
-	free_family(&x.xids);
-	free_family(&x.attaches);
-	free_family(&x.attach_delay);
+	cp_metric_family__release(&x.folded_launches);
+	cp_metric_family__release(&x.folded_calls);
+	cp_metric_family__release(&x.folded_errors);
+	cp_metric_family__release(&x.folded_latency);
+	cp_metric_family__release(&x.folded_copies);
+	cp_metric_family__release(&x.folded_copy_bytes);
+	cp_metric_family__release(&x.folded_allocations);
+	cp_metric_family__release(&x.folded_frees);
+	cp_metric_family__release(&x.xids);
+	cp_metric_family__release(&x.attaches);
+	cp_metric_family__release(&x.attach_delay);
 	for (int e = 0; e < 3; e++)
 		cp_text__free(&x.served[e]);
+	if (x.series) {
+		free_families(x.series);
+		free(x.series);
+	}
 	pthread_mutex_destroy(&x.lock);
 	pthread_mutex_destroy(&x.served_lock);
 	return exit_code;

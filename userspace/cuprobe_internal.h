@@ -306,6 +306,15 @@ struct cp_leak {
 int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *out);
 int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *out);
 
+/* ---- map rows ------------------------------------------------------------------ */
+
+/*
+ * cp_tracer__forget_pid for many processes at once: each map is walked once,
+ * whatever the number of pids (the exporter retires every exit of an
+ * interval together). 0, -EINVAL or -ENOMEM.
+ */
+int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_t count);
+
 /* ---- metrics (cuprobe exporter): OpenMetrics, Prometheus text and protobuf --- */
 
 enum cp_metric_type { CP_METRIC_COUNTER, CP_METRIC_GAUGE, CP_METRIC_HISTOGRAM };
@@ -332,15 +341,21 @@ struct cp_metric_family {
 	size_t label_count;
 	struct cp_metric_sample *samples;
 	size_t sample_count, sample_capacity;
+	/* Open-addressing index over the label values: sample position + 1, 0 empty. */
+	size_t *index;
+	size_t index_capacity;          /* a power of two, at least twice sample_count */
 };
 
 /* A new series (label values copied); NULL when out of memory. */
 struct cp_metric_sample *cp_metric_family__add(struct cp_metric_family *family,
 					       const char *const *values);
-/* The series with these label values, added when new. */
+/* The series with these label values (found through the index), added when new. */
 struct cp_metric_sample *cp_metric_family__find(struct cp_metric_family *family,
 						const char *const *values);
+/* Every series removed (the arrays kept for reuse). */
 void cp_metric_family__clear(struct cp_metric_family *family);
+/* Every series removed and the arrays freed. */
+void cp_metric_family__release(struct cp_metric_family *family);
 
 enum cp_exposition {
 	CP_EXPOSITION_PROMETHEUS_TEXT, /* text/plain; version=0.0.4 */

@@ -2065,11 +2065,71 @@ int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xi
 
 /* ---- metrics: the exporter's expositions ------------------------------------------------ */
 
+/* FNV-1a over the label values, each ended by a byte no UTF-8 text holds. */
+static size_t labels_hash(const struct cp_metric_family *family, const char *const *values)
+{
+	uint64_t hash = 1469598103934665603ull;
+	size_t i;
+
+	for (i = 0; i < family->label_count; i++) {
+		const unsigned char *p = (const unsigned char *)(values[i] ? values[i] : "");
+
+		for (; *p; p++)
+			hash = (hash ^ *p) * 1099511628211ull;
+		hash = (hash ^ 0xff) * 1099511628211ull;
+	}
+	return (size_t)hash;
+}
+
+static bool labels_equal(const struct cp_metric_family *family, const struct cp_metric_sample *s,
+			 const char *const *values)
+{
+	size_t i;
+
+	for (i = 0; i < family->label_count; i++)
+		if (strcmp(s->values[i], values[i] ? values[i] : ""))
+			return false;
+	return true;
+}
+
+static void index_insert(struct cp_metric_family *family, size_t position)
+{
+	size_t mask = family->index_capacity - 1,
+	       slot = labels_hash(family, (const char *const *)family->samples[position].values) & mask;
+
+	while (family->index[slot])
+		slot = (slot + 1) & mask;
+	family->index[slot] = position + 1;
+}
+
+/* Keeps the index at most half full: rebuilt twice as large when it would not be. */
+static int index_reserve(struct cp_metric_family *family, size_t count)
+{
+	size_t capacity = family->index_capacity ? family->index_capacity : 64, i;
+	size_t *grown;
+
+	if (count * 2 <= family->index_capacity)
+		return 0;
+	while (count * 2 > capacity)
+		capacity *= 2;
+	grown = calloc(capacity, sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	free(family->index);
+	family->index = grown;
+	family->index_capacity = capacity;
+	for (i = 0; i < family->sample_count; i++)
+		index_insert(family, i);
+	return 0;
+}
+
 static struct cp_metric_sample *add_sample(struct cp_metric_family *family, const char *const *values)
 {
 	struct cp_metric_sample *sample;
 	size_t i;
 
+	if (index_reserve(family, family->sample_count + 1))
+		return NULL;
 	if (family->sample_count == family->sample_capacity) {
 		size_t capacity = family->sample_capacity ? family->sample_capacity * 2 : 16;
 		struct cp_metric_sample *grown = realloc(family->samples, capacity * sizeof(*grown));
@@ -2089,6 +2149,7 @@ static struct cp_metric_sample *add_sample(struct cp_metric_family *family, cons
 			return NULL;
 		}
 	}
+	index_insert(family, family->sample_count);
 	family->sample_count++;
 	return sample;
 }
@@ -2102,16 +2163,19 @@ struct cp_metric_sample *cp_metric_family__add(struct cp_metric_family *family,
 struct cp_metric_sample *cp_metric_family__find(struct cp_metric_family *family,
 						const char *const *values)
 {
-	size_t i, j;
+	size_t mask, slot;
 
 	if (!family || !values)
 		return NULL;
-	for (i = 0; i < family->sample_count; i++) {
-		for (j = 0; j < family->label_count; j++)
-			if (strcmp(family->samples[i].values[j], values[j] ? values[j] : ""))
-				break;
-		if (j == family->label_count)
-			return &family->samples[i];
+	if (family->index_capacity) {
+		mask = family->index_capacity - 1;
+		for (slot = labels_hash(family, values) & mask; family->index[slot];
+		     slot = (slot + 1) & mask) {
+			struct cp_metric_sample *s = &family->samples[family->index[slot] - 1];
+
+			if (labels_equal(family, s, values))
+				return s;
+		}
 	}
 	return add_sample(family, values);
 }
@@ -2120,11 +2184,26 @@ void cp_metric_family__clear(struct cp_metric_family *family)
 {
 	size_t i, j;
 
-	for (i = 0; family && i < family->sample_count; i++)
+	if (!family)
+		return;
+	for (i = 0; i < family->sample_count; i++)
 		for (j = 0; j < family->label_count; j++)
 			free(family->samples[i].values[j]);
-	if (family)
-		family->sample_count = 0;
+	family->sample_count = 0;
+	if (family->index)
+		memset(family->index, 0, family->index_capacity * sizeof(*family->index));
+}
+
+void cp_metric_family__release(struct cp_metric_family *family)
+{
+	if (!family)
+		return;
+	cp_metric_family__clear(family);
+	free(family->samples);
+	free(family->index);
+	family->samples = NULL;
+	family->index = NULL;
+	family->sample_capacity = family->index_capacity = 0;
 }
 
 enum cp_exposition cp_exposition__from_accept(const char *accept)
@@ -2152,17 +2231,17 @@ const char *cp_exposition__content_type(enum cp_exposition exposition)
 /* A label value: backslash, double quote and newline escaped (both text formats). */
 static void put_label_value(struct out_buf *out, const char *value)
 {
-	const char *p;
+	const char *p = value;
 
-	for (p = value; *p; p++) {
-		if (*p == '\\')
-			put(out, "\\\\");
-		else if (*p == '"')
-			put(out, "\\\"");
-		else if (*p == '\n')
-			put(out, "\\n");
-		else
-			put(out, "%c", *p);
+	while (*p) {
+		size_t plain = strcspn(p, "\\\"\n");
+
+		put_bytes(out, p, plain);
+		p += plain;
+		if (!*p)
+			break;
+		put_str(out, *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : "\\n");
+		p++;
 	}
 }
 
@@ -2174,24 +2253,36 @@ static void put_labels(struct out_buf *out, const struct cp_metric_family *f,
 
 	if (!f->label_count && !extra_name)
 		return;
-	put(out, "{");
+	put_str(out, "{");
 	for (i = 0; i < f->label_count; i++) {
-		put(out, "%s%s=\"", i ? "," : "", f->label_names[i]);
+		if (i)
+			put_str(out, ",");
+		put_str(out, f->label_names[i]);
+		put_str(out, "=\"");
 		put_label_value(out, s->values[i]);
-		put(out, "\"");
+		put_str(out, "\"");
 	}
-	if (extra_name)
-		put(out, "%s%s=\"%s\"", f->label_count ? "," : "", extra_name, extra_value);
-	put(out, "}");
+	if (extra_name) {
+		if (f->label_count)
+			put_str(out, ",");
+		put_str(out, extra_name);
+		put_str(out, "=\"");
+		put_str(out, extra_value);
+		put_str(out, "\"");
+	}
+	put_str(out, "}");
 }
 
 /* A float the way both formats read it: integers plain, the rest %.17g. */
 static void put_number(struct out_buf *out, double value)
 {
-	if (value == (double)(long long)value && value < 9e15 && value > -9e15)
-		put(out, "%lld", (long long)value);
-	else
+	if (value == (double)(long long)value && value < 9e15 && value > -9e15) {
+		if (value < 0)
+			put_str(out, "-");
+		put_u64(out, (uint64_t)(value < 0 ? -(long long)value : (long long)value));
+	} else {
 		put(out, "%.17g", value);
+	}
 }
 
 /* The upper bound of log2 bucket b in seconds: 2^b ns. */
@@ -2200,12 +2291,49 @@ static double bucket_le_seconds(int b)
 	return (double)(1ull << b) * 1e-9;
 }
 
+/*
+ * HELP text and its newline: backslash and newline escaped in both formats,
+ * the double quote too in OpenMetrics (its HELP is an escaped string).
+ */
+static void put_help(struct out_buf *out, const char *help, bool openmetrics)
+{
+	const char *p = help;
+
+	while (*p) {
+		size_t plain = strcspn(p, openmetrics ? "\\\n\"" : "\\\n");
+
+		put_bytes(out, p, plain);
+		p += plain;
+		if (!*p)
+			break;
+		put_str(out, *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : "\\n");
+		p++;
+	}
+	put_str(out, "\n");
+}
+
+/* One line: name, labels (with le when given), a space, the value, a newline. */
+static void put_sample_line(struct out_buf *out, const struct cp_metric_family *f,
+			    const struct cp_metric_sample *s, const char *suffix, const char *le,
+			    uint64_t count, const double *value)
+{
+	put_str(out, f->name);
+	put_str(out, suffix);
+	put_labels(out, f, s, le ? "le" : NULL, le);
+	put_str(out, " ");
+	if (value)
+		put_number(out, *value);
+	else
+		put_u64(out, count);
+	put_str(out, "\n");
+}
+
 static void put_text_family(struct out_buf *out, const struct cp_metric_family *f, bool openmetrics)
 {
 	const char *suffix = f->type == CP_METRIC_COUNTER ? "_total" : "";
 	const char *type = f->type == CP_METRIC_COUNTER ? "counter" :
 			   f->type == CP_METRIC_GAUGE ? "gauge" : "histogram";
-	char le[64];
+	char le[CP_HIST_BUCKETS][32];
 	size_t i;
 	int b;
 
@@ -2214,41 +2342,32 @@ static void put_text_family(struct out_buf *out, const struct cp_metric_family *
 		put(out, "# TYPE %s %s\n", f->name, type);
 		if (f->unit)
 			put(out, "# UNIT %s %s\n", f->name, f->unit);
-		put(out, "# HELP %s %s\n", f->name, f->help);
+		put(out, "# HELP %s ", f->name);
+		put_help(out, f->help, true);
 	} else {
-		put(out, "# HELP %s%s %s\n", f->name, suffix, f->help);
+		put(out, "# HELP %s%s ", f->name, suffix);
+		put_help(out, f->help, false);
 		put(out, "# TYPE %s%s %s\n", f->name, suffix, type);
 	}
+	if (f->type == CP_METRIC_HISTOGRAM)
+		for (b = 0; b < CP_HIST_BUCKETS - 1; b++)
+			snprintf(le[b], sizeof(le[b]), "%.17g", bucket_le_seconds(b));
 	for (i = 0; i < f->sample_count; i++) {
 		const struct cp_metric_sample *s = &f->samples[i];
 		uint64_t cumulative = 0;
 
 		if (f->type != CP_METRIC_HISTOGRAM) {
-			put(out, "%s%s", f->name, suffix);
-			put_labels(out, f, s, NULL, NULL);
-			put(out, " ");
-			put_number(out, s->value);
-			put(out, "\n");
+			put_sample_line(out, f, s, suffix, NULL, 0, &s->value);
 			continue;
 		}
 		/* Exact classic buckets: le = 2^b ns; the last bucket is +Inf. */
 		for (b = 0; b < CP_HIST_BUCKETS - 1; b++) {
 			cumulative += s->buckets[b];
-			snprintf(le, sizeof(le), "%.17g", bucket_le_seconds(b));
-			put(out, "%s_bucket", f->name);
-			put_labels(out, f, s, "le", le);
-			put(out, " %llu\n", (unsigned long long)cumulative);
+			put_sample_line(out, f, s, "_bucket", le[b], cumulative, NULL);
 		}
-		put(out, "%s_bucket", f->name);
-		put_labels(out, f, s, "le", "+Inf");
-		put(out, " %llu\n", (unsigned long long)s->count);
-		put(out, "%s_count", f->name);
-		put_labels(out, f, s, NULL, NULL);
-		put(out, " %llu\n%s_sum", (unsigned long long)s->count, f->name);
-		put_labels(out, f, s, NULL, NULL);
-		put(out, " ");
-		put_number(out, s->sum);
-		put(out, "\n");
+		put_sample_line(out, f, s, "_bucket", "+Inf", s->count, NULL);
+		put_sample_line(out, f, s, "_count", NULL, s->count, NULL);
+		put_sample_line(out, f, s, "_sum", NULL, 0, &s->sum);
 	}
 }
 
@@ -2309,22 +2428,6 @@ static size_t varint(uint8_t *out, uint64_t value)
 		n++;
 	} while (value);
 	return n;
-}
-
-/* Appends bytes to out as they are (protobuf is binary: no formatting). */
-static int append_bytes(struct out_buf *out, const void *data, size_t len)
-{
-	if (out->overflow)
-		return -ENOMEM;
-	if (out->used + len + 1 > out->len && !grow(out, out->used + len + 1)) {
-		out->overflow = true;
-		return -ENOMEM;
-	}
-	memcpy(out->buf + out->used, data, len);
-	out->used += len;
-	out->buf[out->used] = '\0';
-	out->text->len = out->used;
-	return 0;
 }
 
 static int put_protobuf_family(struct out_buf *out, const struct cp_metric_family *f)
@@ -2419,9 +2522,9 @@ static int put_protobuf_family(struct out_buf *out, const struct cp_metric_famil
 	if (!packed)
 		goto out_free;
 	io__prometheus__client__metric_family__pack(&family, packed);
-	err = append_bytes(out, prefix, varint(prefix, size));
-	if (!err)
-		err = append_bytes(out, packed, size);
+	put_bytes(out, (const char *)prefix, varint(prefix, size));
+	put_bytes(out, (const char *)packed, size);
+	err = out->overflow ? -ENOMEM : 0;
 out_free:
 	free(packed);
 	free(metrics);

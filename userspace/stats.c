@@ -6,6 +6,7 @@
  * cp_tracer__forget_pid once their final report has been read.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,8 +272,23 @@ int cp_tracer__stack(const struct cp_tracer *tracer, int64_t stack_id, uint64_t 
 	return (int)depth;
 }
 
-/* Deletes every key of map whose leading pid is pid: keys gathered first, then deleted. */
-static void delete_pid_rows(int map_fd, size_t key_size, uint32_t pid)
+static int cmp_pid(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool pid_in(uint32_t pid, const uint32_t *sorted, size_t count)
+{
+	return bsearch(&pid, sorted, count, sizeof(*sorted), cmp_pid) != NULL;
+}
+
+/*
+ * Deletes every key of map whose leading pid is one of sorted[]: the map is
+ * walked once, keys gathered first, then deleted.
+ */
+static void delete_pid_rows(int map_fd, size_t key_size, const uint32_t *sorted, size_t pid_count)
 {
 	char key[64], next[64];
 	char *doomed = NULL;
@@ -282,7 +298,7 @@ static void delete_pid_rows(int map_fd, size_t key_size, uint32_t pid)
 	while (!bpf_map_get_next_key(map_fd, cursor, next)) {
 		memcpy(key, next, key_size);
 		cursor = key;
-		if (*(uint32_t *)key != pid)
+		if (!pid_in(*(uint32_t *)key, sorted, pid_count))
 			continue;
 		if (count == capacity) {
 			size_t grown = capacity ? capacity * 2 : 64;
@@ -301,33 +317,57 @@ static void delete_pid_rows(int map_fd, size_t key_size, uint32_t pid)
 	free(doomed);
 }
 
-int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid)
+int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_t pid_count)
 {
 	struct cp_live_alloc *allocs = NULL;
+	uint32_t *sorted;
 	size_t count = 0, i;
 
-	if (!tracer || !pid)
+	if (!tracer || (!pids && pid_count))
 		return -EINVAL;
-	/* The stacks of its live allocations go too: a dead process's stacks serve nobody. */
-	if (!cp_tracer__live_allocs(tracer, pid, &allocs, &count)) {
+	if (!pid_count)
+		return 0;
+	sorted = malloc(pid_count * sizeof(*sorted));
+	if (!sorted)
+		return -ENOMEM;
+	memcpy(sorted, pids, pid_count * sizeof(*sorted));
+	qsort(sorted, pid_count, sizeof(*sorted), cmp_pid);
+	/* The stacks of their live allocations go too: a dead process's stacks serve nobody. */
+	if (!cp_tracer__live_allocs(tracer, pid_count == 1 ? sorted[0] : 0, &allocs, &count)) {
 		for (i = 0; i < count; i++) {
 			uint32_t id = (uint32_t)allocs[i].stack_id;
 
-			if (allocs[i].stack_id >= 0)
+			if (allocs[i].stack_id >= 0 && pid_in(allocs[i].pid, sorted, pid_count))
 				bpf_map_delete_elem(bpf_map__fd(tracer->skel->maps.cuprobe_stacks), &id);
 		}
 		free(allocs);
 	}
-	delete_pid_rows(bpf_map__fd(tracer->skel->maps.kernel_stats), sizeof(struct cp_kernel_key), pid);
-	delete_pid_rows(bpf_map__fd(tracer->skel->maps.api_stats), sizeof(struct cp_api_key), pid);
-	delete_pid_rows(bpf_map__fd(tracer->skel->maps.mem_stats), sizeof(uint32_t), pid);
-	delete_pid_rows(bpf_map__fd(tracer->skel->maps.device_mem_stats), sizeof(struct cp_device_key), pid);
-	delete_pid_rows(bpf_map__fd(tracer->skel->maps.copy_stats), sizeof(struct cp_copy_key), pid);
-	delete_pid_rows(bpf_map__fd(tracer->skel->maps.live_allocs), sizeof(struct cp_alloc_key), pid);
-	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_handles), sizeof(struct cp_vmm_key), pid);
-	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_mappings), sizeof(struct cp_vmm_key), pid);
-	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_ranges), sizeof(struct cp_vmm_key), pid);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.kernel_stats), sizeof(struct cp_kernel_key),
+			sorted, pid_count);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.api_stats), sizeof(struct cp_api_key),
+			sorted, pid_count);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.mem_stats), sizeof(uint32_t), sorted, pid_count);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.device_mem_stats), sizeof(struct cp_device_key),
+			sorted, pid_count);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.copy_stats), sizeof(struct cp_copy_key),
+			sorted, pid_count);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.live_allocs), sizeof(struct cp_alloc_key),
+			sorted, pid_count);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_handles), sizeof(struct cp_vmm_key),
+			sorted, pid_count);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_mappings), sizeof(struct cp_vmm_key),
+			sorted, pid_count);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_ranges), sizeof(struct cp_vmm_key),
+			sorted, pid_count);
+	free(sorted);
 	return 0;
+}
+
+int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid)
+{
+	if (!tracer || !pid)
+		return -EINVAL;
+	return cp_tracer__forget_pids(tracer, &pid, 1);
 }
 
 uint64_t cp_histogram__total(const uint64_t histogram[CP_HIST_BUCKETS])

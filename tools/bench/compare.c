@@ -12,6 +12,9 @@
  *   cuprobe-wake250us the same with the wakeup latency bound at 250 us
  *                    (cp_tracer_opts.wakeup_latency_ns) set explicitly; since the default
  *                    became 250 us (CP_DEFAULT_WAKEUP_NS) it matches "cuprobe"
+ *   exporter         the real `cuprobe exporter` (counting in maps, no --latency,
+ *                    default interval) running system-wide while the workload
+ *                    runs; delivered = the launches its /metrics counts for the pid
  *   preload-poll1ms  LD_PRELOAD interposer, shm ring, flag polled every 1 ms
  *   preload-busy     the same, consumer busy-polling
  *   preload-eventfd  the same, consumer woken through an eventfd
@@ -40,6 +43,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -49,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -62,9 +68,13 @@
 #include "empty_uprobe.skel.h"
 
 #define MAX_ROUNDS 64
+/* The exporter contender: its default interval, how long its count may take to show, its idle run. */
+#define EXPORTER_INTERVAL "5"
+#define EXPORTER_WAIT_MS 8000
+#define EXPORTER_IDLE_MS 10000
 #define OUT_MAX    (64 * 1024)
 
-enum kind { K_BASE, K_EMPTY, K_CUPROBE, K_PRELOAD, K_BPFTRACE, K_CUPTI };
+enum kind { K_BASE, K_EMPTY, K_CUPROBE, K_EXPORTER, K_PRELOAD, K_BPFTRACE, K_CUPTI };
 
 struct contender {
 	const char *name;
@@ -96,6 +106,7 @@ static struct contender contenders[] = {
 	{ .name = "empty-uprobe", .kind = K_EMPTY },
 	{ .name = "cuprobe", .kind = K_CUPROBE },
 	{ .name = "cuprobe-wake250us", .kind = K_CUPROBE, .wakeup_ns = 250000 },
+	{ .name = "exporter", .kind = K_EXPORTER },
 	{ .name = "preload-poll1ms", .kind = K_PRELOAD, .so_name = "libcp_preload_poll1ms.so" },
 	{ .name = "preload-busy", .kind = K_PRELOAD, .so_name = "libcp_preload_busy.so" },
 	{ .name = "preload-eventfd", .kind = K_PRELOAD, .so_name = "libcp_preload_eventfd.so" },
@@ -693,6 +704,182 @@ static bool bpftrace_stop(struct bpftrace_run *run)
 	return alive;
 }
 
+/* ---- cuprobe exporter, the command line -------------------------------------------- */
+
+/*
+ * `cuprobe exporter` counting only (no --latency), system-wide on the
+ * workload's driver file, at its default interval; its counts are read back
+ * from /metrics as a scraper would.
+ */
+struct exporter_run {
+	pid_t pid;
+	int err_fd;
+	int port;
+};
+
+static int loopback_port(void)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(addr);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+
+	if (fd >= 0 && !bind(fd, (struct sockaddr *)&addr, sizeof(addr)) &&
+	    !getsockname(fd, (struct sockaddr *)&addr, &len))
+		port = ntohs(addr.sin_port);
+	if (fd >= 0)
+		close(fd);
+	return port;
+}
+
+/* Starts it; returns once it says it serves (0), or -errno. */
+static int exporter_start(struct exporter_run *run, const char *interval)
+{
+	char listen[64], said[4096];
+	char *argv[] = { opt.cuprobe, "exporter", "--lib", opt.cuda_lib, "--listen", listen,
+			 "-i", (char *)interval, NULL };
+	size_t used = 0;
+	uint64_t deadline;
+	int err[2];
+
+	memset(run, 0, sizeof(*run));
+	run->port = loopback_port();
+	if (run->port < 0)
+		return -EADDRNOTAVAIL;
+	format_into(listen, sizeof(listen), "127.0.0.1:%d", run->port);
+	if (pipe2(err, O_CLOEXEC))
+		return -errno;
+	run->pid = fork();
+	if (run->pid < 0)
+		return -errno;
+	if (run->pid == 0) {
+		int null_fd = open("/dev/null", O_RDWR);
+
+		dup2(null_fd, STDIN_FILENO);
+		dup2(null_fd, STDOUT_FILENO);
+		dup2(err[1], STDERR_FILENO);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(err[1]);
+	run->err_fd = err[0];
+	deadline = cp_bench_now_ns() + 60000000000ull;
+	while (cp_bench_now_ns() < deadline) {
+		struct pollfd pfd = { .fd = run->err_fd, .events = POLLIN };
+		ssize_t n;
+
+		if (poll(&pfd, 1, 100) <= 0)
+			continue;
+		n = read(run->err_fd, said + used, sizeof(said) - 1 - used);
+		if (n <= 0)
+			break;
+		used += (size_t)n;
+		said[used] = '\0';
+		if (strstr(said, "serving metrics on"))
+			return 0;
+		if (used >= sizeof(said) - 1)
+			break;
+	}
+	kill(run->pid, SIGKILL);
+	waitpid(run->pid, NULL, 0);
+	close(run->err_fd);
+	return -ETIMEDOUT;
+}
+
+/* SIGTERM (it exits 0), SIGKILL after 20 s. True when it ended by itself with 0. */
+static bool exporter_stop(struct exporter_run *run)
+{
+	uint64_t deadline = cp_bench_now_ns() + 20000000000ull;
+	int status = 0;
+
+	kill(run->pid, SIGTERM);
+	while (waitpid(run->pid, &status, WNOHANG) == 0) {
+		if (cp_bench_now_ns() > deadline) {
+			kill(run->pid, SIGKILL);
+			waitpid(run->pid, &status, 0);
+			break;
+		}
+		sleep_ms(10);
+	}
+	close(run->err_fd);
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* GET /metrics (Prometheus text) into a malloc'd string, or NULL. */
+static char *exporter_scrape(const struct exporter_run *run)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)run->port),
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	static const char request[] = "GET /metrics HTTP/1.0\r\n\r\n";
+	size_t used = 0, capacity = 1 << 16;
+	char *text = malloc(capacity);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	if (!text || fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) ||
+	    write(fd, request, sizeof(request) - 1) != (ssize_t)sizeof(request) - 1) {
+		free(text);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	for (;;) {
+		ssize_t n;
+
+		if (used + 1 >= capacity) {
+			char *bigger = realloc(text, capacity * 2);
+
+			if (!bigger)
+				break;
+			text = bigger;
+			capacity *= 2;
+		}
+		n = read(fd, text + used, capacity - 1 - used);
+		if (n <= 0)
+			break;
+		used += (size_t)n;
+	}
+	close(fd);
+	text[used] = '\0';
+	return text;
+}
+
+/* The sum of cuprobe_kernel_launches_total over pid's series in a scrape. */
+static uint64_t exporter_launches(const char *text, pid_t pid)
+{
+	char prefix[64];
+	uint64_t sum = 0;
+	const char *at = text;
+
+	snprintf(prefix, sizeof(prefix), "\ncuprobe_kernel_launches_total{pid=\"%d\",", (int)pid);
+	while ((at = strstr(at, prefix))) {
+		const char *value = strchr(at + 1, '\n');
+
+		/* The value follows the last space of the line. */
+		for (value = value ? value : at + strlen(at); value > at && value[-1] != ' '; value--)
+			;
+		sum += strtoull(value, NULL, 10);
+		at++;
+	}
+	return sum;
+}
+
+/* Waits (up to timeout_ms: the exporter reads its maps every interval) for want launches of pid. */
+static uint64_t exporter_wait_launches(const struct exporter_run *run, pid_t pid, uint64_t want,
+				       long timeout_ms)
+{
+	uint64_t deadline = cp_bench_now_ns() + (uint64_t)timeout_ms * 1000000ull, got = 0;
+
+	do {
+		char *text = exporter_scrape(run);
+
+		got = text ? exporter_launches(text, pid) : 0;
+		free(text);
+		if (got >= want)
+			break;
+		sleep_ms(100);
+	} while (cp_bench_now_ns() < deadline);
+	return got;
+}
+
 /* ---- one measured run of one contender ------------------------------------------ */
 
 static void note_skip(struct contender *c, const char *why)
@@ -709,6 +896,7 @@ static void run_measured(struct contender *c, int round, double base)
 	struct empty_uprobe_bpf *empty = NULL;
 	struct cuprobe_run cuprobe;
 	struct bpftrace_run bpftrace;
+	struct exporter_run exporter;
 	struct cp_counters counters;
 	struct stats_line stats;
 	struct child child;
@@ -739,6 +927,11 @@ static void run_measured(struct contender *c, int round, double base)
 		err = bpftrace_start(&bpftrace, child.pid, NULL, c->hist);
 		if (!err)
 			cpu_before = threads_cpu_ns(bpftrace.pid, 0);
+		break;
+	case K_EXPORTER:
+		err = exporter_start(&exporter, EXPORTER_INTERVAL);
+		if (!err)
+			cpu_before = threads_cpu_ns(exporter.pid, 0);
 		break;
 	default:
 		break;
@@ -772,6 +965,21 @@ static void run_measured(struct contender *c, int round, double base)
 					  atomic_load(&cuprobe.sink.delivered);
 		c->cpu_ns += cpu_after - cpu_before;
 		break;
+	case K_EXPORTER: {
+		uint64_t counted;
+
+		/* Its CPU while the workload ran; then its counts, at its next read of the maps. */
+		cpu_after = threads_cpu_ns(exporter.pid, 0);
+		counted = exporter_wait_launches(&exporter, child.pid, (uint64_t)opt.calls, EXPORTER_WAIT_MS);
+		if (!exporter_stop(&exporter))
+			c->failed_runs++;
+		c->produced += (uint64_t)opt.calls;
+		c->delivered += counted;
+		if ((uint64_t)opt.calls > counted)
+			c->undelivered += (uint64_t)opt.calls - counted;
+		c->cpu_ns += cpu_after - cpu_before;
+		break;
+	}
 	case K_BPFTRACE:
 		bpftrace_drain(&bpftrace, (uint64_t)opt.calls);
 		cpu_after = threads_cpu_ns(bpftrace.pid, 0);
@@ -823,6 +1031,7 @@ static void run_idle(struct contender *c)
 	char *argv[16], *env[4] = { NULL };
 	struct cuprobe_run cuprobe;
 	struct bpftrace_run bpftrace;
+	struct exporter_run exporter;
 	struct stats_line stats;
 	struct child child;
 	struct cp_bench_hist scratch;
@@ -832,7 +1041,9 @@ static void run_idle(struct contender *c)
 	if (c->kind == K_BASE || c->kind == K_EMPTY || !c->enabled)
 		return;
 	memset(&scratch, 0, sizeof(scratch));
-	load_argv(argv, 0, opt.idle_ms, false);
+	/* The exporter's work is one read of the maps per interval: idle over two of them. */
+	load_argv(argv, 0, c->kind == K_EXPORTER && opt.idle_ms < EXPORTER_IDLE_MS ? EXPORTER_IDLE_MS :
+		  opt.idle_ms, false);
 	snprintf(stats_path, sizeof(stats_path), "%s/.cp_compare_stats.%d", opt.out_dir, (int)getpid());
 	unlink(stats_path);
 	if (c->kind == K_PRELOAD || c->kind == K_CUPTI) {
@@ -853,13 +1064,25 @@ static void run_idle(struct contender *c)
 		waitpid(child.pid, NULL, 0);
 		return;
 	}
+	if (c->kind == K_EXPORTER && exporter_start(&exporter, EXPORTER_INTERVAL)) {
+		kill(child.pid, SIGKILL);
+		waitpid(child.pid, NULL, 0);
+		return;
+	}
 	if (c->kind == K_CUPROBE)
 		before = threads_cpu_ns(getpid(), self_tid);
 	if (c->kind == K_BPFTRACE)
 		before = threads_cpu_ns(bpftrace.pid, 0);
+	if (c->kind == K_EXPORTER)
+		before = threads_cpu_ns(exporter.pid, 0);
 	child_release(&child);
 	child_wait(&child, 60000);
-	if (c->kind == K_CUPROBE) {
+	if (c->kind == K_EXPORTER) {
+		after = threads_cpu_ns(exporter.pid, 0);
+		exporter_stop(&exporter);
+		c->idle_cpu_ms_per_s = (double)(after - before) / 1e6 / ((double)child.wall_ns / 1e9);
+		c->idle_done = true;
+	} else if (c->kind == K_CUPROBE) {
 		after = threads_cpu_ns(getpid(), self_tid);
 		cuprobe_finish(&cuprobe);
 		c->idle_cpu_ms_per_s = (double)(after - before) / 1e6 / ((double)child.wall_ns / 1e9);
@@ -898,8 +1121,10 @@ static void run_exit_races(struct contender *c)
 	char stats_path[PATH_MAX + 32], stats_env[PATH_MAX + 48], so_env[PATH_MAX + 48];
 	char *argv[24], *env[4] = { NULL };
 	struct bpftrace_run bpftrace;
+	struct exporter_run exporter;
 	struct stats_line stats;
 	struct child child;
+	pid_t *exporter_pids = NULL;
 	int i;
 
 	if (!c->enabled || c->kind == K_EMPTY)
@@ -923,6 +1148,16 @@ static void run_exit_races(struct contender *c)
 	if (c->kind == K_CUPROBE && !file_exists(opt.cuprobe, X_OK)) {
 		format_into(c->exit_note, sizeof(c->exit_note), "no cuprobe binary");
 		return;
+	}
+	if (c->kind == K_EXPORTER) {
+		exporter_pids = calloc((size_t)opt.exit_runs + 1, sizeof(*exporter_pids));
+		if (!exporter_pids)
+			die("calloc", ENOMEM);
+		if (exporter_start(&exporter, EXPORTER_INTERVAL)) {
+			format_into(c->exit_note, sizeof(c->exit_note), "the exporter did not start");
+			free(exporter_pids);
+			return;
+		}
 	}
 	for (i = 0; i < opt.exit_runs; i++) {
 		if (c->kind == K_CUPROBE) {
@@ -948,6 +1183,8 @@ static void run_exit_races(struct contender *c)
 		child_wait(&child, c->kind == K_CUPROBE ? 60000 : 20000);
 		count_exit(c, &child, c->kind == K_CUPROBE);
 		c->exit_produced += (uint64_t)opt.exit_calls;
+		if (exporter_pids)
+			exporter_pids[i] = child.pid;
 		if (c->kind == K_PRELOAD || c->kind == K_CUPTI) {
 			read_stats(stats_path, child.pid, &stats);
 			cleanup_shm(child.pid);
@@ -984,6 +1221,20 @@ static void run_exit_races(struct contender *c)
 			c->exit_undelivered += expected - atomic_load(&bpftrace.lines);
 		snprintf(c->exit_note, sizeof(c->exit_note), "one bpftrace for all runs, %s at the end",
 			 alive ? "alive" : "dead");
+	}
+	if (exporter_pids) {
+		/* One exporter for all runs: each run's launches, kept under its pid after its exit. */
+		for (i = 0; i < opt.exit_runs; i++) {
+			uint64_t got = exporter_wait_launches(&exporter, exporter_pids[i],
+							      (uint64_t)opt.exit_calls,
+							      i ? 1000 : EXPORTER_WAIT_MS);
+
+			if (got < (uint64_t)opt.exit_calls)
+				c->exit_undelivered += (uint64_t)opt.exit_calls - got;
+		}
+		snprintf(c->exit_note, sizeof(c->exit_note), "one exporter for all runs, %s",
+			 exporter_stop(&exporter) ? "exited 0 at SIGTERM" : "did not exit 0 at SIGTERM");
+		free(exporter_pids);
 	}
 }
 
@@ -1065,7 +1316,8 @@ static void print_table(FILE *out)
 				fmt_ns((double)cp_bench_hist_percentile(c->hist, 0.99), e, sizeof(e)),
 				fmt_ns((double)c->hist->max, f, sizeof(f)));
 		else
-			fprintf(out, "%s | | | ", c->kind == K_BASE || c->kind == K_EMPTY ? "no consumer" : "none delivered");
+			fprintf(out, "%s | | | ", c->kind == K_BASE || c->kind == K_EMPTY ? "no consumer" :
+				c->kind == K_EXPORTER ? "n/a (counts)" : "none delivered");
 		if (c->delivered)
 			fprintf(out, "%.1f ms | ", (double)c->cpu_ns / 1e6 / ((double)c->delivered / 1e6));
 		else
@@ -1129,6 +1381,25 @@ static void print_notes(FILE *out)
 			fmt_ns((double)cp_bench_hist_percentile(fast->hist, 0.99), a, sizeof(a)),
 			fmt_ns(fast_added, b, sizeof(b)));
 	}
+	{
+		struct contender *exporter = find("exporter");
+		double exporter_added;
+
+		if (exporter->rounds && empty->rounds && empty_added > 0) {
+			char c_[32];
+
+			paired(exporter, &r, &exporter_added);
+			fprintf(out, "- the exporter (counting in maps, no --latency) adds %s per launch: %.2fx a bare empty uprobe's (%s)%s%s%s; "
+				"its whole process idles at %.3f ms CPU per s (one read of the maps every %s s)\n",
+				fmt_ns(exporter_added, a, sizeof(a)), exporter_added / empty_added,
+				fmt_ns(empty_added, b, sizeof(b)),
+				cuprobe->rounds ? ", against cuprobe's ring records " : "",
+				cuprobe->rounds ? fmt_ns(cuprobe_added, c_, sizeof(c_)) : "",
+				cuprobe->rounds ? "" : "", exporter->idle_cpu_ms_per_s, EXPORTER_INTERVAL);
+		} else if (exporter->skip[0]) {
+			fprintf(out, "- exporter: %s\n", exporter->skip);
+		}
+	}
 	if (bpftrace->rounds && cuprobe->rounds)
 		fprintf(out, "- bpftrace adds %s per event, %.2fx cuprobe's (goal: no cheaper than cuprobe): %s\n",
 			fmt_ns(bpftrace_added, a, sizeof(a)), cuprobe_added > 0 ? bpftrace_added / cuprobe_added : 0,
@@ -1163,7 +1434,15 @@ static void print_notes(FILE *out)
 	fprintf(out, "- ratios and added ns are medians over rounds of (contender / baseline of the same round); "
 		"latency over every record of every round (log-linear histogram, <3.2%% error; max exact)\n");
 	fprintf(out, "- consumer CPU: cuprobe's agent thread (in cp_compare), the interposers' consumer thread, "
-		"all of bpftrace's threads; idle: cp_bench_load sleeping %ld ms with no calls\n", opt.idle_ms);
+		"all of bpftrace's threads, the whole exporter process; idle: cp_bench_load sleeping %ld ms "
+		"with no calls (the exporter: %d ms, two of its intervals)\n", opt.idle_ms,
+		opt.idle_ms < EXPORTER_IDLE_MS ? EXPORTER_IDLE_MS : (int)opt.idle_ms);
+	fprintf(out, "- exporter: `cuprobe exporter --lib LIBCUDA --listen 127.0.0.1:PORT -i %s`, started before "
+		"each measured run and stopped after it; delivered = the launches its /metrics counts "
+		"for the run's pid (read as a scraper would, once the next interval has read the maps); "
+		"its consumer CPU is the process's while the workload ran (it does no work per call: "
+		"that is a read of the maps per interval, divided by the run's calls)\n",
+		EXPORTER_INTERVAL);
 	fprintf(out, "- bpftrace traces cuLaunchKernel only (printf of the launch record's fields, stack arguments through sarg0..2); "
 		"the others record the setup calls too (allocs, copies, syncs)\n");
 	fprintf(out, "- exit races use cp_bench_load --exit-race; cuprobe's through `cuprobe trace -o /dev/null -- ...` "
@@ -1292,7 +1571,8 @@ static void usage(FILE *out)
 		"                  [--exit-runs N] [--exit-calls N] [--idle-ms MS] [--quick]\n"
 		"                  [--out DIR] [--tag TAG] [--only NAME,NAME...]\n"
 		"                  [--bin DIR] [--lib DIR] [--cuprobe PATH] [--bpftrace PATH]\n"
-		"contenders: baseline empty-uprobe cuprobe preload-poll1ms preload-busy preload-eventfd bpftrace cupti\n");
+		"contenders: baseline empty-uprobe cuprobe cuprobe-wake250us exporter preload-poll1ms preload-busy\n"
+		"            preload-eventfd bpftrace cupti\n");
 }
 
 static bool find_in_path(const char *name, char *out, size_t len)
