@@ -10,48 +10,23 @@
 # table last, exits 1 when a check fails.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-here=$(cd "$(dirname "$0")/../.." && pwd)
-bundle=${BUNDLE:-$here/gpu-bundle}
-out=${OUT:-/tmp/cuprobe-devices}
-mkdir -p "$out"
-work=$(mktemp -d)
+. "$(dirname "$0")/common.sh" devices
 port=${PORT:-19467}
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
 
 nvidia-smi -L | tee "$work/smi.txt"
-"$bundle/bin/cuprobe-dyn" exporter -i 1 --listen "127.0.0.1:$port" -v 2> "$work/exporter.err" &
-pids+=($!)
-"$bundle/bin/cuprobe" stats --json -o "$work/stats.json" -v 2> "$work/stats.err" &
-pids+=($!)
-for f in exporter stats; do
-	for i in $(seq 1 600); do
-		grep -q "Ctrl-C stops" "$work/$f.err" 2>/dev/null && break
-		sleep 0.1
-	done
-done
+start_watcher exporter "$bundle/bin/cuprobe-dyn" exporter -i 1 --listen "127.0.0.1:$port" -v
+start_watcher stats "$cuprobe" stats --json -o "$work/stats.json" -v
+wait_attached exporter stats
 "$bundle/bin/two_contexts" 500 > "$work/two.txt"
 cat "$work/two.txt"
 sleep 3
 curl -s "http://127.0.0.1:$port/metrics" > "$work/metrics.txt"
-for p in "${pids[@]}"; do kill -INT "$p"; done
-for p in "${pids[@]}"; do wait "$p"; done
-pids=()
+stop_watchers
 
 python3 - "$work" "$out" <<'PY'
 import json, re, sys
+from checks import finish, note, row
 work, out = sys.argv[1:3]
-rows, failed = [], False
-
-def row(check, measured, expected, ok):
-    global failed
-    failed |= not ok
-    rows.append(f"| {check} | {measured} | {expected} | {'ok' if ok else 'FAIL'} |")
 
 uuid = re.search(r"UUID: (GPU-[0-9a-f-]+)", open(f"{work}/smi.txt").read()).group(1)
 line = open(f"{work}/two.txt").read()
@@ -86,10 +61,7 @@ row("exporter: device allocations by GPU", total("cuprobe_device_allocations_tot
 for direction, key in (("HtoD", "htod"), ("DtoH", "dtoh")):
     got = total("cuprobe_copies_total", direction=direction)
     row(f"exporter: {direction} copies by GPU", got, {("0", uuid): want[key]}, got == {("0", uuid): want[key]})
-rows.append("| two GPUs: two processes each on its own GPU, one process on both, NCCL all-reduce | not run | - | blocked: no two-GPU machine lent |")
-table = ["| check | measured | expected | verdict |", "|---|---|---|---|"] + rows
-text = "# Device attribution on one GPU\n\n" + "\n".join(table) + "\n"
-open(f"{out}/results-devices.md", "w").write(text)
-print(text)
-sys.exit(1 if failed else 0)
+note("two GPUs: two processes each on its own GPU, one process on both, NCCL all-reduce", "not run",
+     "blocked: no two-GPU machine lent")
+finish(f"{out}/results-devices.md", "Device attribution on one GPU")
 PY

@@ -9,33 +9,13 @@
 # results-exporter.md to OUT (default /tmp/cuprobe-exporter), prints the
 # table last, exits 1 when a check fails.
 set -u
-here=$(cd "$(dirname "$0")/../.." && pwd)
-bundle=${BUNDLE:-$here/gpu-bundle}
-out=${OUT:-/tmp/cuprobe-exporter}
-mkdir -p "$out"
-work=$(mktemp -d)
-cuprobe=$bundle/bin/cuprobe
+. "$(dirname "$0")/common.sh" exporter
 port=${PORT:-19466}
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null; done
-	wait 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
 
 nvidia-smi -L | tee "$work/smi.txt"
-"${EXPORTER:-$bundle/bin/cuprobe-dyn}" exporter -i 1 --listen "127.0.0.1:$port" -v 2> "$work/exporter.err" &
-pids+=($!)
-"$cuprobe" stats --json -o "$work/stats.json" -v 2> "$work/stats.err" &
-pids+=($!)
-for f in exporter stats; do
-	for i in $(seq 1 600); do
-		grep -q "Ctrl-C stops" "$work/$f.err" 2>/dev/null && break
-		sleep 0.1
-	done
-	grep -q "Ctrl-C stops" "$work/$f.err" || { echo "$f did not start:"; cat "$work/$f.err"; exit 1; }
-done
+start_watcher exporter "${EXPORTER:-$bundle/bin/cuprobe-dyn}" exporter -i 1 --listen "127.0.0.1:$port" -v
+start_watcher stats "$cuprobe" stats --json -o "$work/stats.json" -v
+wait_attached exporter stats
 
 python3 "$here/gpu/torch_mlp.py" --iterations 300 > "$work/torch.txt" 2>&1 &
 torch=$!
@@ -47,20 +27,12 @@ sleep 3 # two refreshes of the exporter after both exited
 curl -s "http://127.0.0.1:$port/metrics" > "$work/metrics.txt"
 curl -s -H 'Accept: application/openmetrics-text; version=1.0.0' "http://127.0.0.1:$port/metrics" \
 	> "$work/openmetrics.txt"
-for p in "${pids[@]}"; do kill -INT "$p"; done
-for p in "${pids[@]}"; do wait "$p"; done
-pids=()
+stop_watchers
 
 python3 - "$work" "$out" <<'PY'
 import json, re, sys
+from checks import finish, note, row
 work, out = sys.argv[1:3]
-rows, failed = [], False
-
-def row(check, measured, expected, ok):
-    global failed
-    if ok is not None:
-        failed |= not ok
-    rows.append(f"| {check} | {measured} | {expected} | {'info' if ok is None else 'ok' if ok else 'FAIL'} |")
 
 uuid = re.search(r"UUID: (GPU-[0-9a-f-]+)", open(f"{work}/smi.txt").read()).group(1)
 pids = {}
@@ -105,9 +77,5 @@ row("OpenMetrics exposition ends with # EOF", openmetrics.rstrip().splitlines()[
 lost = [v for m, l, v in series if m == "cuprobe_records_lost_total"]
 row("records lost", int(sum(lost)), "0", sum(lost) == 0)
 
-table = ["| check | measured | expected | verdict |", "|---|---|---|---|"] + rows
-text = ("# cuprobe exporter on a GPU: a PyTorch loop and a Triton loop at once\n\n" + "\n".join(table) + "\n")
-open(f"{out}/results-exporter.md", "w").write(text)
-print(text)
-sys.exit(1 if failed else 0)
+finish(f"{out}/results-exporter.md", "cuprobe exporter on a GPU: a PyTorch loop and a Triton loop at once")
 PY

@@ -14,51 +14,30 @@
 # and python3 with torch. Writes results-run.md to OUT (default
 # /tmp/cuprobe-run), prints the table last, exits 1 when a check fails.
 set -u
-here=$(cd "$(dirname "$0")/../.." && pwd)
-bundle=${BUNDLE:-$here/gpu-bundle}
-out=${OUT:-/tmp/cuprobe-run}
+. "$(dirname "$0")/common.sh" run
 iterations=${ITERATIONS:-300}
-mkdir -p "$out"
-work=$(mktemp -d)
-cuprobe=$bundle/bin/cuprobe
-pids=()
-cleanup() {
-	for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null; done
-	rm -rf "$work"
-}
-trap cleanup EXIT
 
 nvidia-smi -L | head -1
 examples="launch_dims stream_launches slow_syncs alloc_sizes copy_sizes"
 
 # Everything system-wide, started first; each says "Ctrl-C stops" once attached.
-"$cuprobe" stats --json -o "$work/stats.json" -v 2> "$work/stats.err" &
-pids+=($!)
+start_watcher stats "$cuprobe" stats --json -o "$work/stats.json" -v
 for e in $examples; do
 	extra=()
 	[ "$e" = slow_syncs ] && extra=(--set min_us=0)
-	"$cuprobe" run "$bundle/examples/$e.bpf.o" "${extra[@]}" --json -o "$work/$e.json" -v \
-		2> "$work/$e.err" &
-	pids+=($!)
+	start_watcher "$e" "$cuprobe" run "$bundle/examples/$e.bpf.o" "${extra[@]}" --json -o "$work/$e.json" -v
 done
-for f in stats $examples; do
-	for i in $(seq 1 600); do
-		grep -q "Ctrl-C stops\|tracing (" "$work/$f.err" 2>/dev/null && break
-		sleep 0.1
-	done
-	grep -q "Ctrl-C stops\|tracing (" "$work/$f.err" || { echo "$f did not start:"; cat "$work/$f.err"; exit 1; }
-done
+wait_attached stats $examples
 
 python3 "$here/gpu/torch_mlp.py" --iterations "$iterations" --synchronize 20 > "$work/torch.txt" 2>&1
 cat "$work/torch.txt"
 sleep 1
-for p in "${pids[@]}"; do kill -INT "$p"; done
-for p in "${pids[@]}"; do wait "$p"; done
-pids=()
+stop_watchers
 clang_here=$(command -v clang || command -v clang-14 || echo none)
 
 python3 - "$work" "$out" "$clang_here" "$iterations" <<'PY'
 import json, re, sys
+from checks import finish, note, row
 work, out, clang, iterations = sys.argv[1:5]
 pid = int(re.search(r"torch_mlp: pid=(\d+)", open(f"{work}/torch.txt").read()).group(1))
 
@@ -77,12 +56,6 @@ for k in report["kernels"]:
         kernels[k["kernel"]] = kernels.get(k["kernel"], 0) + k["launches"]
 all_launches = sum(k["launches"] for k in report["kernels"])
 calls = {a["api"]: a["calls"] for a in report["apis"]}
-rows, failed = [], False
-
-def row(check, measured, expected, ok):
-    global failed
-    failed |= not ok
-    rows.append(f"| {check} | {measured} | {expected} | {'ok' if ok else 'FAIL'} |")
 
 # launch_dims: per kernel name, launches == stats.
 dims = {}
@@ -117,7 +90,7 @@ row("slow_syncs (min_us=0): records per sync API == stats calls", json.dumps(rec
     json.dumps(want, sort_keys=True), records == want and sum(want.values()) >= 20)
 stacks = [l["record"]["stack"] for l in lines("slow_syncs") if l["type"] == "record" and l["record"]["pid"] == pid]
 named = sum(1 for s in stacks if s and any("libtorch" in f or "python" in f for f in s))
-rows.append(f"| slow_syncs: stacks reaching libtorch or python (frame pointers permitting) | {named} of {len(stacks)} | - | info |")
+note("slow_syncs: stacks reaching libtorch or python (frame pointers permitting)", f"{named} of {len(stacks)}", "info")
 
 # alloc_sizes: successful device allocations of every non-host kind.
 device = sum(e["value"]["allocations"] for e in final_map("alloc_sizes", "alloc_sizes")
@@ -135,13 +108,9 @@ for name in ["launch_dims", "stream_launches", "slow_syncs", "alloc_sizes", "cop
     lost = re.findall(r"ring \S+: \d+ records printed, (\d+) lost, (\d+) short", err)
     if lost:
         row(f"{name}: ring records lost / short", f"{lost[0][0]} / {lost[0][1]}", "0 / 0", lost[0] == ("0", "0"))
-rows.append(f"| clang on this machine (examples compiled elsewhere to .bpf.o) | {clang} | - | info |")
+note("clang on this machine (examples compiled elsewhere to .bpf.o)", clang, "info")
 
-table = ["| check | measured | expected | verdict |", "|---|---|---|---|"] + rows
-text = ("# cuprobe run on a GPU: the examples against cuprobe stats\n\n"
-        f"PyTorch training loop (gpu/torch_mlp.py --iterations {iterations} --synchronize 20), "
-        "every example and cuprobe stats system-wide at once.\n\n" + "\n".join(table) + "\n")
-open(f"{out}/results-run.md", "w").write(text)
-print(text)
-sys.exit(1 if failed else 0)
+finish(f"{out}/results-run.md", "cuprobe run on a GPU: the examples against cuprobe stats",
+       f"PyTorch training loop (gpu/torch_mlp.py --iterations {iterations} --synchronize 20), "
+       "every example and cuprobe stats system-wide at once.")
 PY

@@ -18,13 +18,7 @@
 # results-timeline.md to OUT (default /tmp/cuprobe-timeline), prints the
 # table last, exits 1 when a check fails.
 set -u
-here=$(cd "$(dirname "$0")/../.." && pwd)
-bundle=${BUNDLE:-$here/gpu-bundle}
-out=${OUT:-/tmp/cuprobe-timeline}
-mkdir -p "$out"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cuprobe=$bundle/bin/cuprobe
+. "$(dirname "$0")/common.sh" timeline
 nvidia-smi -L | head -1
 
 for w in mlp gemm tiny; do
@@ -42,14 +36,8 @@ dmesg 2>/dev/null | grep -i "xid" | tail -3 > "$work/dmesg.txt"
 
 python3 - "$work" "$out" <<'PY'
 import bisect, json, re, statistics, sys
+from checks import finish, note, row
 work, out = sys.argv[1:3]
-rows, failed = [], False
-
-def row(check, measured, expected, ok):
-    global failed
-    if ok is not None:
-        failed |= not ok
-    rows.append(f"| {check} | {measured} | {expected} | {'info' if ok is None else 'ok' if ok else 'FAIL'} |")
 
 def union(spans):
     total, cur_lo, cur_hi = 0, None, None
@@ -166,11 +154,7 @@ names = [k["kernel"] for r in in_flight if r["pid"] == pid for k in r["kernels"]
 row("kernels in flight at the Xid", ", ".join(sorted(set(n or "?" for n in names))) or "none",
     "write_through_bad_pointer", any(n and "write_through_bad_pointer" in n for n in names))
 if xids:
-    rows.append(f"| Xid message | {xids[0]['message'][:120]} | - | info |")
+    note("Xid message", xids[0]["message"][:120], "info")
 
-table = ["| check | measured | expected | verdict |", "|---|---|---|---|"] + rows
-result = ("# The GPU timeline against torch.profiler (CUPTI), and an Xid\n\n" + "\n".join(table) + "\n")
-open(f"{out}/results-timeline.md", "w").write(result)
-print(result)
-sys.exit(1 if failed else 0)
+finish(f"{out}/results-timeline.md", "The GPU timeline against torch.profiler (CUPTI), and an Xid")
 PY
