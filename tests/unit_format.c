@@ -79,6 +79,50 @@ Test(json, launch_named_and_unnamed)
 	cp_names__free(names);
 }
 
+/* Every digit count the hand-written number writer meets, exact. */
+Test(json, numbers_at_digit_boundaries)
+{
+	static const uint32_t values[] = { 0, 1, 9, 10, 11, 99, 100, 101, 999, 1000, 4096, 99999,
+					   100000, 1234567, 4294967295u };
+	union cp_event ev = blank(CP_EV_LAUNCH, CP_API_cuLaunchKernel);
+	size_t i;
+
+	for (i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		uint32_t v = values[i], w = values[(i + 5) % (sizeof(values) / sizeof(values[0]))];
+		json_t *obj;
+
+		ev.launch.grid[0] = v; ev.launch.grid[1] = w; ev.launch.grid[2] = 7;
+		ev.launch.block[0] = w; ev.launch.block[1] = v; ev.launch.block[2] = 100;
+		ev.launch.shared_mem_bytes = v;
+		obj = to_json(&ev, NULL);
+		cr_assert(jdims_equal(obj, "grid", v, w, 7), "grid (%u, %u, 7)", v, w);
+		cr_assert(jdims_equal(obj, "block", w, v, 100), "block (%u, %u, 100)", w, v);
+		cr_assert_eq(jint(obj, "shared_mem_bytes"), (long long)v);
+		json_decref(obj);
+	}
+}
+
+/* A name's escaped forms are made when it is learned, and again when its handle is reused. */
+Test(json, hostile_and_replaced_names_stay_valid_json)
+{
+	static const char evil[] = "k\"\\\n\x1b[2J\x7f\xff";
+	struct cp_names *names = cp_names__new(NULL);
+	union cp_event ev = blank(CP_EV_LAUNCH, CP_API_cuLaunchKernel);
+	json_t *obj;
+
+	ev.launch.function = 0x5000;
+	cr_assert_eq(cp_names__set(names, 1234, 0x5000, evil), 0);
+	obj = to_json(&ev, names);
+	cr_assert_str_eq(jstr(obj, "mangled"), "k\"\\\n\x1b[2J\x7f\u00ff");
+	json_decref(obj);
+	cr_assert_eq(cp_names__set(names, 1234, 0x5000, "_Z1fv"), 0);
+	obj = to_json(&ev, names);
+	cr_assert_str_eq(jstr(obj, "kernel"), "f()");
+	cr_assert_str_eq(jstr(obj, "mangled"), "_Z1fv");
+	json_decref(obj);
+	cp_names__free(names);
+}
+
 Test(json, graph_launch)
 {
 	union cp_event ev = blank(CP_EV_LAUNCH, CP_API_cuGraphLaunch);

@@ -100,6 +100,22 @@ int cp_json__escape(const char *src, char *buf, size_t len);
  */
 int cp_text__escape(const char *src, char *buf, size_t len);
 
+/*
+ * A learned name as the record formatters write it, escaped once when the
+ * name is learned rather than at every launch: JSON strings with their
+ * quotes, the display name as a text line shows it. For entries of a
+ * cp_names table only (cp_names__lookup, __resolve, __lookup_stub).
+ */
+struct cp_name_forms {
+	const char *json_display;
+	const char *json_mangled;
+	const char *text_display;
+	size_t json_display_len;
+	size_t json_mangled_len;
+	size_t text_display_len;
+};
+const struct cp_name_forms *cp_names__forms(const struct cp_name_entry *entry);
+
 /* A growable string the report formatters append to (they never print). */
 struct cp_text {
 	char *data;

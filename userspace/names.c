@@ -8,6 +8,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -26,6 +27,8 @@ struct name_node {
 	uint32_t kind;
 	uint64_t handle;
 	struct cp_name_entry entry;
+	struct cp_name_forms forms;
+	char *strings; /* one block: mangled, display and the forms */
 };
 
 /* The stub a thread passed to cudaLaunchKernel, waiting for its driver launch. */
@@ -75,10 +78,74 @@ struct cp_names *cp_names__new(struct cp_symbolizer *symbolizer)
 
 static void free_node(struct name_node *node)
 {
-	if (node->entry.display != node->entry.mangled)
-		free((char *)node->entry.display);
-	free((char *)node->entry.mangled);
+	free(node->strings);
 	free(node);
+}
+
+const struct cp_name_forms *cp_names__forms(const struct cp_name_entry *entry)
+{
+	return &((const struct name_node *)((const char *)entry - offsetof(struct name_node, entry)))->forms;
+}
+
+/* Appends text (len bytes and a NUL) at *at; returns where it starts. */
+static const char *take(char **at, const char *text, size_t len)
+{
+	char *start = *at;
+
+	memcpy(start, text, len);
+	start[len] = '\0';
+	*at += len + 1;
+	return start;
+}
+
+/* A JSON string of text, quotes included, into buf (6 bytes per byte in, and 3): its length. */
+static size_t json_form(const char *text, char *buf, size_t len)
+{
+	int n;
+
+	buf[0] = '"';
+	n = cp_json__escape(text, buf + 1, len - 2);
+	if (n < 0)
+		n = 0;
+	buf[n + 1] = '"';
+	buf[n + 2] = '\0';
+	return (size_t)n + 2;
+}
+
+/* Fills node's names and their forms from mangled, in one allocation. */
+static int fill_names(struct name_node *node, const char *mangled)
+{
+	char display[1024];
+	size_t mangled_len = strlen(mangled), display_len, room, json_room;
+	char *json, *text, *strings, *at;
+	int err = -ENOMEM;
+
+	cp_demangle(mangled, display, sizeof(display));
+	display_len = strlen(display);
+	json_room = (mangled_len > display_len ? mangled_len : display_len) * 6 + 3;
+	json = malloc(json_room);
+	text = malloc(display_len * 4 + 1);
+	if (!json || !text)
+		goto out;
+	node->forms.text_display_len = (size_t)cp_text__escape(display, text, display_len * 4 + 1);
+	room = mangled_len + display_len + node->forms.text_display_len + 3 + 2 * json_room;
+	strings = at = malloc(room);
+	if (!strings)
+		goto out;
+	free(node->strings);
+	node->strings = strings;
+	node->entry.mangled = take(&at, mangled, mangled_len);
+	node->entry.display = take(&at, display, display_len);
+	node->forms.text_display = take(&at, text, node->forms.text_display_len);
+	node->forms.json_display_len = json_form(display, json, json_room);
+	node->forms.json_display = take(&at, json, node->forms.json_display_len);
+	node->forms.json_mangled_len = json_form(mangled, json, json_room);
+	node->forms.json_mangled = take(&at, json, node->forms.json_mangled_len);
+	err = 0;
+out:
+	free(json);
+	free(text);
+	return err;
 }
 
 void cp_names__free(struct cp_names *names)
@@ -137,43 +204,25 @@ static int set_name_from(struct cp_names *names, uint32_t pid, uint32_t kind, ui
 			 const char *mangled, enum cp_name_source source)
 {
 	struct name_node *node = find(names, pid, kind, handle);
-	char display[1024];
-	char *copy, *shown;
 	size_t slot;
 
 	if (node && !strcmp(node->entry.mangled, mangled))
 		return 0;
-	copy = strdup(mangled);
-	if (!copy)
-		return -ENOMEM;
-	cp_demangle(mangled, display, sizeof(display));
-	shown = strcmp(display, mangled) ? strdup(display) : copy;
-	if (!shown) {
-		free(copy);
-		return -ENOMEM;
-	}
 	if (node) {
 		/* A handle value reused for another kernel (module unloaded, reloaded). */
-		if (node->entry.display != node->entry.mangled)
-			free((char *)node->entry.display);
-		free((char *)node->entry.mangled);
-		node->entry.mangled = copy;
-		node->entry.display = shown;
+		if (fill_names(node, mangled))
+			return -ENOMEM;
 		node->entry.source = source;
 		return 0;
 	}
 	node = calloc(1, sizeof(*node));
-	if (!node) {
-		if (shown != copy)
-			free(shown);
-		free(copy);
+	if (!node || fill_names(node, mangled)) {
+		free(node);
 		return -ENOMEM;
 	}
 	node->pid = pid;
 	node->kind = kind;
 	node->handle = handle;
-	node->entry.mangled = copy;
-	node->entry.display = shown;
 	node->entry.source = source;
 	if (names->count >= names->bucket_count * 2)
 		grow(names);
