@@ -18,9 +18,9 @@
  *   preload-poll1ms  LD_PRELOAD interposer, shm ring, flag polled every 1 ms
  *   preload-busy     the same, consumer busy-polling
  *   preload-eventfd  the same, consumer woken through an eventfd
- *                    (gpu/interposers/preload_ring.c)
+ *                    (interposers/preload_ring.c)
  *   bpftrace         Debian's bpftrace, a uprobe printf per launch
- *   cupti            a CUPTI callback subscriber (gpu/interposers/
+ *   cupti            a CUPTI callback subscriber (interposers/
  *                    cupti_subscriber.c): real driver only
  *
  * Each round runs every contender once, in turn, each in a fresh process
