@@ -2,8 +2,9 @@
 /*
  * Delivery-latency histogram and the one-line stats record that the bench
  * contenders living inside a traced process (the LD_PRELOAD interposers, the
- * CUPTI subscriber) hand to tools/bench/compare.c. Header-only, libc only,
- * so the interposers stay free of any cuprobe library.
+ * CUPTI subscriber) hand to cp_compare (tools/bench/contender_interposers.c
+ * reads the line). Header-only, libc only, so the interposers stay free of
+ * any cuprobe library.
  *
  * The histogram is log-linear: exact below 64 ns, then 32 buckets per power
  * of two (under 3.2% relative error), up to 2^46 ns.
