@@ -56,6 +56,7 @@ struct options {
 	long sync_every;	/* --sync-every K: a wait after every K launches; 0: none */
 	bool event_query;	/* --event-query: wait by event record + cuEventQuery polls */
 	bool timing;		/* any timing option: the summary line gets its fields */
+	bool window;		/* --window: the summary line gets the launch loop's times */
 };
 
 /* Calls this process made, for the summary line. */
@@ -118,6 +119,7 @@ static void usage(FILE *out)
 		"usage: %s ITERATIONS [THREADS] [--ex] [--library] [--fork]\n"
 		"       [--exit-code N] [--elements N] [--leak BYTES] [--start-delay MS]\n"
 		"       [--kernel-us N] [--host-us N] [--sync-every K] [--event-query]\n"
+		"       [--window]\n"
 		"  ITERATIONS    launches per thread (0..%ld)\n"
 		"  THREADS       launching threads, each on its own stream (1..%ld, default 1)\n"
 		"  --ex          launch with cuLaunchKernelEx\n"
@@ -139,7 +141,10 @@ static void usage(FILE *out)
 		"  --event-query wait by cuEventRecord + cuEventQuery polls (20 us apart)\n"
 		"                instead: after every launch, or every K with --sync-every\n"
 		"  With a timing option the summary line ends with kernel_us= host_us=\n"
-		"  sync_every= event_records= event_queries= event_not_ready= sync_return_ns=\n",
+		"  sync_every= event_records= event_queries= event_not_ready= sync_return_ns=\n"
+		"  --window      end the summary line with launch_start_ns= launch_end_ns=\n"
+		"                (CLOCK_MONOTONIC: the threads' start, all joined): rates\n"
+		"                across processes, from the launches' own window\n",
 		program, MAX_ITERATIONS, MAX_THREADS, MAX_ELEMENTS,
 		DEFAULT_ELEMENTS, MAX_TIMING_US, MAX_TIMING_US, MAX_ITERATIONS);
 }
@@ -238,6 +243,8 @@ static void parse_options(int argc, char **argv, struct options *options)
 					&options->sync_every))
 				bad_arguments("bad --sync-every", argv[i]);
 			options->timing = true;
+		} else if (strcmp(arg, "--window") == 0) {
+			options->window = true;
 		} else if (strcmp(arg, "--event-query") == 0) {
 			options->event_query = true;
 			options->timing = true;
@@ -431,6 +438,7 @@ static void run_workload(const struct options *options)
 	CUmodule module = NULL;
 	CUlibrary library = NULL;
 	struct worker *workers;
+	unsigned long long launch_start_ns, launch_end_ns;
 	float *host_a, *host_b, *host_c;
 	void *pinned;
 	CUdevice device;
@@ -494,6 +502,7 @@ static void run_workload(const struct options *options)
 	counts.copy_bytes += bytes;
 
 	workers = xcalloc((size_t)options->threads, sizeof(*workers));
+	launch_start_ns = monotonic_ns();
 	for (i = 0; i < options->threads; i++) {
 		workers[i].workload = &w;
 		rc = pthread_create(&workers[i].thread, NULL, launch_thread,
@@ -520,6 +529,7 @@ static void run_workload(const struct options *options)
 		if (workers[i].sync_return_ns > counts.sync_return_ns)
 			counts.sync_return_ns = workers[i].sync_return_ns;
 	}
+	launch_end_ns = monotonic_ns();
 	free(workers);
 	if (!threads_ok)
 		fail();	/* the failing thread said why */
@@ -577,6 +587,8 @@ static void run_workload(const struct options *options)
 		       options->kernel_us, options->host_us, options->sync_every,
 		       counts.event_records, counts.event_queries, counts.event_not_ready,
 		       counts.sync_return_ns);
+	if (options->window)
+		printf(" launch_start_ns=%llu launch_end_ns=%llu", launch_start_ns, launch_end_ns);
 	printf("\n");
 	fflush(stdout);
 }

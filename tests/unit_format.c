@@ -533,6 +533,62 @@ Test(text, other_records)
 	cr_assert_not_null(strstr(cp_format__text_header(), "API"));
 }
 
+/* The detail part of a text line (after the fixed header columns), exactly. */
+static const char *text_details(const union cp_event *ev, char *buf, size_t len)
+{
+	/* 123.456789 s after the start */
+	int n = cp_format__text(ev, NULL, ev->hdr.time_ns - 123456789000ull, buf, len);
+
+	cr_assert_gt(n, 0, "cp_format__text returned %d", n);
+	cr_assert_eq((size_t)n, strlen(buf), "the return is not the length written");
+	/* "%5llu.%06llu %7u %7u %-26s" is 5 + 1 + 6 + 1 + 7 + 1 + 7 + 1 + 26 = 55 columns. */
+	cr_assert_geq(strlen(buf), 55, "%s", buf);
+	return buf + 55;
+}
+
+Test(text, alloc_copy_sync_details_exactly)
+{
+	union cp_event ev = blank(CP_EV_ALLOC, CP_API_cuMemAlloc_v2);
+	char buf[1024];
+
+	ev.alloc.ptr = 0; ev.alloc.bytes = 10; ev.alloc.kind = CP_MEM_DEVICE; ev.alloc.result = 2;
+	cr_assert_str_eq(text_details(&ev, buf, sizeof(buf)), " ptr=0x0 bytes=10 kind=device failed=2");
+	cr_assert_str_eq(buf, "  123.456789    1234    1240 cuMemAlloc_v2" "             "
+			      " ptr=0x0 bytes=10 kind=device failed=2");
+
+	ev = blank(CP_EV_COPY, CP_API_cuMemcpyHtoDAsync_v2);
+	ev.copy.direction = CP_COPY_HTOD; ev.copy.bytes = 18446744073709551615ull;
+	ev.copy.dst = 0xffffffffffffffffull; ev.copy.src = 0xa0; ev.copy.async = 1;
+	ev.copy.stream = 0x7f00; ev.copy.count = 3;
+	cr_assert_str_eq(text_details(&ev, buf, sizeof(buf)),
+			 " HtoD bytes=18446744073709551615 dst=0xffffffffffffffff src=0xa0"
+			 " stream=0x7f00 count=3");
+
+	ev = blank(CP_EV_SYNC, CP_API_cuStreamQuery);
+	ev.sync.kind = CP_SYNC_QUERY_STREAM; ev.sync.handle = 0x99; ev.sync.result = 600;
+	ev.sync.entry_ns = ev.hdr.time_ns - 1234567;
+	cr_assert_str_eq(text_details(&ev, buf, sizeof(buf)),
+			 " stream_query=0x99 result=600 waited=1234us");
+
+	ev = blank(CP_EV_SYNC, CP_API_cuCtxSynchronize);
+	ev.sync.kind = CP_SYNC_CONTEXT; ev.sync.result = -5; ev.sync.entry_ns = ev.hdr.time_ns + 1;
+	cr_assert_str_eq(text_details(&ev, buf, sizeof(buf)), " context result=-5 waited=0us");
+}
+
+Test(json, sync_fields_exactly)
+{
+	union cp_event ev = blank(CP_EV_SYNC, CP_API_cuEventSynchronize);
+	char buf[1024];
+
+	ev.sync.kind = CP_SYNC_EVENT; ev.sync.handle = 0xe0; ev.sync.result = 0; ev.sync.device = -1;
+	ev.sync.entry_ns = ev.hdr.time_ns - 5000;
+	cr_assert_gt(cp_format__json(&ev, NULL, buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, "{\"time_ns\":9000000123456789,\"pid\":1234,\"tid\":1240,"
+			      "\"type\":\"sync\",\"api\":\"cuEventSynchronize\",\"kind\":\"event\","
+			      "\"handle\":\"0xe0\",\"entry_ns\":9000000123451789,\"waited_ns\":5000,"
+			      "\"result\":0,\"device\":-1}");
+}
+
 /* No byte of line is a control character: it stays one line and cannot drive a terminal. */
 static void assert_no_control_bytes(const char *line)
 {

@@ -124,7 +124,9 @@ static int on_event(void *ctx, const union cp_event *event)
 		n = cp_format__json(event, names, line, sizeof(line));
 	else
 		n = cp_format__text(event, names, output->start_ns, line, sizeof(line));
-	if (n >= 0 && (fputs(line, output->out) == EOF || fputc('\n', output->out) == EOF)) {
+	if (n >= 0)
+		line[n++] = '\n'; /* the formatter leaves room: n < sizeof(line) */
+	if (n >= 0 && fwrite(line, 1, (size_t)n, output->out) != (size_t)n) {
 		/* ENOSPC, EPIPE...: nothing more can be written; the session stops. */
 		output->failed = true;
 		cp_session__output_failed(output->session, errno);

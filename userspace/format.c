@@ -129,6 +129,11 @@ static void put_u64(struct out_buf *out, uint64_t v)
 	char digits[24];
 	int i = sizeof(digits);
 
+	if (v < 10) {	/* most dims and counts */
+		digits[0] = (char)('0' + v);
+		put_bytes(out, digits, 1);
+		return;
+	}
 	while (v >= 100) {
 		unsigned pair = (unsigned)(v % 100) * 2;
 
@@ -525,11 +530,19 @@ static void put_json_fields(struct out_buf *out, const union cp_event *event,
 	case CP_EV_ALLOC: {
 		const struct cp_alloc_event *e = &event->alloc;
 
-		put(out, ",\"ptr\":\"0x%llx\",\"bytes\":%llu,\"kind\":\"%s\",\"result\":%d",
-		    (unsigned long long)e->ptr, (unsigned long long)e->bytes,
-		    cp_mem_kind__name(e->kind), e->result);
-		if (e->kind == CP_MEM_DEVICE_ASYNC)
-			put(out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+		put_lit(out, ",\"ptr\":\"");
+		put_hex(out, e->ptr);
+		put_lit(out, "\",\"bytes\":");
+		put_u64(out, e->bytes);
+		put_lit(out, ",\"kind\":\"");
+		put_str(out, cp_mem_kind__name(e->kind));
+		put_lit(out, "\",\"result\":");
+		put_i64(out, e->result);
+		if (e->kind == CP_MEM_DEVICE_ASYNC) {
+			put_lit(out, ",\"stream\":\"");
+			put_hex(out, e->stream);
+			put_lit(out, "\"");
+		}
 		break;
 	}
 	case CP_EV_FREE: {
@@ -544,13 +557,21 @@ static void put_json_fields(struct out_buf *out, const union cp_event *event,
 	case CP_EV_COPY: {
 		const struct cp_copy_event *e = &event->copy;
 
-		put(out, ",\"dst\":\"0x%llx\",\"src\":\"0x%llx\",\"bytes\":%llu,"
-		    "\"direction\":\"%s\",\"async\":%s",
-		    (unsigned long long)e->dst, (unsigned long long)e->src,
-		    (unsigned long long)e->bytes, cp_copy_dir__name(e->direction),
-		    e->async ? "true" : "false");
-		if (e->async)
-			put(out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+		put_lit(out, ",\"dst\":\"");
+		put_hex(out, e->dst);
+		put_lit(out, "\",\"src\":\"");
+		put_hex(out, e->src);
+		put_lit(out, "\",\"bytes\":");
+		put_u64(out, e->bytes);
+		put_lit(out, ",\"direction\":\"");
+		put_str(out, cp_copy_dir__name(e->direction));
+		if (e->async) {
+			put_lit(out, "\",\"async\":true,\"stream\":\"");
+			put_hex(out, e->stream);
+			put_lit(out, "\"");
+		} else {
+			put_lit(out, "\",\"async\":false");
+		}
 		if (e->count != 1)
 			put(out, ",\"count\":%u", e->count);
 		if (e->flags & CP_COPY_UNREADABLE)
@@ -564,11 +585,18 @@ static void put_json_fields(struct out_buf *out, const union cp_event *event,
 	case CP_EV_SYNC: {
 		const struct cp_sync_event *e = &event->sync;
 
-		put(out, ",\"kind\":\"%s\",\"handle\":\"0x%llx\",\"entry_ns\":%llu,"
-		    "\"waited_ns\":%llu,\"result\":%d,\"device\":%d", cp_sync_kind__name(e->kind),
-		    (unsigned long long)e->handle, (unsigned long long)e->entry_ns,
-		    (unsigned long long)(hdr->time_ns > e->entry_ns ? hdr->time_ns - e->entry_ns : 0),
-		    e->result, e->device);
+		put_lit(out, ",\"kind\":\"");
+		put_str(out, cp_sync_kind__name(e->kind));
+		put_lit(out, "\",\"handle\":\"");
+		put_hex(out, e->handle);
+		put_lit(out, "\",\"entry_ns\":");
+		put_u64(out, e->entry_ns);
+		put_lit(out, ",\"waited_ns\":");
+		put_u64(out, hdr->time_ns > e->entry_ns ? hdr->time_ns - e->entry_ns : 0);
+		put_lit(out, ",\"result\":");
+		put_i64(out, e->result);
+		put_lit(out, ",\"device\":");
+		put_i64(out, e->device);
 		break;
 	}
 	case CP_EV_MEMSET: {
@@ -703,7 +731,7 @@ int cp_format__json(const union cp_event *event, const struct cp_names *names,
 		return -EINVAL;
 	buf[0] = '\0';
 	put_json_fields(&out, event, names);
-	put(&out, "}");
+	put_lit(&out, "}");
 	return finish(&out);
 }
 
@@ -800,10 +828,16 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 	case CP_EV_ALLOC: {
 		const struct cp_alloc_event *e = &event->alloc;
 
-		put(&out, " ptr=0x%llx bytes=%llu kind=%s", (unsigned long long)e->ptr,
-		    (unsigned long long)e->bytes, cp_mem_kind__name(e->kind));
-		if (e->result)
-			put(&out, " failed=%d", e->result);
+		put_lit(&out, " ptr=");
+		put_hex(&out, e->ptr);
+		put_lit(&out, " bytes=");
+		put_u64(&out, e->bytes);
+		put_lit(&out, " kind=");
+		put_str(&out, cp_mem_kind__name(e->kind));
+		if (e->result) {
+			put_lit(&out, " failed=");
+			put_i64(&out, e->result);
+		}
 		break;
 	}
 	case CP_EV_FREE:
@@ -813,11 +847,18 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 	case CP_EV_COPY: {
 		const struct cp_copy_event *e = &event->copy;
 
-		put(&out, " %s bytes=%llu dst=0x%llx src=0x%llx", cp_copy_dir__name(e->direction),
-		    (unsigned long long)e->bytes, (unsigned long long)e->dst,
-		    (unsigned long long)e->src);
-		if (e->async)
-			put(&out, " stream=0x%llx", (unsigned long long)e->stream);
+		put_lit(&out, " ");
+		put_str(&out, cp_copy_dir__name(e->direction));
+		put_lit(&out, " bytes=");
+		put_u64(&out, e->bytes);
+		put_lit(&out, " dst=");
+		put_hex(&out, e->dst);
+		put_lit(&out, " src=");
+		put_hex(&out, e->src);
+		if (e->async) {
+			put_lit(&out, " stream=");
+			put_hex(&out, e->stream);
+		}
 		if (e->count != 1)
 			put(&out, " count=%u", e->count);
 		break;
@@ -827,14 +868,21 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 			put(&out, " context");
 		else if (event->sync.kind == CP_SYNC_COPY)
 			put(&out, " blocking copy returned");
-		else
-			put(&out, " %s=0x%llx", cp_sync_kind__name(event->sync.kind),
-			    (unsigned long long)event->sync.handle);
+		else {
+			put_lit(&out, " ");
+			put_str(&out, cp_sync_kind__name(event->sync.kind));
+			put_lit(&out, "=");
+			put_hex(&out, event->sync.handle);
+		}
 		if (event->sync.kind == CP_SYNC_QUERY_STREAM || event->sync.kind == CP_SYNC_QUERY_EVENT ||
-		    event->sync.result)
-			put(&out, " result=%d", event->sync.result);
-		put(&out, " waited=%lluus", (unsigned long long)(event->hdr.time_ns > event->sync.entry_ns ?
-				(event->hdr.time_ns - event->sync.entry_ns) / 1000 : 0));
+		    event->sync.result) {
+			put_lit(&out, " result=");
+			put_i64(&out, event->sync.result);
+		}
+		put_lit(&out, " waited=");
+		put_u64(&out, event->hdr.time_ns > event->sync.entry_ns ?
+			      (event->hdr.time_ns - event->sync.entry_ns) / 1000 : 0);
+		put_lit(&out, "us");
 		break;
 	case CP_EV_MEMSET: {
 		const struct cp_memset_event *e = &event->memset;

@@ -26,6 +26,7 @@ struct exporter_run {
 	int err_fd;
 	int port;
 	pid_t *race_pids;  /* exit races: each run's pid */
+	char said[200];    /* its first line, when it ended before serving */
 };
 
 static int loopback_port(void)
@@ -79,6 +80,11 @@ static int exporter_launch(struct exporter_run *run, const struct options *opt, 
 	kill(run->pid, SIGKILL);
 	waitpid(run->pid, NULL, 0);
 	close(run->err_fd);
+	/* Ended by itself (EOF before serving): keep why, e.g. a build without the exporter. */
+	if (used && cp_bench_now_ns() < deadline) {
+		format_into(run->said, sizeof(run->said), "%.*s", (int)strcspn(said, "\n"), said);
+		return -ENOEXEC;
+	}
 	return -ETIMEDOUT;
 }
 
@@ -177,6 +183,12 @@ static int exporter_open(struct contender *c, const struct options *opt, pid_t *
 		return -ENOMEM;
 	err = exporter_launch(run, opt, EXPORTER_INTERVAL);
 	if (err) {
+		if (run->said[0]) {
+			char why[sizeof(run->said) + 32];
+
+			format_into(why, sizeof(why), "it did not start: %s", run->said);
+			note_skip(c, why);
+		}
 		free(run);
 		return err;
 	}

@@ -108,7 +108,11 @@ int main(int argc, char **argv)
 				cp_names__observe(names, event);
 				n = json ? cp_format__json(event, names, line, sizeof(line)) :
 				    cp_format__text(event, names, 0, line, sizeof(line));
-				if (n < 0 || fputs(line, out) == EOF || fputc('\n', out) == EOF)
+				/* As cuprobe trace writes it: one fwrite of the line and its newline. */
+				if (n < 0)
+					return 1;
+				line[n++] = '\n';
+				if (fwrite(line, 1, (size_t)n, out) != (size_t)n)
 					return 1;
 			}
 			ns[json][r] = (double)(now_ns() - start) / events;
