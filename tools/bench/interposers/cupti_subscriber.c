@@ -72,38 +72,11 @@ static void deliver(const struct cp_shm_slot *slot)
 			      memory_order_relaxed);
 }
 
-static size_t drain(void)
-{
-	const struct cp_shm_slot *slot;
-	size_t n = 0;
-
-	while ((slot = cp_shm__peek(seg))) {
-		deliver(slot);
-		cp_shm__release(seg, slot);
-		n++;
-	}
-	return n;
-}
-
 static void *consumer_main(void *arg)
 {
 	struct timespec ts;
-	uint64_t value;
 
-	for (;;) {
-		if (drain())
-			continue;
-		if (atomic_load_explicit(&stopping, memory_order_acquire))
-			break;
-		atomic_store_explicit(&seg->consumer_waiting, 1, memory_order_seq_cst);
-		if (cp_shm__peek(seg) || atomic_load_explicit(&stopping, memory_order_seq_cst)) {
-			atomic_store_explicit(&seg->consumer_waiting, 0, memory_order_relaxed);
-			continue;
-		}
-		if (read(wake_fd, &value, sizeof(value)) < 0 && errno != EINTR)
-			break;
-	}
-	drain();
+	cp_shm__consume_until_stopped(seg, wake_fd, &stopping, deliver);
 	if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
 		consumer_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	return NULL;
@@ -111,12 +84,7 @@ static void *consumer_main(void *arg)
 
 static void notify(void)
 {
-	uint64_t one = 1;
-
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&seg->consumer_waiting, memory_order_relaxed) &&
-	    atomic_exchange_explicit(&seg->consumer_waiting, 0, memory_order_acq_rel))
-		(void)!write(wake_fd, &one, sizeof(one));
+	cp_shm__notify(seg, wake_fd);
 }
 
 static union cp_shm_record *record_begin(struct cp_shm_slot **slot, uint64_t *pos,

@@ -200,19 +200,6 @@ static void deliver(const struct cp_shm_slot *slot)
 			      memory_order_relaxed);
 }
 
-static size_t drain(struct cp_shm_segment *s)
-{
-	const struct cp_shm_slot *slot;
-	size_t n = 0;
-
-	while ((slot = cp_shm__peek(s))) {
-		deliver(slot);
-		cp_shm__release(s, slot);
-		n++;
-	}
-	return n;
-}
-
 #if defined(CP_PRELOAD_POLL1MS)
 static void *consumer_main(void *arg)
 {
@@ -222,7 +209,7 @@ static void *consumer_main(void *arg)
 	for (;;) {
 		if (atomic_load_explicit(&seg->flag, memory_order_acquire)) {
 			atomic_store_explicit(&seg->flag, 0, memory_order_relaxed);
-			drain(seg);
+			cp_shm__drain(seg, deliver);
 		}
 		nanosleep(&one_ms, NULL);
 	}
@@ -237,9 +224,9 @@ static inline void notify(void)
 static void *consumer_main(void *arg)
 {
 	while (!atomic_load_explicit(&stopping, memory_order_acquire))
-		if (!drain(seg))
+		if (!cp_shm__drain(seg, deliver))
 			__builtin_ia32_pause();
-	drain(seg);
+	cp_shm__drain(seg, deliver);
 	consumer_cpu_ns = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 	return NULL;
 }
@@ -250,34 +237,14 @@ static inline void notify(void)
 #else /* CP_PRELOAD_EVENTFD */
 static void *consumer_main(void *arg)
 {
-	uint64_t value;
-
-	for (;;) {
-		if (drain(seg))
-			continue;
-		if (atomic_load_explicit(&stopping, memory_order_acquire))
-			break;
-		atomic_store_explicit(&seg->consumer_waiting, 1, memory_order_seq_cst);
-		if (cp_shm__peek(seg) || atomic_load_explicit(&stopping, memory_order_seq_cst)) {
-			atomic_store_explicit(&seg->consumer_waiting, 0, memory_order_relaxed);
-			continue;
-		}
-		if (read(wake_fd, &value, sizeof(value)) < 0 && errno != EINTR)
-			break;
-	}
-	drain(seg);
+	cp_shm__consume_until_stopped(seg, wake_fd, &stopping, deliver);
 	consumer_cpu_ns = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 	return NULL;
 }
 
 static inline void notify(void)
 {
-	uint64_t one = 1;
-
-	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&seg->consumer_waiting, memory_order_relaxed) &&
-	    atomic_exchange_explicit(&seg->consumer_waiting, 0, memory_order_acq_rel))
-		(void)!write(wake_fd, &one, sizeof(one));
+	cp_shm__notify(seg, wake_fd);
 }
 #endif
 

@@ -20,8 +20,11 @@
 #ifndef CP_SHM_RING_H
 #define CP_SHM_RING_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -160,6 +163,62 @@ static inline void cp_shm__release(struct cp_shm_segment *seg, const struct cp_s
 	(void)slot;
 	atomic_store_explicit(&writable->seq, pos + seg->slots, memory_order_release);
 	atomic_store_explicit(&seg->tail, pos + 1, memory_order_release);
+}
+
+/* Hands every pending record to deliver, then releases it; how many. */
+static inline size_t cp_shm__drain(struct cp_shm_segment *seg,
+				   void (*deliver)(const struct cp_shm_slot *slot))
+{
+	const struct cp_shm_slot *slot;
+	size_t n = 0;
+
+	while ((slot = cp_shm__peek(seg))) {
+		deliver(slot);
+		cp_shm__release(seg, slot);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The eventfd handshake, producer side: write the eventfd only when the
+ * consumer said it is (about to be) asleep, and only once per sleep.
+ */
+static inline void cp_shm__notify(struct cp_shm_segment *seg, int wake_fd)
+{
+	uint64_t one = 1;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	if (atomic_load_explicit(&seg->consumer_waiting, memory_order_relaxed) &&
+	    atomic_exchange_explicit(&seg->consumer_waiting, 0, memory_order_acq_rel))
+		(void)!write(wake_fd, &one, sizeof(one));
+}
+
+/*
+ * The eventfd handshake, consumer side: drain, say "asleep", look once
+ * more (a record published before the flag was seen), then block on the
+ * eventfd; until *stopping, then a last drain.
+ */
+static inline void cp_shm__consume_until_stopped(struct cp_shm_segment *seg, int wake_fd,
+						  _Atomic bool *stopping,
+						  void (*deliver)(const struct cp_shm_slot *slot))
+{
+	uint64_t value;
+
+	for (;;) {
+		if (cp_shm__drain(seg, deliver))
+			continue;
+		if (atomic_load_explicit(stopping, memory_order_acquire))
+			break;
+		atomic_store_explicit(&seg->consumer_waiting, 1, memory_order_seq_cst);
+		if (cp_shm__peek(seg) || atomic_load_explicit(stopping, memory_order_seq_cst)) {
+			atomic_store_explicit(&seg->consumer_waiting, 0, memory_order_relaxed);
+			continue;
+		}
+		if (read(wake_fd, &value, sizeof(value)) < 0 && errno != EINTR)
+			break;
+	}
+	cp_shm__drain(seg, deliver);
 }
 
 #endif /* CP_SHM_RING_H */
