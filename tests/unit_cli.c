@@ -187,6 +187,22 @@ Test(cli, ring_size)
 	assert_error(PARSE("--ring-size", "-16M"), NULL);
 }
 
+Test(cli, wakeup_latency)
+{
+	cr_assert_eq(PARSE("--wakeup-latency", "250"), CP_PARSE_OK);
+	cr_assert_eq(opts.wakeup_latency_ns, 250000);
+	cr_assert_eq(PARSE("--wakeup-latency", "10000000"), CP_PARSE_OK);
+	cr_assert_eq(opts.wakeup_latency_ns, 10000000000ull);
+	cr_assert_eq(PARSE("--wakeup-latency", "1"), CP_PARSE_OK);
+	cr_assert_eq(opts.wakeup_latency_ns, 1000);
+	assert_error(PARSE("--wakeup-latency", "0"), "--wakeup-latency");
+	assert_error(PARSE("--wakeup-latency", "10000001"), "--wakeup-latency");
+	assert_error(PARSE("--wakeup-latency", "1M"), "--wakeup-latency");
+	assert_error(PARSE("--wakeup-latency", "-5"), "--wakeup-latency");
+	assert_error(PARSE("--wakeup-latency", ""), "--wakeup-latency");
+	assert_error(PARSE("--wakeup-latency", "2.5"), "--wakeup-latency");
+}
+
 Test(cli, unknown_options)
 {
 	assert_error(PARSE("--bogus"), "--bogus");

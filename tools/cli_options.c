@@ -14,7 +14,7 @@
  */
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
        OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
-       OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED };
+       OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED, OPT_WAKEUP_LATENCY };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
@@ -85,6 +85,11 @@ static const struct cp_option_doc option_docs[] = {
 	{ OPT_RING_SIZE, "ring-size", 0, "SIZE", TRACE | STATS,
 	  "ring buffer size, a power of two from 4K to 1G (K/M/G suffixes);\n"
 	  "default 8M" },
+	{ OPT_WAKEUP_LATENCY, "wakeup-latency", 0, "US", TRACE | STATS,
+	  "wake the reader at least every US microseconds while records arrive\n"
+	  "(1 to 10000000, default 250): the bound on a record's delay. The wakeup\n"
+	  "is paid inside a traced call, and costs more where waking a thread on\n"
+	  "another CPU is slow (VMs): raise it to trade delay for cost" },
 	{ OPT_RUN_AS_ROOT, "run-as-root", 0, NULL, TRACE | STATS | RUN,
 	  "run COMMAND as root even under sudo" },
 	{ OPT_EXIT_WITH_COMMAND, "exit-with-command", 0, NULL, TRACE | STATS | RUN,
@@ -592,6 +597,17 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 				return CP_PARSE_ERROR;
 			}
 			opts->ring_bytes = value;
+			break;
+		case OPT_WAKEUP_LATENCY:
+			if (!optarg[0] || strlen(optarg) > 8 ||
+			    strspn(optarg, "0123456789") != strlen(optarg) ||
+			    !(value = strtoull(optarg, NULL, 10)) || value > 10000000) {
+				snprintf(error, error_len,
+					 "invalid --wakeup-latency '%s': expected 1 to 10000000 microseconds",
+					 optarg);
+				return CP_PARSE_ERROR;
+			}
+			opts->wakeup_latency_ns = value * 1000;
 			break;
 		case OPT_RUN_AS_ROOT:
 			opts->run_as_root = true;

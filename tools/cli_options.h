@@ -28,6 +28,7 @@ struct cp_trace_options {
 	const char *output;  /* -o FILE; NULL = stdout */
 	uint64_t duration_ms;/* -d SECONDS; 0 = until the target ends or a signal */
 	size_t ring_bytes;   /* --ring-size */
+	uint64_t wakeup_latency_ns; /* --wakeup-latency US; 0 = the library's default */
 	char **command;      /* after "--"; NULL when none */
 	int command_argc;
 	/* cuprobe stats / top */

@@ -411,6 +411,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 
 	tracer_opts->system_wide = !opts->pid_count && !opts->command;
 	tracer_opts->ring_bytes = opts->ring_bytes;
+	tracer_opts->wakeup_latency_ns = opts->wakeup_latency_ns;
 	tracer_opts->log = cp_log_to_stderr;
 	/*
 	 * Driver files mapped later are attached to as they appear; a traced

@@ -9,7 +9,9 @@
  *
  * usage: probe_cost LIBCUDA DRV_LAUNCH [LAUNCHES [THREADS [ROUNDS]]]
  * Prints a Markdown table; numbers are medians over ROUNDS rounds, the
- * variants interleaved within each round.
+ * variants interleaved within each round. One more variant is the whole
+ * probe with the wakeup latency bound at 1 s instead of 250 us: the price of
+ * the wakeups the probe makes (paid inside the traced call).
  */
 #include <errno.h>
 #include <signal.h>
@@ -30,6 +32,7 @@
 struct variant {
 	const char *name;
 	uint32_t omit;
+	uint64_t wakeup_latency_ns; /* 0: the default bound (250 us) */
 	double ns[MAX_ROUNDS];
 };
 
@@ -42,6 +45,8 @@ static struct variant variants[] = {
 	{ "without the device look-up", CP_OMIT_DEVICE },
 	{ "without the wakeup decision", CP_OMIT_WAKEUP },
 	{ "without the record (reserve, fill, submit)", CP_OMIT_RECORD },
+	/* Whole, but woken by the latency bound at most once a second: what the wakeups cost. */
+	{ "whole, wakeup bound 1 s (--wakeup-latency 1000000)", 0, 1000000000ull },
 	{ "nothing (enter and return)", CP_OMIT_FILTER | CP_OMIT_COUNTERS | CP_OMIT_CLOCK |
 					 CP_OMIT_STACK_ARGS | CP_OMIT_DEVICE | CP_OMIT_RECORD },
 };
@@ -92,9 +97,10 @@ static double program_ns(struct cp_tracer *tracer, const char *name, unsigned lo
 
 /* One run of the workload under a tracer loaded with omit; -1 on failure. */
 static int measure(const char *lib, const char *workload, const char *launches, const char *threads,
-		   uint32_t omit, double *launch_ns, double *others_ns)
+		   const struct variant *variant, double *launch_ns, double *others_ns)
 {
-	CP_OPTS(cp_tracer_opts, tracer_opts, .bench_omit = omit, .ring_bytes = 64u << 20);
+	CP_OPTS(cp_tracer_opts, tracer_opts, .bench_omit = variant->omit, .ring_bytes = 64u << 20,
+		.wakeup_latency_ns = variant->wakeup_latency_ns);
 	CP_OPTS(cp_agent_opts, agent_opts, .on_event = discard);
 	struct cp_tracer *tracer = cp_tracer__open(&tracer_opts);
 	unsigned long long runs;
@@ -154,7 +160,7 @@ int main(int argc, char **argv)
 	}
 	for (r = 0; r < rounds; r++)
 		for (v = 0; v < N_VARIANTS; v++) {
-			if (measure(argv[1], argv[2], launches, threads, variants[v].omit,
+			if (measure(argv[1], argv[2], launches, threads, &variants[v],
 				    &variants[v].ns[r], others_round))
 				return 1;
 			if (v == 0)
@@ -169,6 +175,6 @@ int main(int argc, char **argv)
 	printf("\n| other program (whole) | ns per run (median of %d) |\n|---|---|\n", rounds);
 	for (i = 0; i < N_OTHERS; i++)
 		printf("| %s | %.0f |\n", others[i], median(other_ns[i], rounds));
-	printf("\n%s launches from %s thread(s) per run, on the simulated driver.\n", launches, threads);
+	printf("\n%s launches from %s thread(s) per run, driver %s.\n", launches, threads, argv[1]);
 	return 0;
 }
