@@ -83,15 +83,26 @@ def run_mode(args, mode, workdir):
     return row
 
 
+def positive(text):
+    """An integer of at least 1, for argparse."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, not '{text}'")
+    return value
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cuprobe", default=os.path.join(BUILD, "cuprobe"))
     ap.add_argument("--drv-launch", default=os.path.join(BUILD, "drv_launch"))
-    ap.add_argument("--processes", type=int, default=4)
-    ap.add_argument("--threads", type=int, default=8)
-    ap.add_argument("--launches", type=int, default=125000, help="per thread")
+    ap.add_argument("--processes", type=positive, default=4)
+    ap.add_argument("--threads", type=positive, default=8)
+    ap.add_argument("--launches", type=positive, default=125000, help="per thread")
     ap.add_argument("--ring-size", default="64M")
-    ap.add_argument("--start-delay", type=int, default=1500,
+    ap.add_argument("--start-delay", type=positive, default=1500,
                     help="ms each workload sleeps before cuInit (time to attach)")
     args = ap.parse_args()
     for path in (args.cuprobe, args.drv_launch):
@@ -100,7 +111,11 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory(prefix="sustained-") as workdir:
         for mode in (None, "text", "json"):
-            rows.append(run_mode(args, mode, workdir))
+            try:
+                rows.append(run_mode(args, mode, workdir))
+            except (RuntimeError, OSError) as err:
+                print(f"sustained_rate: {mode or 'untraced'} run: {err}", file=sys.stderr)
+                return 1
     print(f"{args.processes} processes x {args.threads} threads x {args.launches} launches, "
           f"ring {args.ring_size}\n")
     print("| run | launches | window | launches/s | delivered | lost | cuprobe CPU | per event | share of one core |")
