@@ -1440,6 +1440,18 @@ static bool is_char_array(const struct btf *btf, const struct btf_type *type)
 	       (btf_int_encoding(element) & BTF_INT_CHAR || !strcmp(type_name(btf, element), "char"));
 }
 
+/* A string value: a JSON string, or in text quoted with control bytes escaped. */
+static void put_walk_string(struct btf_walk *w, const char *s)
+{
+	if (w->json) {
+		put_json_value(w->out, s);
+	} else {
+		put_lit(w->out, "\"");
+		put_text_string(w->out, s);
+		put_lit(w->out, "\"");
+	}
+}
+
 static void put_string_value(struct btf_walk *w, const char *data, size_t size)
 {
 	char copy[4096];
@@ -1447,13 +1459,7 @@ static void put_string_value(struct btf_walk *w, const char *data, size_t size)
 
 	memcpy(copy, data, n);
 	copy[n] = '\0';
-	if (w->json) {
-		put_json_value(w->out, copy);
-	} else {
-		put(w->out, "\"");
-		put_text_string(w->out, copy);
-		put(w->out, "\"");
-	}
+	put_walk_string(w, copy);
 }
 
 static void put_kernel(struct btf_walk *w, uint64_t handle)
@@ -1467,13 +1473,7 @@ static void put_kernel(struct btf_walk *w, uint64_t handle)
 		snprintf(buf, sizeof(buf), "0x%llx", (unsigned long long)handle);
 		label = buf;
 	}
-	if (w->json) {
-		put_json_value(w->out, label);
-	} else {
-		put(w->out, "\"");
-		put_text_string(w->out, label);
-		put(w->out, "\"");
-	}
+	put_walk_string(w, label);
 }
 
 /* A user stack id: its frames, symbolized in the process named by the pid beside it. */
@@ -2695,15 +2695,21 @@ static void put_chrome_metadata(struct out_buf *out, struct cp_chrome_out *chrom
 	put(out, "}}");
 }
 
+/* "comm (id)", or "pid id" / "tid id" when the command name is not known. */
+static void task_name(char *buf, size_t len, const char *comm, const char *kind, uint32_t id)
+{
+	if (comm && comm[0])
+		snprintf(buf, len, "%s (%u)", comm, id);
+	else
+		snprintf(buf, len, "%s %u", kind, id);
+}
+
 int cp_format__chrome_process_name(struct cp_chrome_out *chrome, uint32_t pid, const char *comm)
 {
 	struct out_buf out = text_out(chrome->text);
 	char name[64];
 
-	if (comm && comm[0])
-		snprintf(name, sizeof(name), "%s (%u)", comm, pid);
-	else
-		snprintf(name, sizeof(name), "pid %u", pid);
+	task_name(name, sizeof(name), comm, "pid", pid);
 	put_chrome_metadata(&out, chrome, true, pid, pid, name);
 	return text_done(&out);
 }
@@ -2714,10 +2720,7 @@ int cp_format__chrome_thread_name(struct cp_chrome_out *chrome, uint32_t pid, ui
 	struct out_buf out = text_out(chrome->text);
 	char name[64];
 
-	if (comm && comm[0])
-		snprintf(name, sizeof(name), "%s (%u)", comm, tid);
-	else
-		snprintf(name, sizeof(name), "tid %u", tid);
+	task_name(name, sizeof(name), comm, "tid", tid);
 	put_chrome_metadata(&out, chrome, false, pid, tid, name);
 	return text_done(&out);
 }

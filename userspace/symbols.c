@@ -441,96 +441,31 @@ void cp_symbolizer__symbolize(struct cp_symbolizer *symbolizer, pid_t pid, uint6
 	snprintf(out, out_len, "0x%llx", (unsigned long long)ip);
 }
 
-/* Converts a file offset to the virtual address its PT_LOAD segment gives it. */
-static int offset_to_vaddr(Elf *elf, uint64_t file_offset, uint64_t *vaddr)
-{
-	size_t count, i;
-	GElf_Phdr phdr;
-
-	if (elf_getphdrnum(elf, &count))
-		return -EINVAL;
-	for (i = 0; i < count; i++) {
-		if (!gelf_getphdr(elf, i, &phdr) || phdr.p_type != PT_LOAD)
-			continue;
-		if (file_offset >= phdr.p_offset && file_offset < phdr.p_offset + phdr.p_filesz) {
-			*vaddr = file_offset - phdr.p_offset + phdr.p_vaddr;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
-/* Looks through one symbol table (SHT_SYMTAB or SHT_DYNSYM) for vaddr. */
-static int find_in_table(Elf *elf, GElf_Word type, uint64_t vaddr, char *out, size_t out_len,
-			 uint64_t *symbol_start)
-{
-	Elf_Scn *scn = NULL;
-	GElf_Shdr shdr;
-	GElf_Sym sym;
-	size_t i;
-
-	while ((scn = elf_nextscn(elf, scn))) {
-		Elf_Data *data;
-
-		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != type || !shdr.sh_entsize)
-			continue;
-		data = elf_getdata(scn, NULL);
-		if (!data)
-			continue;
-		for (i = 0; i < shdr.sh_size / shdr.sh_entsize; i++) {
-			const char *name;
-			uint64_t size;
-
-			if (!gelf_getsym(data, i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-			    sym.st_shndx == SHN_UNDEF)
-				continue;
-			size = sym.st_size ? sym.st_size : 1;
-			if (vaddr < sym.st_value || vaddr >= sym.st_value + size)
-				continue;
-			name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-			if (!name || !*name)
-				continue;
-			if (strlen(name) >= out_len)
-				return -ENAMETOOLONG;
-			strcpy(out, name);
-			if (symbol_start)
-				*symbol_start = sym.st_value;
-			return 0;
-		}
-	}
-	return -ENOENT;
-}
-
+/* One lookup in one file, through the symbolizer's own loading and search (nothing cached). */
 int cp_elf__symbolize(const char *path, uint64_t file_offset, char *out, size_t out_len,
 		      uint64_t *offset_in_symbol)
 {
-	uint64_t vaddr, start = 0;
-	int fd, err;
-	Elf *elf;
+	struct elf_file file = { 0 };
+	const struct elf_symbol *sym;
+	uint64_t vaddr;
+	int err;
 
 	if (!path || !out || !out_len)
 		return -EINVAL;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		err = -ENOEXEC;
-		goto out_end;
+	file.path = strdup(path);
+	if (!file.path)
+		return -ENOMEM;
+	err = lookup(&file, file_offset, &sym, &vaddr);
+	if (!err && strlen(sym->name) >= out_len)
+		err = -ENAMETOOLONG;
+	if (!err) {
+		strcpy(out, sym->name);
+		if (offset_in_symbol)
+			*offset_in_symbol = vaddr - sym->start;
 	}
-	err = offset_to_vaddr(elf, file_offset, &vaddr);
-	if (err)
-		goto out_end;
-	err = find_in_table(elf, SHT_SYMTAB, vaddr, out, out_len, &start);
-	if (err == -ENOENT)
-		err = find_in_table(elf, SHT_DYNSYM, vaddr, out, out_len, &start);
-	if (!err && offset_in_symbol)
-		*offset_in_symbol = vaddr - start;
-out_end:
-	elf_end(elf); /* NULL-safe; a handle on a non-ELF file is ended too */
-	close(fd);
+	unload(&file);
 	return err;
 }
 
