@@ -371,6 +371,52 @@ Test(tracer_agent, negative_callback_return_stops_the_agent, .timeout = 60)
 	cp_tracer__free(tracer);
 }
 
+/* The first record's callback waits until the test thread is inside cp_agent__stop, then stops too. */
+struct racing_stop {
+	struct cp_agent *agent;
+	atomic_bool main_stopping;
+	int calls;
+	int from_callback;
+};
+
+static int stop_while_being_stopped(void *ctx, const union cp_event *ev)
+{
+	struct racing_stop *r = ctx;
+	const struct timespec step = { 0, 10000000 };
+	int waited;
+
+	(void)ev;
+	if (r->calls++)
+		return 0;
+	for (waited = 0; !atomic_load(&r->main_stopping) && waited < 1000; waited++)
+		nanosleep(&step, NULL);
+	/* Long enough for the test thread to hold the stop's lock and be joining us. */
+	nanosleep(&(struct timespec){ 0, 200000000 }, NULL);
+	r->from_callback = cp_agent__stop(r->agent);
+	return 0;
+}
+
+Test(tracer_agent, stop_from_a_callback_while_another_thread_stops_the_agent, .timeout = 30)
+{
+	struct cp_tracer *tracer = open_tracer();
+	struct racing_stop r = { 0 };
+	struct collected c = { 0 };
+	struct cp_agent_opts o = { .sz = sizeof(o), .on_event = stop_while_being_stopped, .ctx = &r };
+
+	r.agent = cp_agent__new(cp_tracer__ring_fd(tracer), &o);
+	cr_assert_not_null(r.agent);
+	c.agent = r.agent;
+	/* Records wait in the ring, not yet read: the stop's drain hands them to the callback. */
+	trace_drv_launch(tracer, &c, "5");
+	cr_assert_eq(cp_agent__start(r.agent), 0);
+	atomic_store(&r.main_stopping, true);
+	cr_assert_eq(cp_agent__stop(r.agent), 0, "the stop from the test thread must join");
+	cr_assert_eq(r.from_callback, -EDEADLK, "the callback's own stop must return at once");
+	cr_assert_geq(r.calls, 1);
+	cp_agent__free(r.agent);
+	cp_tracer__free(tracer);
+}
+
 /* ---- the runtime probe: where cudaLaunchKernel is defined, and where it is not ---- */
 
 static void runtime_attach(bool classic)

@@ -54,6 +54,21 @@ struct cp_agent {
 	atomic_int thread_error;
 };
 
+/* The agent whose thread this is, if any: a stop from its own callback must not wait. */
+static __thread const struct cp_agent *this_threads_agent;
+
+/* A callback's error (< 0) is kept, the first one only, and stops the agent. */
+static int callback_result(struct cp_agent *agent, int err)
+{
+	int none = 0;
+
+	if (err >= 0)
+		return 0;
+	atomic_compare_exchange_strong(&agent->callback_error, &none, err);
+	atomic_store(&agent->stop_requested, true);
+	return err;
+}
+
 static int handle_record(void *ctx, void *data, size_t size)
 {
 	struct cp_agent *agent = ctx;
@@ -72,14 +87,7 @@ static int handle_record(void *ctx, void *data, size_t size)
 	if (event.hdr.type == CP_EV_XID && agent->tracer)
 		cp_tracer__handle_xid(agent->tracer, &event.xid);
 	err = agent->on_event ? agent->on_event(agent->ctx, &event) : 0;
-	if (err < 0) {
-		int none = 0;
-
-		atomic_compare_exchange_strong(&agent->callback_error, &none, err);
-		atomic_store(&agent->stop_requested, true);
-		return err;
-	}
-	return 0;
+	return callback_result(agent, err);
 }
 
 static int handle_extra_record(void *ctx, void *data, size_t size)
@@ -90,14 +98,7 @@ static int handle_extra_record(void *ctx, void *data, size_t size)
 
 	atomic_fetch_add(&agent->delivered, 1);
 	err = ring->fn(ring->ctx, data, size);
-	if (err < 0) {
-		int none = 0;
-
-		atomic_compare_exchange_strong(&agent->callback_error, &none, err);
-		atomic_store(&agent->stop_requested, true);
-		return err;
-	}
-	return 0;
+	return callback_result(agent, err);
 }
 
 int cp_agent__add_ring(struct cp_agent *agent, int ring_fd, cp_record_fn fn, void *ctx)
@@ -139,6 +140,7 @@ static void *agent_thread(void *arg)
 	int timeout = agent->idle_timeout_ms;
 	int n, got;
 
+	this_threads_agent = agent;
 	while (!atomic_load(&agent->stop_requested)) {
 		n = epoll_wait(agent->epoll_fd, ready, 2, timeout);
 		if (n < 0) {
@@ -266,17 +268,19 @@ int cp_agent__stop(struct cp_agent *agent)
 	if (!agent)
 		return -EINVAL;
 	cp_agent__request_stop(agent);
+	/*
+	 * From a callback: the request is made and the thread ends on return.
+	 * Checked before the lock, which a stop from another thread holds while
+	 * it joins this one: waiting for it here would never end.
+	 */
+	if (this_threads_agent == agent)
+		return -EDEADLK;
 	pthread_mutex_lock(&agent->lifecycle);
 	if (!agent->started || agent->joined)
 		goto out_unlock;
 	if (agent->owner_pid != getpid()) {
 		/* After fork() the thread does not exist in this process. */
 		agent->joined = true;
-		goto out_unlock;
-	}
-	if (pthread_equal(pthread_self(), agent->thread)) {
-		/* From a callback: the request is made; the thread ends on return. */
-		err = -EDEADLK;
 		goto out_unlock;
 	}
 	err = -pthread_join(agent->thread, NULL);
