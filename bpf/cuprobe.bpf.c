@@ -659,7 +659,10 @@ int BPF_KPROBE(memset_entry)
 	return 0;
 }
 
-/* cuEventRecord[WithFlags](event, stream[, flags]), cuStreamWaitEvent(stream, event, flags) */
+/*
+ * cuEventRecord[WithFlags](event, stream[, flags]), cuStreamWaitEvent(stream, event, flags),
+ * cu[Green]CtxRecordEvent / cu[Green]CtxWaitEvent(context, event): the cookie says which is where.
+ */
 SEC("uprobe")
 int BPF_KPROBE(event)
 {

@@ -45,6 +45,8 @@
 	F(sync, "cuCtxSynchronize") F(sync, "cuStreamSynchronize") F(sync, "cuEventSynchronize") \
 	F(sync, "cuStreamQuery") F(sync, "cuEventQuery") \
 	F(event, "cuEventRecord") F(event, "cuStreamWaitEvent") \
+	F(event, "cuCtxRecordEvent") F(event, "cuCtxWaitEvent") \
+	F(event, "cuGreenCtxRecordEvent") F(event, "cuGreenCtxWaitEvent") \
 	F(module, "cuModuleLoad") F(module, "cuModuleUnload") \
 	F(module, "cuLibraryLoad") F(module, "cuLibraryUnload") \
 	F(context, "cuDevicePrimaryCtxRetain") F(context, "cuCtxCreate") F(context, "cuCtxDestroy") \
@@ -225,6 +227,11 @@
 	P(cuEventRecordWithFlags_ptsz, event, event, none, CP_KIND(CP_EVENT_RECORD) | CP_ARG_A(1) | CP_ARG_STREAM(2) | CP_ARG_C(3)) \
 	P(cuStreamWaitEvent, event, event, none, CP_KIND(CP_EVENT_WAIT) | CP_ARG_A(2) | CP_ARG_STREAM(1) | CP_ARG_C(3)) \
 	P(cuStreamWaitEvent_ptsz, event, event, none, CP_KIND(CP_EVENT_WAIT) | CP_ARG_A(2) | CP_ARG_STREAM(1) | CP_ARG_C(3)) \
+	/* context-wide: (context, event); the context goes where the stream would */ \
+	P(cuCtxRecordEvent, event, event, none, CP_KIND(CP_EVENT_RECORD_CONTEXT) | CP_ARG_A(2) | CP_ARG_STREAM(1)) \
+	P(cuCtxWaitEvent, event, event, none, CP_KIND(CP_EVENT_WAIT_CONTEXT) | CP_ARG_A(2) | CP_ARG_STREAM(1)) \
+	P(cuGreenCtxRecordEvent, event, event, none, CP_KIND(CP_EVENT_RECORD_CONTEXT) | CP_ARG_A(2) | CP_ARG_STREAM(1)) \
+	P(cuGreenCtxWaitEvent, event, event, none, CP_KIND(CP_EVENT_WAIT_CONTEXT) | CP_ARG_A(2) | CP_ARG_STREAM(1)) \
 	/* modules and libraries: the handle is read when the call returns */ \
 	P(cuModuleLoad, module, call_entry, call_return, CP_KIND(CP_MODULE_LOAD) | CP_VARIANT(CP_MODULE_FROM_FILE) | CP_ARG_A(1) | CP_ARG_B(2)) \
 	P(cuModuleLoadData, module, call_entry, call_return, CP_KIND(CP_MODULE_LOAD) | CP_ARG_A(1)) \

@@ -175,6 +175,9 @@ enum cp_sync_kind {
 enum cp_event_op {
 	CP_EVENT_RECORD = 1, /* the event is recorded on the stream */
 	CP_EVENT_WAIT = 2,   /* the stream waits for the event */
+	/* Context-wide (cuCtxRecordEvent, cuGreenCtx*): the stream field holds the context. */
+	CP_EVENT_RECORD_CONTEXT = 3, /* the event captures all of the context's work so far */
+	CP_EVENT_WAIT_CONTEXT = 4,   /* the context's later work waits for the event */
 };
 
 /* Operations of CP_EV_MODULE. */

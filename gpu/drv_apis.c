@@ -135,7 +135,7 @@ static void copies(CUcontext context, CUdeviceptr a, CUdeviceptr b, float *host,
 	      "cuMemcpyBatchAsync_v2");
 }
 
-static void syncs_and_events(CUstream stream)
+static void syncs_and_events(CUcontext context, CUstream stream)
 {
 	CUevent event;
 
@@ -143,6 +143,8 @@ static void syncs_and_events(CUstream stream)
 	check(cuEventRecord(event, stream), "cuEventRecord");
 	check(cuEventRecordWithFlags(event, stream, CU_EVENT_RECORD_DEFAULT), "cuEventRecordWithFlags");
 	check(cuStreamWaitEvent(NULL, event, 0), "cuStreamWaitEvent");
+	check(cuCtxRecordEvent(context, event), "cuCtxRecordEvent");
+	check(cuCtxWaitEvent(context, event), "cuCtxWaitEvent");
 	check(cuEventQuery(event), "cuEventQuery");
 	check(cuStreamQuery(stream), "cuStreamQuery");
 	check(cuEventSynchronize(event), "cuEventSynchronize");
@@ -296,7 +298,7 @@ int main(int argc, char **argv)
 		check(cuLaunchHostFunc(stream, host_function, &host_calls), "cuLaunchHostFunc");
 		memsets(c, stream);
 		copies(context, a, b, host, stream);
-		syncs_and_events(stream);
+		syncs_and_events(context, stream);
 		allocations(stream);
 		vmm(stream);
 	}

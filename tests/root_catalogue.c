@@ -199,6 +199,14 @@ Test(families, records_carry_the_decoded_arguments, .timeout = 120)
 	cr_assert_str_eq(jstr(ev, "op"), "record");
 	ev = first_event(r.json, "cuStreamWaitEvent", NULL, NULL);
 	cr_assert_str_eq(jstr(ev, "op"), "wait");
+	/* Context-wide: the handle is the context the workload passed, not a stream. */
+	ev = first_event(r.json, "cuCtxRecordEvent", NULL, NULL);
+	cr_assert_str_eq(jstr(ev, "op"), "record_context");
+	cr_assert_not_null(json_object_get(ev, "context"));
+	cr_assert_null(json_object_get(ev, "stream"));
+	ev = first_event(r.json, "cuCtxWaitEvent", NULL, NULL);
+	cr_assert_str_eq(jstr(ev, "op"), "wait_context");
+	cr_assert_str_eq(jstr(ev, "context"), jstr(first_event(r.json, "cuCtxRecordEvent", NULL, NULL), "context"));
 	ev = first_event(r.json, "cuEventQuery", NULL, NULL);
 	cr_assert_str_eq(jstr(ev, "kind"), "event_query");
 	cr_assert_eq(jint(ev, "result"), 0);

@@ -215,6 +215,8 @@ const char *cp_event_op__name(enum cp_event_op op)
 	switch (op) {
 	case CP_EVENT_RECORD: return "record";
 	case CP_EVENT_WAIT: return "wait";
+	case CP_EVENT_RECORD_CONTEXT: return "record_context";
+	case CP_EVENT_WAIT_CONTEXT: return "wait_context";
 	default: return "unknown";
 	}
 }

@@ -361,6 +361,12 @@ static void put_json_value(struct out_buf *out, const char *value)
 	put_lit(out, "\"");
 }
 
+/* What an event record's handle names: a stream, or a whole context for cuCtxRecordEvent and kin. */
+static const char *event_scope(uint32_t op)
+{
+	return op == CP_EVENT_RECORD_CONTEXT || op == CP_EVENT_WAIT_CONTEXT ? "context" : "stream";
+}
+
 static void put_json_string(struct out_buf *out, const char *key, const char *value)
 {
 	put_lit(out, ",\"");
@@ -614,8 +620,8 @@ static void put_json_fields(struct out_buf *out, const union cp_event *event,
 	case CP_EV_EVENT: {
 		const struct cp_event_event *e = &event->event;
 
-		put(out, ",\"op\":\"%s\",\"event\":\"0x%llx\",\"stream\":\"0x%llx\",\"device\":%d",
-		    cp_event_op__name(e->op), (unsigned long long)e->event,
+		put(out, ",\"op\":\"%s\",\"event\":\"0x%llx\",\"%s\":\"0x%llx\",\"device\":%d",
+		    cp_event_op__name(e->op), (unsigned long long)e->event, event_scope(e->op),
 		    (unsigned long long)e->stream, e->device);
 		break;
 	}
@@ -896,8 +902,9 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		break;
 	}
 	case CP_EV_EVENT:
-		put(&out, " %s event=0x%llx stream=0x%llx", cp_event_op__name(event->event.op),
-		    (unsigned long long)event->event.event, (unsigned long long)event->event.stream);
+		put(&out, " %s event=0x%llx %s=0x%llx", cp_event_op__name(event->event.op),
+		    (unsigned long long)event->event.event, event_scope(event->event.op),
+		    (unsigned long long)event->event.stream);
 		break;
 	case CP_EV_MODULE: {
 		const struct cp_module_event *e = &event->module;

@@ -477,6 +477,11 @@ static void on_event_record(struct process *p, const struct cp_event_event *e)
 	struct recorded_event key = { .handle = e->event }, *r, **found;
 	struct stream *s;
 
+	/*
+	 * Context-wide records (cuCtxRecordEvent) name a context, not the
+	 * calling thread's: which device's streams it covers is not known here,
+	 * so they are left out as evidence (bounds stay true, only wider).
+	 */
 	if (e->op != CP_EVENT_RECORD)
 		return;
 	s = stream_of(p, e->device, cp_stream__key(e->stream, e->hdr.api, e->hdr.tid), e->stream, true);

@@ -375,6 +375,7 @@ static struct {
 	struct sim_queue legacy;
 	struct sim_queue *queues;	/* created and per-thread streams, live */
 	uint64_t retired_end_ns;	/* the latest end of queues that left the table */
+	uint64_t context_wait_ns;	/* cuCtxWaitEvent: later work starts after this */
 } sim_clock = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.legacy = { .kind = SIM_QUEUE_LEGACY },
@@ -579,6 +580,7 @@ static struct sim_work enqueue(struct sim_queue *queue, uint64_t after_ns, uint6
 
 	work.start_ns = max_u64(max_u64(work.launch_ns, queue->end_ns),
 				max_u64(implicit_wait_ns(queue), after_ns));
+	work.start_ns = max_u64(work.start_ns, sim_clock.context_wait_ns);
 	work.end_ns = add_saturating(work.start_ns, duration_ns);
 	queue->end_ns = work.end_ns;
 	return work;
@@ -1898,6 +1900,48 @@ SIM_EXPORT CUresult CUDAAPI cuStreamWaitEvent_ptsz(CUstream hStream, CUevent hEv
 	return stream_wait_event(hStream, hEvent, true);
 }
 SIM_SAME_SIGNATURE(cuStreamWaitEvent_ptsz, cuStreamWaitEvent);
+
+static CUresult context_and_event(CUcontext hCtx, CUevent hEvent)
+{
+	const struct sim_context *context = (const struct sim_context *)hCtx;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!context || context->magic != SIM_MAGIC_CONTEXT)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	return event_is_valid(hEvent) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* The event captures every stream's work so far: ready when the context would be synchronized. */
+SIM_EXPORT CUresult CUDAAPI cuCtxRecordEvent(CUcontext hCtx, CUevent hEvent)
+{
+	struct sim_event *event = (struct sim_event *)hEvent;
+	CUresult rc = context_and_event(hCtx, hEvent);
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&sim_clock.lock);
+	event->recorded = true;
+	event->ready_ns = max_u64(now_ns(), context_done_ns());
+	pthread_mutex_unlock(&sim_clock.lock);
+	return CUDA_SUCCESS;
+}
+
+/* Every stream's later work waits for the event (none if it was never recorded). */
+SIM_EXPORT CUresult CUDAAPI cuCtxWaitEvent(CUcontext hCtx, CUevent hEvent)
+{
+	const struct sim_event *event = (const struct sim_event *)hEvent;
+	CUresult rc = context_and_event(hCtx, hEvent);
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	pthread_mutex_lock(&sim_clock.lock);
+	if (event->recorded)
+		sim_clock.context_wait_ns = max_u64(sim_clock.context_wait_ns, event->ready_ns);
+	pthread_mutex_unlock(&sim_clock.lock);
+	return CUDA_SUCCESS;
+}
 
 static uint64_t event_ready_ns(const struct sim_event *event)
 {
