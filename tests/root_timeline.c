@@ -7,6 +7,7 @@
  * bounds; a GPU-bound loop and a launch-bound loop must get their verdicts.
  */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,10 @@ struct timeline_run {
 	 */
 	unsigned long long resume_late_ns;
 	unsigned long long waits;
+	/* Every synchronization of the truth, in order; and their time blocked (all, and waiting ones). */
+	struct sync_truth { unsigned long long tid, entry_ns, return_ns; } syncs[MAX_KERNELS];
+	size_t sync_count;
+	unsigned long long blocked_ns, blocked_waiting_ns, syncs_waiting;
 };
 
 /* `cuprobe COMMAND --timeline --json -o F -- drv_launch ARGS`, the sim writing its truth. */
@@ -86,7 +91,18 @@ static void run_timeline(struct timeline_run *r, const char *command, const char
 
 			if (until > entry)
 				r->waits++;
+			/* A synchronization (not a blocking copy, whose until is its own end) that waited. */
+			if (until > entry && strstr(line, "Synchronize")) {
+				r->syncs_waiting++;
+				r->blocked_waiting_ns += ret - entry;
+			}
+			r->blocked_ns += ret - entry;
 			r->resume_late_ns += ret > done ? ret - done : 0;
+			cr_assert_lt(r->sync_count, MAX_KERNELS);
+			cr_assert_eq(sscanf(strstr(line, "tid="), "tid=%llu", &r->syncs[r->sync_count].tid), 1);
+			r->syncs[r->sync_count].entry_ns = entry;
+			r->syncs[r->sync_count].return_ns = ret;
+			r->sync_count++;
 			continue;
 		}
 		if (strncmp(line, "kernel ", 7))
@@ -126,8 +142,29 @@ static struct kernel_truth *truth_of(struct timeline_run *r, unsigned long long 
 }
 
 /*
+ * When the earliest synchronization of k's thread that entered after k's
+ * launch (and so proves k done) is followed by another: that one's entry.
+ * A bound taken from the first sync ends before it; one taken from a later
+ * sync (evidence missed) ends after. ULLONG_MAX when there is no such pair.
+ */
+static unsigned long long next_sync_entry(const struct timeline_run *r, const struct kernel_truth *k)
+{
+	size_t i;
+
+	for (i = 0; i < r->sync_count; i++)
+		if (r->syncs[i].tid == k->tid && r->syncs[i].entry_ns >= k->launch_ns)
+			break;
+	for (i++; i < r->sync_count; i++)
+		if (r->syncs[i].tid == k->tid)
+			return r->syncs[i].entry_ns;
+	return ULLONG_MAX;
+}
+
+/*
  * Every gpu_interval against its kernel's truth (the nth launch of a thread
- * is its nth kernel): the bound contains the truth. Returns how many.
+ * is its nth kernel): the bound contains the truth, and closes at the
+ * earliest evidence (no later than the first sync after the launch).
+ * Returns how many.
  */
 static size_t assert_bounds_hold(struct timeline_run *r, size_t *by_evidence_query)
 {
@@ -159,6 +196,9 @@ static size_t assert_bounds_hold(struct timeline_run *r, size_t *by_evidence_que
 		cr_assert_geq((unsigned long long)jint(line, "done_by_ns"), k->end_ns,
 			      "seq %lld: done_by %lld < true end %llu (%s)", jint(line, "seq"),
 			      jint(line, "done_by_ns"), k->end_ns, jstr(line, "evidence"));
+		cr_assert_lt((unsigned long long)jint(line, "done_by_ns"), next_sync_entry(r, k),
+			     "seq %lld: done_by %lld is after the sync following the one that proved it done",
+			     jint(line, "seq"), jint(line, "done_by_ns"));
 		if (by_evidence_query && !strcmp(jstr(line, "evidence"), "event_query"))
 			(*by_evidence_query)++;
 		k->matched = true;
@@ -239,6 +279,21 @@ static void assert_busy_between(struct timeline_run *r, json_t *gpu)
 		      jint(gpu, "busy_min_ns"), busy, r->resume_late_ns, r->waits);
 	cr_assert_geq((unsigned long long)jint(gpu, "busy_max_ns"), busy,
 		      "busy at most %lld < truth %llu", jint(gpu, "busy_max_ns"), busy);
+	/*
+	 * Time blocked in syncs that waited for work: each is timed from its
+	 * entry probe to its return probe, around the sim's own stamps, so at
+	 * least the truth's; at most every sync's time, plus 200 us a sync for
+	 * the traps (and some slack for a preempted probe).
+	 */
+	cr_assert_geq((unsigned long long)jint(gpu, "sync_wait_ns"), r->blocked_waiting_ns,
+		      "waited in syncs %lld < truth %llu", jint(gpu, "sync_wait_ns"), r->blocked_waiting_ns);
+	cr_assert_leq((unsigned long long)jint(gpu, "sync_wait_ns"),
+		      r->blocked_ns + r->blocked_ns / 5 + r->sync_count * 200000ull + 5000000ull,
+		      "waited in syncs %lld, truth %llu over %zu syncs", jint(gpu, "sync_wait_ns"),
+		      r->blocked_ns, r->sync_count);
+	cr_assert_geq((unsigned long long)jint(gpu, "syncs_waited"), r->syncs_waiting,
+		      "%lld syncs counted as waiting, the truth has %llu", jint(gpu, "syncs_waited"),
+		      r->syncs_waiting);
 	cr_log_info("busy: at least %.3f ms, truth %.3f ms, at most %.3f ms, window %.3f ms, "
 		    "resume delays %.3f ms over %llu waits",
 		    jint(gpu, "busy_min_ns") / 1e6, busy / 1e6, jint(gpu, "busy_max_ns") / 1e6,
