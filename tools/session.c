@@ -377,11 +377,11 @@ static int load_program(struct cp_session *s)
 	s->program = cp_tracer__load_program(s->tracer, s->program_elf, s->program_size, &opts);
 	if (s->program)
 		return 0;
-	cp_say("%s", error[0] ? error : strerror(errno));
+	/* One line; the log's tail is what -v adds. */
+	cp_say("%s%s", error[0] ? error : strerror(errno),
+	       log[0] && !cp_verbosity ? " (run with -v to see the end of the verifier's log)" : "");
 	if (log[0] && cp_verbosity)
 		say_log_tail(log, 20);
-	else if (log[0])
-		cp_say("run with -v to see the end of the verifier's log");
 	return CP_EXIT_USAGE;
 }
 
@@ -763,11 +763,9 @@ void cp_session__report_files(const struct cp_session *s)
 /* Exit status of a wait status, as a shell reports it. */
 static int shell_status(int status)
 {
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return CP_EXIT_SETUP;
+	struct cp_exit e = cp_exit__decode(status);
+
+	return e.signal ? 128 + e.signal : e.status;
 }
 
 int cp_session__finish(struct cp_session *s)
