@@ -713,6 +713,9 @@ void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
 			 * A signal from the terminal (SI_KERNEL) went to the whole
 			 * foreground process group, COMMAND included: do not send it
 			 * twice. One from a process was meant for us: pass it on.
+			 * A process's kill of our whole group reached COMMAND too, but
+			 * its siginfo is that of a kill of our pid alone (SI_USER, the
+			 * sender's pid): COMMAND then gets it twice, as --help says.
 			 */
 			if (info.ssi_code != SI_KERNEL)
 				kill(s->child_pid, (int)info.ssi_signo);
