@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/bpf.h>
 #include <criterion/criterion.h>
 
 #include "helpers.h"
@@ -234,9 +235,34 @@ static pid_t command_pid_said(const char *err_text)
 	return at ? (pid_t)atoi(at + strlen("the command (pid ")) : 0;
 }
 
+/* Ids of BPF programs and links ("prog 12", "link 7" lines) still in the kernel. */
+static size_t bpf_ids_alive(const char *ids_text, char *first, size_t len)
+{
+	const char *line = ids_text;
+	size_t alive = 0;
+
+	while (line && *line) {
+		char kind[8];
+		unsigned int id;
+		int fd = -1;
+
+		if (sscanf(line, "%7s %u", kind, &id) == 2)
+			fd = !strcmp(kind, "link") ? bpf_link_get_fd_by_id(id) : bpf_prog_get_fd_by_id(id);
+		if (fd >= 0) {
+			if (!alive++)
+				snprintf(first, len, "%s %u", kind, id);
+			close(fd);
+		}
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	return alive;
+}
+
 Test(stop, a_background_cuprobe_stops_on_sigint_within_a_second, .timeout = 60)
 {
-	char script[2048], *timing, *events;
+	char script[4096], *timing, *events, *ids;
 	struct run r;
 	long long elapsed_ns;
 	int status;
@@ -245,20 +271,25 @@ Test(stop, a_background_cuprobe_stops_on_sigint_within_a_second, .timeout = 60)
 	run_init(&r);
 	timing = path_join(r.dir, "timing.txt");
 	events = path_join(r.dir, "events.json");
+	ids = path_join(r.dir, "ids.txt");
 	/*
 	 * A non-interactive shell starts background jobs with SIGINT ignored:
 	 * drv_launch inherits that, so the SIGINT cuprobe passes on does nothing.
+	 * It launches about once a millisecond (--host-us): records keep coming
+	 * and a 8M ring never fills. cuprobe's programs and links are read from
+	 * its fds before the SIGINT.
 	 */
 	snprintf(script, sizeof(script),
-		 "'%s' trace -v -o '%s' -- '%s' 100000000 2> '%s/cuprobe.err' &\n"
+		 "'%s' trace -v --json -o '%s' -- '%s' 100000000 --host-us 1000 2> '%s/cuprobe.err' &\n"
 		 "pid=$!\n"
 		 "i=0; until grep -q 'tracing (' '%s/cuprobe.err' 2>/dev/null; do sleep 0.05; i=$((i+1)); [ $i -gt 400 ] && exit 99; done\n"
 		 "sleep 0.2\n"
+		 "for f in /proc/$pid/fdinfo/*; do sed -n -e 's/^prog_id:[[:space:]]*/prog /p' -e 's/^link_id:[[:space:]]*/link /p' \"$f\"; done > '%s' 2>/dev/null\n"
 		 "t0=$(date +%%s%%N)\n"
 		 "kill -INT $pid\n"
 		 "wait $pid; status=$?\n"
 		 "echo \"$status $(( $(date +%%s%%N) - t0 ))\" > '%s'\n",
-		 CUPROBE_BIN, events, DRV_LAUNCH, r.dir, r.dir, timing);
+		 CUPROBE_BIN, events, DRV_LAUNCH, r.dir, r.dir, ids, timing);
 	run_shell(&r, script);
 	cr_assert_eq(r.status, 0, "the script failed (%d): %s", r.status, r.err_text);
 	{
@@ -274,12 +305,47 @@ Test(stop, a_background_cuprobe_stops_on_sigint_within_a_second, .timeout = 60)
 		cr_assert_lt(elapsed_ns, 1000000000ll, "SIGINT to exit took %lld ms", elapsed_ns / 1000000);
 		cr_assert_gt(left, 0, "cuprobe must say it left the command running:\n%s", err_text);
 		cr_log_info("SIGINT to exit: %lld ms", elapsed_ns / 1000000);
+		{
+			/* The ring was drained: every record before the stop is in the file. */
+			struct cuprobe_summary summary;
+			json_t *lines = load_json_lines(events);
+
+			cr_assert(parse_cuprobe_summary(err_text, &summary), "no summary:\n%s", err_text);
+			cr_assert_gt(json_array_size(lines), 0, "no events before the SIGINT");
+			cr_assert_eq(summary.lost, 0, "%s", err_text);
+			cr_assert_eq(summary.delivered, json_array_size(lines),
+				     "summary says %llu delivered, the file has %zu", summary.delivered,
+				     json_array_size(lines));
+			cr_assert_gt(count_events(lines, "launch", NULL), 0);
+			json_decref(lines);
+		}
+		{
+			/* The probes are gone soon after cuprobe: its child finishes the detach. */
+			char *ids_text = read_text(ids), first[64] = "";
+			size_t total, alive = 0;
+			int tries;
+
+			cr_assert_not_null(ids_text);
+			total = count_lines(ids_text);
+			cr_assert(strstr(ids_text, "prog ") && strstr(ids_text, "link "),
+				  "no program or link among cuprobe's fds:\n%s", ids_text);
+			for (tries = 0; tries < 200; tries++) {
+				alive = bpf_ids_alive(ids_text, first, sizeof(first));
+				if (!alive)
+					break;
+				usleep(10000);
+			}
+			cr_assert_eq(alive, 0, "%zu of cuprobe's %zu programs and links left 2 s after its exit (%s)",
+				     alive, total, first);
+			free(ids_text);
+		}
 		free(text);
 		free(err);
 		free(err_text);
 	}
 	free(timing);
 	free(events);
+	free(ids);
 	run_free(&r);
 }
 
@@ -418,5 +484,92 @@ Test(live_reads, interval_reports_of_a_running_process_say_so, .timeout = 120)
 	cr_assert_eq(final_exited, 1);
 	json_decref(lines);
 	free(argv[6]);
+	run_free(&r);
+}
+
+/* ---- 15. bad input is one line, exit 2, and COMMAND does not run ------------------------ */
+
+Test(bad_input, a_lib_that_is_not_elf_with_a_command_is_refused_before_it_runs, .timeout = 60)
+{
+	char script[1024];
+	char *argv[] = { CUPROBE_BIN, "trace", "--lib", NULL, "--", "/bin/sh", "-c", script, NULL };
+	char *mark;
+	struct run r;
+
+	run_init(&r);
+	argv[3] = path_join(r.dir, "notelf.so.1");
+	mark = path_join(r.dir, "ran");
+	cr_assert(write_text(argv[3], "not an ELF file\n"));
+	snprintf(script, sizeof(script), "touch '%s'; exec '%s' 10", mark, DRV_LAUNCH);
+	run_argv(&r, argv);
+	cr_assert_eq(r.status, 2, "stderr:\n%s", r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "notelf.so.1: cannot be probed: not an ELF file"), "%s",
+			   r.err_text);
+	cr_assert_eq(count_lines(r.err_text), 1, "one line:\n%s", r.err_text);
+	cr_assert_neq(access(mark, F_OK), 0, "COMMAND ran");
+	cr_assert_null(strstr(r.out_text, "drv_launch:"), "%s", r.out_text);
+	free(mark);
+	free(argv[3]);
+	run_free(&r);
+}
+
+/* The verifier refuses: one line without -v (its log's tail is what -v adds). */
+Test(bad_input, a_program_the_verifier_refuses_is_one_line, .timeout = 60)
+{
+	static const char unchecked[] =
+		"#include \"cuprobe.bpf.h\"\n"
+		"struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4); __type(key, __u32); __type(value, __u64); } m SEC(\".maps\");\n"
+		"SEC(\"cuda/launch\")\n"
+		"int CUDA_PROG(unchecked, struct cuda_launch, launch)\n"
+		"{\n"
+		"	__u32 k = 0;\n"
+		"	__u64 *v = bpf_map_lookup_elem(&m, &k);\n"
+		"	return *v;\n"
+		"}\n"
+		"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+	char *argv[] = { CUPROBE_BIN, "run", NULL, "-d", "1", NULL };
+	struct run r;
+
+	run_init(&r);
+	argv[2] = path_join(r.dir, "unchecked.bpf.c");
+	cr_assert(write_text(argv[2], unchecked));
+	run_argv(&r, argv);
+	cr_assert_eq(r.status, 2, "stderr:\n%s", r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "unchecked.bpf.c: the kernel's verifier refused it"), "%s",
+			   r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "run with -v"), "%s", r.err_text);
+	cr_assert_eq(count_lines(r.err_text), 1, "one line:\n%s", r.err_text);
+	free(argv[2]);
+	run_free(&r);
+}
+
+/* ---- 16. stats --json on stdout stays parseable with a COMMAND ------------------------- */
+
+Test(json_stdout, stats_json_on_stdout_gets_the_commands_output_moved_to_stderr, .timeout = 120)
+{
+	char *argv[] = { CUPROBE_BIN, "stats", "--json", "--", DRV_LAUNCH, "2000", NULL };
+	char *line, *save = NULL;
+	size_t lines = 0, stats = 0;
+	struct run r;
+
+	run_init(&r);
+	run_argv(&r, argv);
+	cr_assert_eq(r.status, 0, "stderr:\n%s", r.err_text);
+	cr_assert_not_null(strstr(r.err_text, "drv_launch: pid="), "the command's output is on stderr:\n%s",
+			   r.err_text);
+	for (line = strtok_r(r.out_text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		json_error_t error;
+		json_t *object = json_loads(line, 0, &error);
+
+		cr_assert_not_null(object, "not JSON on stdout: %s (%s)", line, error.text);
+		cr_assert(json_is_object(object), "%s", line);
+		if (json_is_string(json_object_get(object, "type")) &&
+		    !strcmp(json_string_value(json_object_get(object, "type")), "stats"))
+			stats++;
+		json_decref(object);
+		lines++;
+	}
+	cr_assert_gt(lines, 0);
+	cr_assert_eq(stats, 1, "one report, drv_launch's at its exit:\n%s", r.out_text);
 	run_free(&r);
 }

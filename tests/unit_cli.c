@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* `cuprobe trace` option parsing, and the small parsers behind it. */
+#include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli_options.h"
+#include "cuprobe_internal.h"
 #include "helpers.h"
 #include "spawn.h"
 
@@ -365,6 +368,157 @@ Test(docs, the_man_page_lists_the_same_options_per_command)
 				  cp_command_doc(command)->name, help.names[i]);
 	}
 	free(man);
+}
+
+/*
+ * Whether text speaks of command other as a command of its own ("run: ...",
+ * "(exporter: ...", "stats adds"): words an option's help shared by several
+ * commands used, and that each command's help must not carry for the others.
+ */
+static bool names_command(const char *text, const char *other)
+{
+	const char *suffixes[] = { ":", " adds", " then" };
+	size_t n = strlen(other), i;
+	const char *p;
+
+	for (p = text; (p = strstr(p, other)); p += n) {
+		bool word = (p == text || p[-1] == ' ' || p[-1] == '\n' || p[-1] == '(') &&
+			    !isalnum((unsigned char)p[n]);
+
+		if (word && p > text && p[-1] == '(')
+			return true;
+		for (i = 0; word && i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+			if (!strncmp(p + n, suffixes[i], strlen(suffixes[i])))
+				return true;
+	}
+	return false;
+}
+
+/* The man page's section ".SS name", to the next section (malloc'd), or NULL. */
+static char *man_section(const char *man, const char *name)
+{
+	char heading[64];
+	const char *start, *end, *sh;
+
+	snprintf(heading, sizeof(heading), "\n.SS %s\n", name);
+	start = strstr(man, heading);
+	if (!start)
+		return NULL;
+	start += strlen(heading);
+	end = strstr(start, "\n.SS ");
+	sh = strstr(start, "\n.SH ");
+	if (!end || (sh && sh < end))
+		end = sh ? sh : start + strlen(start);
+	return strndup(start, (size_t)(end - start));
+}
+
+/* text as the man page writes it: '-' as \-. */
+static char *as_troff(const char *text)
+{
+	char *out = malloc(2 * strlen(text) + 1), *q = out;
+
+	cr_assert_not_null(out);
+	for (; *text; text++) {
+		if (*text == '-')
+			*q++ = '\\';
+		*q++ = *text;
+	}
+	*q = '\0';
+	return out;
+}
+
+Test(docs, each_command_says_only_what_is_true_of_it)
+{
+	size_t count, i;
+	const struct cp_option_doc *docs = cp_option_docs(&count);
+	enum cp_command command, other;
+	char *man = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&man, &len);
+
+	cr_assert_not_null(out);
+	cr_assert_eq(cp_usage__man(out, "test"), 0);
+	fclose(out);
+	for (command = 0; command < CP_CMD_COUNT; command++) {
+		const struct cp_command_doc *doc = cp_command_doc(command);
+		char *help = help_of(command), *section = man_section(man, doc->name);
+		bool has_command = strstr(doc->synopsis, "COMMAND"), has_prog = strstr(doc->synopsis, "PROG");
+
+		cr_assert_not_null(section, "no man section %s", doc->name);
+		for (i = 0; i < count; i++) {
+			const char *text;
+			char *troff;
+
+			if (!(docs[i].commands & (1u << command)))
+				continue;
+			text = cp_option_help(&docs[i], command);
+			cr_assert(text && *text, "cuprobe %s --%s has no help", doc->name, docs[i].name);
+			for (other = 0; other < CP_CMD_COUNT; other++)
+				cr_assert(other == command || !names_command(text, cp_command_doc(other)->name),
+					  "cuprobe %s --%s speaks of cuprobe %s: %s", doc->name, docs[i].name,
+					  cp_command_doc(other)->name, text);
+			cr_assert(has_command || !strstr(text, "COMMAND"),
+				  "cuprobe %s takes no COMMAND, yet --%s: %s", doc->name, docs[i].name, text);
+			cr_assert(has_prog || !strstr(text, "PROG"),
+				  "cuprobe %s takes no PROG, yet --%s: %s", doc->name, docs[i].name, text);
+			/* The man page's section says the same, word for word. */
+			troff = as_troff(text);
+			cr_assert(strstr(section, troff), "man section %s lacks --%s's text: %s",
+				  doc->name, docs[i].name, text);
+			free(troff);
+		}
+		free(section);
+		free(help);
+	}
+	free(man);
+}
+
+/* run's help lists the families users' programs may attach to, from the catalogue. */
+Test(docs, run_lists_the_catalogues_programmable_families)
+{
+	char *help = help_of(CP_CMD_RUN), *p, *list, *end;
+	unsigned int family;
+
+	for (p = help; *p; p++)
+		if (*p == '\n')
+			*p = ' ';
+	cr_assert_null(strstr(help, "@"), "%s", help);
+	list = strstr(help, "FAMILY one of ");
+	cr_assert_not_null(list, "%s", help);
+	list += strlen("FAMILY one of ");
+	end = strchr(list, ';');
+	cr_assert_not_null(end);
+	*end = '\0';
+	for (family = CP_FAMILY_NONE + 1; family < CP_FAMILY_MAX; family++) {
+		const char *name = cp_family__name(family);
+		char *at = strstr(list, name);
+		bool listed = false;
+
+		/* As a whole item: "a, b, c". */
+		for (; at; at = strstr(at + 1, name))
+			listed |= (at == list || at[-1] == ' ') &&
+				  (!at[strlen(name)] || at[strlen(name)] == ',');
+		cr_assert_eq(listed, cp_family__programmable(family), "family %s %s in: %s", name,
+			     listed ? "listed" : "missing", list);
+	}
+	free(help);
+}
+
+/* The one decoder of a wait status, as waitpid gives it and the kernel keeps it. */
+Test(docs, wait_statuses_decode_to_a_signal_or_an_exit_status)
+{
+	struct cp_exit e;
+
+	e = cp_exit__decode(W_EXITCODE(3, 0));
+	cr_assert_eq(e.signal, 0);
+	cr_assert_eq(e.status, 3);
+	e = cp_exit__decode(W_EXITCODE(0, SIGKILL));
+	cr_assert_eq(e.signal, SIGKILL);
+	e = cp_exit__decode(W_EXITCODE(0, SIGSEGV) | 0x80); /* with a core dump */
+	cr_assert_eq(e.signal, SIGSEGV);
+	e = cp_exit__decode(0);
+	cr_assert_eq(e.signal, 0);
+	cr_assert_eq(e.status, 0);
 }
 
 /* README's synopsis blocks ("sudo cuprobe trace [...]") against --help, per command. */

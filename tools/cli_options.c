@@ -7,10 +7,13 @@
 #include <string.h>
 
 #include "cli_options.h"
+#include "cuprobe.h"
 
 /*
  * Every option, once: the parser's getopt table, each command's --help and
- * the man page (cuprobe-man, built beside cuprobe) are all made from it.
+ * the man page (cuprobe-man, built beside cuprobe) are all made from it. An
+ * option's help is shared by the commands that take it; help_for[command]
+ * words it for one command where the shared text would not be true of it.
  */
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
        OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
@@ -36,17 +39,21 @@ static const struct cp_option_doc option_docs[] = {
 	  "write to FILE (created as the invoking user, never through a symlink;\n"
 	  "an existing FILE is replaced only once tracing has started)" },
 	{ OPT_LIB, "lib", 0, "PATH", ALL,
-	  "also attach to this libcuda.so.1 (repeatable); probes: check its exports" },
+	  "also attach to this libcuda.so.1 (repeatable)",
+	  .help_for = { [CP_CMD_PROBES] =
+	  "check this libcuda.so.1's exports against the catalogue (repeatable)" } },
 	{ OPT_RUNTIME, "runtime", 0, NULL, TRACE,
 	  "also probe cudaLaunchKernel (libcudart, or static cudart in COMMAND) to\n"
 	  "name kernels through their host stubs" },
 	{ OPT_CUDART, "cudart", 0, "PATH", TRACE,
 	  "probe cudaLaunchKernel in this file (repeatable; implies --runtime)" },
-	{ 'i', "interval", 'i', "SECS", STATS | TOP | RUN | EXPORTER,
-	  "stats: also report every SECS seconds (default: only at exit);\n"
-	  "top: refresh period (default 1); run: also print the maps every SECS\n"
-	  "seconds (default: only at exit); exporter: how often the metrics are\n"
-	  "read from the maps (default 5)" },
+	{ 'i', "interval", 'i', "SECS", STATS | TOP | RUN | EXPORTER, NULL,
+	  .help_for = {
+		[CP_CMD_STATS] = "also report every SECS seconds (default: only at exit)",
+		[CP_CMD_TOP] = "refresh the view every SECS seconds (default 1)",
+		[CP_CMD_RUN] = "also print the maps every SECS seconds (default: only at exit)",
+		[CP_CMD_EXPORTER] = "read the metrics from the maps every SECS seconds (default 5)",
+	  } },
 	{ OPT_LISTEN, "listen", 0, "ADDR:PORT", EXPORTER,
 	  "serve /metrics on this address (default 127.0.0.1:9466); an address\n"
 	  "other than loopback needs --allow-remote" },
@@ -60,28 +67,41 @@ static const struct cp_option_doc option_docs[] = {
 	  "keep an exited process's series, with its pid, for SECS seconds (default\n"
 	  "300), then add them to its container's totals (pid=\"\"); 0 adds them at\n"
 	  "the first refresh after the exit" },
-	{ OPT_LATENCY, "latency", 0, NULL, STATS | EXPORTER,
-	  "time every call with a return probe: log2 latency histograms, percentiles\n"
-	  "and the calls that failed (exporter: API latency histograms and errors;\n"
-	  "roughly doubles the cost of a call)" },
+	{ OPT_LATENCY, "latency", 0, NULL, STATS | EXPORTER, NULL,
+	  .help_for = {
+		[CP_CMD_STATS] =
+		"time every call with a return probe: log2 latency histograms, percentiles\n"
+		"and the calls that failed (roughly doubles the cost of a call)",
+		[CP_CMD_EXPORTER] =
+		"time every call with a return probe: API latency histograms and error\n"
+		"counts (roughly doubles the cost of a call)",
+	  } },
 	{ OPT_STACKS, "stacks", 0, NULL, STATS,
 	  "record the allocating user stack of each allocation and print it,\n"
 	  "symbolized, in leak reports (the program needs frame pointers)" },
 	{ OPT_SET, "set", 0, "NAME=VALUE", RUN,
 	  "set the integer NAME of PROG (declared const volatile, e.g. a threshold)\n"
 	  "before it is loaded (repeatable); VALUE decimal or 0x hex" },
-	{ OPT_TIMELINE, "timeline", 0, NULL, TRACE | STATS,
-	  "bound when each kernel ran on the GPU from host evidence (syncs, event\n"
-	  "queries, blocking copies, exits): trace adds a gpu_interval record per\n"
-	  "launch; stats adds GPU busy time bounds, sync waits and a verdict\n"
-	  "(gpu-bound or launch-bound) per process (stats then streams every call)" },
+	{ OPT_TIMELINE, "timeline", 0, NULL, TRACE | STATS, NULL,
+	  .help_for = {
+		[CP_CMD_TRACE] =
+		"bound when each kernel ran on the GPU from host evidence (syncs, event\n"
+		"queries, blocking copies, exits): a gpu_interval record per launch",
+		[CP_CMD_STATS] =
+		"bound when each kernel ran on the GPU from host evidence (syncs, event\n"
+		"queries, blocking copies, exits): GPU busy time bounds, sync waits and a\n"
+		"verdict (gpu-bound or launch-bound) per process (every call is then\n"
+		"streamed to userspace)",
+	  } },
 	{ OPT_PERFETTO, "perfetto", 0, "FILE", TRACE,
 	  "also write a trace the Perfetto UI opens (Chrome trace-event JSON): API\n"
 	  "calls per thread, kernel bounds per stream with flows from their\n"
 	  "launches, memory and queue counters, Xid errors (implies --timeline's\n"
 	  "evidence, and return probes on every API)" },
 	{ 'd', "duration", 'd', "SECS", TRACING,
-	  "stop after SECS seconds (COMMAND, if still running, is left running)" },
+	  "stop after SECS seconds (COMMAND, if still running, is left running)",
+	  .help_for = { [CP_CMD_TOP] = "stop after SECS seconds",
+			[CP_CMD_EXPORTER] = "stop after SECS seconds" } },
 	{ OPT_RING_SIZE, "ring-size", 0, "SIZE", TRACE | STATS,
 	  "ring buffer size, a power of two from 4K to 1G (K/M/G suffixes);\n"
 	  "default 8M" },
@@ -96,12 +116,17 @@ static const struct cp_option_doc option_docs[] = {
 	  "stop when COMMAND exits, even if processes it started still run (they\n"
 	  "are counted); by default tracing lasts until its whole tree has exited" },
 	{ 'v', "verbose", 'v', NULL, TRACING,
-	  "more diagnostics on stderr (repeat for libbpf's); run: the tail of the\n"
-	  "verifier's log when it refuses PROG" },
+	  "more diagnostics on stderr (repeat for libbpf's)",
+	  .help_for = { [CP_CMD_RUN] =
+	  "more diagnostics on stderr (repeat for libbpf's), and the tail of the\n"
+	  "verifier's log when it refuses PROG" } },
 	{ 'h', "help", 'h', NULL, ALL, "show this help" },
 };
 
-static const struct cp_command_doc command_docs[] = {
+/* Where run's description lists the families, made from the catalogue's table. */
+#define FAMILY_LIST "@FAMILIES@"
+
+static struct cp_command_doc command_docs[] = {
 	[CP_CMD_TRACE] = { "trace", "[OPTIONS] [-- COMMAND [ARGS...]]",
 	  "Trace CUDA driver API calls (kernel launches with names, allocations, frees,\n"
 	  "virtual memory, memsets, copies, synchronizations, events, module loads,\n"
@@ -117,6 +142,9 @@ static const struct cp_command_doc command_docs[] = {
 	  "A first SIGINT/SIGTERM/SIGHUP is passed on to COMMAND (unless it came from\n"
 	  "the terminal, which signalled COMMAND itself); if COMMAND has not ended\n"
 	  "0.5 s later, or at a second one, tracing stops and COMMAND is left running.\n"
+	  "COMMAND runs in cuprobe's process group: a signal sent to the whole group by\n"
+	  "a process (kill -INT -- -PGID, timeout(1)) reaches COMMAND directly and is\n"
+	  "passed on as well, so COMMAND gets it twice; signal cuprobe's pid instead.\n"
 	  "Exit status: COMMAND's status (128+N if killed by signal N); 128+N when\n"
 	  "signal N stopped tracing before COMMAND ended; otherwise 0; 1 when tracing\n"
 	  "cannot start or the output cannot be written; 2 for bad usage; 126 when\n"
@@ -138,8 +166,7 @@ static const struct cp_command_doc command_docs[] = {
 	  "Run your own BPF programs on CUDA calls. PROG is a BPF object (.bpf.o) or\n"
 	  "BPF C (.bpf.c, compiled with clang as the invoking user against\n"
 	  "cuprobe.bpf.h). Its programs go in sections cuda/FAMILY (the call's entry)\n"
-	  "or cuda.return/FAMILY (its return), FAMILY one of launch, alloc, free, vmm,\n"
-	  "copy, memset, sync, event, module, context; each attaches to every\n"
+	  "or cuda.return/FAMILY (its return), FAMILY one of " FAMILY_LIST "; each attaches to every\n"
 	  "variant of its family's APIs in every driver file, including those mapped\n"
 	  "later, and sees only the targeted processes. Every ring buffer declared\n"
 	  "with CUPROBE_RING is printed record by record, every other map at exit\n"
@@ -178,8 +205,55 @@ const struct cp_option_doc *cp_option_docs(size_t *count)
 	return option_docs;
 }
 
+const char *cp_option_help(const struct cp_option_doc *o, enum cp_command command)
+{
+	return (unsigned int)command < CP_CMD_COUNT && o->help_for[command] ?
+	       o->help_for[command] : o->help;
+}
+
+static void print_wrapped(FILE *out, const char *text, int indent, int width);
+
+/*
+ * Run's description with FAMILY_LIST replaced by every family users' programs
+ * may attach to (the list the section check of cp_tracer__load_program takes),
+ * wrapped again as one paragraph. Made once; on failure the text stays as it is.
+ */
+static void fill_family_list(void)
+{
+	static char text[2048];
+	char families[512], *flat = NULL;
+	struct cp_command_doc *run = &command_docs[CP_CMD_RUN];
+	const char *at = strstr(run->description, FAMILY_LIST);
+	unsigned int family;
+	size_t used = 0, len = 0;
+	FILE *out;
+
+	if (!at)
+		return; /* done already */
+	families[0] = '\0';
+	for (family = CP_FAMILY_NONE + 1; family < CP_FAMILY_MAX; family++)
+		if (cp_family__programmable(family) && used < sizeof(families))
+			used += (size_t)snprintf(families + used, sizeof(families) - used, "%s%s",
+						 used ? ", " : "", cp_family__name(family));
+	if (asprintf(&flat, "%.*s%s%s", (int)(at - run->description), run->description, families,
+		     at + strlen(FAMILY_LIST)) < 0)
+		return;
+	out = fmemopen(text, sizeof(text) - 1, "w");
+	if (out) {
+		print_wrapped(out, flat, 0, 79);
+		len = ftell(out);
+		fclose(out);
+	}
+	if (len > 1 && len < sizeof(text) - 1) {
+		text[len - 1] = '\0'; /* print_wrapped's last newline */
+		run->description = text;
+	}
+	free(flat);
+}
+
 const struct cp_command_doc *cp_command_doc(enum cp_command command)
 {
+	fill_family_list();
 	return (unsigned int)command < CP_CMD_COUNT ? &command_docs[command] : NULL;
 }
 
@@ -241,7 +315,7 @@ int cp_usage__print(enum cp_command command, FILE *out)
 			fprintf(out, "\n%23s", "");
 		else
 			fprintf(out, "%*s", 23 - n, "");
-		print_wrapped(out, o->help, 23, 79);
+		print_wrapped(out, cp_option_help(o, command), 23, 79);
 	}
 	fprintf(out, "\n%s\n", doc->trailer);
 	return ferror(out) ? -EIO : 0;
@@ -271,6 +345,7 @@ int cp_usage__man(FILE *out, const char *version)
 	unsigned int command;
 	size_t i;
 
+	fill_family_list();
 	fprintf(out, ".TH CUPROBE 8 \"\" \"cuprobe %s\" \"System Administration\"\n", version);
 	fputs(".SH NAME\ncuprobe \\- what processes do to the GPU, traced with kernel uprobes on the CUDA driver\n"
 	      ".SH SYNOPSIS\n", out);
@@ -304,7 +379,7 @@ int cp_usage__man(FILE *out, const char *version)
 			if (o->arg)
 				fprintf(out, " \\fI%s\\fR", o->arg);
 			fputc('\n', out);
-			man_text(out, o->help);
+			man_text(out, cp_option_help(o, command));
 			fputc('\n', out);
 		}
 		fputs(".PP\n", out);

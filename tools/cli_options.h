@@ -60,6 +60,8 @@ struct cp_option_doc {
 	const char *arg;        /* the value's name in the help ("PID"); NULL for a flag */
 	unsigned int commands;  /* a bit (1 << enum cp_command) per command that takes it */
 	const char *help;       /* one paragraph: --help wraps it, so do man readers */
+	/* A command's own wording where the shared help is not true of it (NULL: help). */
+	const char *help_for[CP_CMD_COUNT];
 };
 
 struct cp_command_doc {
@@ -70,6 +72,8 @@ struct cp_command_doc {
 };
 
 const struct cp_option_doc *cp_option_docs(size_t *count);
+/* What an option does in one command: its help_for[command], else its help. */
+const char *cp_option_help(const struct cp_option_doc *o, enum cp_command command);
 const struct cp_command_doc *cp_command_doc(enum cp_command command);
 /* A command's --help, made from the option table: 0 or -EIO. */
 int cp_usage__print(enum cp_command command, FILE *out);

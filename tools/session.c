@@ -377,11 +377,11 @@ static int load_program(struct cp_session *s)
 	s->program = cp_tracer__load_program(s->tracer, s->program_elf, s->program_size, &opts);
 	if (s->program)
 		return 0;
-	cp_say("%s", error[0] ? error : strerror(errno));
+	/* One line; the log's tail is what -v adds. */
+	cp_say("%s%s", error[0] ? error : strerror(errno),
+	       log[0] && !cp_verbosity ? " (run with -v to see the end of the verifier's log)" : "");
 	if (log[0] && cp_verbosity)
 		say_log_tail(log, 20);
-	else if (log[0])
-		cp_say("run with -v to see the end of the verifier's log");
 	return CP_EXIT_USAGE;
 }
 
@@ -713,6 +713,9 @@ void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
 			 * A signal from the terminal (SI_KERNEL) went to the whole
 			 * foreground process group, COMMAND included: do not send it
 			 * twice. One from a process was meant for us: pass it on.
+			 * A process's kill of our whole group reached COMMAND too, but
+			 * its siginfo is that of a kill of our pid alone (SI_USER, the
+			 * sender's pid): COMMAND then gets it twice, as --help says.
 			 */
 			if (info.ssi_code != SI_KERNEL)
 				kill(s->child_pid, (int)info.ssi_signo);
@@ -763,11 +766,9 @@ void cp_session__report_files(const struct cp_session *s)
 /* Exit status of a wait status, as a shell reports it. */
 static int shell_status(int status)
 {
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return CP_EXIT_SETUP;
+	struct cp_exit e = cp_exit__decode(status);
+
+	return e.signal ? 128 + e.signal : e.status;
 }
 
 int cp_session__finish(struct cp_session *s)

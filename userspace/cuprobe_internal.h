@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/wait.h>
 
 #include "cuprobe.h"
 
@@ -152,6 +153,22 @@ int cp_format__program_maps_header(struct cp_text *text, bool json, uint64_t ela
 /* A map that cannot be read (err from cp_program__read_map). */
 int cp_format__program_map_unreadable(struct cp_text *text, bool json,
 				      const struct cp_program_map_info *map, int err);
+
+/*
+ * The one decoder of a wait status (waitpid's, or exit_code as the kernel
+ * keeps it): the signal that ended the process, or 0 and its exit status.
+ */
+struct cp_exit {
+	int signal;
+	int status;
+};
+
+static inline struct cp_exit cp_exit__decode(int wait_status)
+{
+	if (WIFSIGNALED(wait_status))
+		return (struct cp_exit){ .signal = WTERMSIG(wait_status) };
+	return (struct cp_exit){ .status = WEXITSTATUS(wait_status) };
+}
 
 /* One process's counts, as cuprobe stats reports them. */
 struct cp_report {

@@ -435,13 +435,15 @@ static void put_json_dims(struct out_buf *out, const char *key, const __u32 dims
 	put_lit(out, "]");
 }
 
-/* The one decoder of a wait status (as the kernel keeps it): "signal" or "exit_status". */
+/* A wait status (as the kernel keeps it), by cp_exit__decode: "signal" or "exit_status". */
 static void put_json_exit(struct out_buf *out, int wait_status)
 {
-	if (WIFSIGNALED(wait_status))
-		put(out, ",\"signal\":%d", WTERMSIG(wait_status));
+	struct cp_exit e = cp_exit__decode(wait_status);
+
+	if (e.signal)
+		put(out, ",\"signal\":%d", e.signal);
 	else
-		put(out, ",\"exit_status\":%d", WEXITSTATUS(wait_status));
+		put(out, ",\"exit_status\":%d", e.status);
 }
 
 const char *cp_format__kernel_label(struct cp_names *names, uint32_t pid, uint64_t handle,
@@ -977,10 +979,10 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 
 		if (e->kind == CP_PROC_FORK)
 			put(&out, " child=%u", e->child_pid);
-		else if (e->kind == CP_PROC_EXIT && WIFSIGNALED(e->exit_code))
-			put(&out, " exit signal=%d", WTERMSIG(e->exit_code));
+		else if (e->kind == CP_PROC_EXIT && cp_exit__decode(e->exit_code).signal)
+			put(&out, " exit signal=%d", cp_exit__decode(e->exit_code).signal);
 		else if (e->kind == CP_PROC_EXIT)
-			put(&out, " exit status=%d", WEXITSTATUS(e->exit_code));
+			put(&out, " exit status=%d", cp_exit__decode(e->exit_code).status);
 		break;
 	}
 	case CP_EV_RETURN:
@@ -1166,11 +1168,11 @@ int cp_format__report_text(const struct cp_report *r, struct cp_names *names, st
 		return -ENOMEM;
 	put(&out, "== pid %u (", r->pid);
 	put_text_string(&out, r->comm ? r->comm : "?");
-	if (r->exited && WIFSIGNALED(r->exit_code))
-		put(&out, ") exited on signal %d, at %.3f s ==\n", WTERMSIG(r->exit_code),
+	if (r->exited && cp_exit__decode(r->exit_code).signal)
+		put(&out, ") exited on signal %d, at %.3f s ==\n", cp_exit__decode(r->exit_code).signal,
 		    r->since_start_s);
 	else if (r->exited)
-		put(&out, ") exited with status %d, at %.3f s ==\n", WEXITSTATUS(r->exit_code),
+		put(&out, ") exited with status %d, at %.3f s ==\n", cp_exit__decode(r->exit_code).status,
 		    r->since_start_s);
 	else
 		put(&out, ")%s at %.3f s%s ==\n", r->final ? " when tracing stopped," : "",
@@ -2896,10 +2898,12 @@ int cp_format__chrome_instant(struct cp_chrome_out *chrome, const union cp_event
 			snprintf(name, sizeof(name), "process start (cuInit)");
 		else if (event->proc.kind == CP_PROC_FORK)
 			snprintf(name, sizeof(name), "fork %u", event->proc.child_pid);
-		else if (event->proc.kind == CP_PROC_EXIT && WIFSIGNALED(event->proc.exit_code))
-			snprintf(name, sizeof(name), "exit (signal %d)", WTERMSIG(event->proc.exit_code));
+		else if (event->proc.kind == CP_PROC_EXIT && cp_exit__decode(event->proc.exit_code).signal)
+			snprintf(name, sizeof(name), "exit (signal %d)",
+				 cp_exit__decode(event->proc.exit_code).signal);
 		else if (event->proc.kind == CP_PROC_EXIT)
-			snprintf(name, sizeof(name), "exit (status %d)", WEXITSTATUS(event->proc.exit_code));
+			snprintf(name, sizeof(name), "exit (status %d)",
+				 cp_exit__decode(event->proc.exit_code).status);
 		else
 			snprintf(name, sizeof(name), "%s", proc_kind_name(event->proc.kind));
 		break;
