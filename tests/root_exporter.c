@@ -9,6 +9,7 @@
  * teardown, failed test or not.
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -27,6 +29,7 @@
 static char *dir;
 static struct exporter_proc exporter;
 static struct prometheus_proc prometheus;
+static pid_t kernels_child;
 
 static void setup(void)
 {
@@ -38,6 +41,11 @@ static void setup(void)
 
 static void teardown(void)
 {
+	if (kernels_child > 0) {
+		kill(kernels_child, SIGKILL);
+		waitpid(kernels_child, NULL, 0);
+		kernels_child = 0;
+	}
 	prometheus_stop(&prometheus);
 	exporter_stop(&exporter);
 	remove_tree(dir);
@@ -274,8 +282,246 @@ Test(http, openmetrics_and_protobuf_are_served_as_asked, .timeout = 120)
 		at += size;
 		families++;
 	}
-	cr_assert_eq(families, 19, "one message per family");
+	cr_assert_eq(families, 20, "one message per family");
 	http_reply_free(&r);
+}
+
+/* ---- --max-kernels: the most launched named, the rest "other" ------------------------------ */
+
+/*
+ * Kernels of other names than drv_launch's one: a child of this test calls
+ * the simulated driver itself (dlopen), loading a PTX image of several
+ * entries. The simulator runs only vec_add, so the other launches fail
+ * (CUDA_ERROR_NOT_SUPPORTED); cuprobe counts a launch at its entry anyway.
+ */
+static const char kernels_ptx[] =
+	".version 7.5\n.target sm_75\n.address_size 64\n"
+	".visible .entry k_hot()\n{\n\tret;\n}\n"
+	".visible .entry k_warm()\n{\n\tret;\n}\n"
+	".visible .entry k_mild()\n{\n\tret;\n}\n"
+	".visible .entry k_cold()\n{\n\tret;\n}\n"
+	".visible .entry k_late()\n{\n\tret;\n}\n";
+
+typedef int (*cu_init_fn)(unsigned int);
+typedef int (*cu_device_get_fn)(int *, int);
+typedef int (*cu_primary_retain_fn)(void **, int);
+typedef int (*cu_ctx_set_fn)(void *);
+typedef int (*cu_module_load_fn)(void **, const void *);
+typedef int (*cu_module_function_fn)(void **, void *, const char *);
+typedef int (*cu_launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+			    unsigned, void *, void **, void **);
+
+/* The child: launches as its parent says, one byte a phase; answers each with one byte. */
+static void kernels_workload(int in, int out)
+{
+	static const char *const names[] = { "k_hot", "k_warm", "k_mild", "k_cold", "k_late" };
+	/* Phase 1: the most launched first (any refresh in between sees the ranking so far). */
+	static const int first[] = { 40, 30, 20, 10, 0 };
+	/* Phase 2: k_cold becomes the most launched, k_late is new: neither takes a name. */
+	static const int second[] = { 0, 0, 0, 100, 5 };
+	/* Phase 3: a process whose own two most launched are k_mild and k_cold. */
+	static const int third[] = { 0, 0, 20, 10, 0 };
+	void *lib = dlopen(CUDA_SIM_LIB, RTLD_NOW), *ctx, *module, *functions[5];
+	cu_launch_fn launch;
+	int device, k, i;
+	char phase;
+
+	if (!lib)
+		_exit(10);
+	if (((cu_init_fn)dlsym(lib, "cuInit"))(0) ||
+	    ((cu_device_get_fn)dlsym(lib, "cuDeviceGet"))(&device, 0) ||
+	    ((cu_primary_retain_fn)dlsym(lib, "cuDevicePrimaryCtxRetain"))(&ctx, device) ||
+	    ((cu_ctx_set_fn)dlsym(lib, "cuCtxSetCurrent"))(ctx) ||
+	    ((cu_module_load_fn)dlsym(lib, "cuModuleLoadData"))(&module, kernels_ptx))
+		_exit(11);
+	for (k = 0; k < 5; k++)
+		if (((cu_module_function_fn)dlsym(lib, "cuModuleGetFunction"))(&functions[k], module,
+									      names[k]))
+			_exit(12);
+	launch = (cu_launch_fn)dlsym(lib, "cuLaunchKernel");
+	if (write(out, "r", 1) != 1)
+		_exit(13);
+	while (read(in, &phase, 1) == 1 && phase != 'q') {
+		const int *counts = phase == '1' ? first : phase == '2' ? second : third;
+
+		for (k = 0; k < 5; k++)
+			for (i = 0; i < counts[k]; i++)
+				launch(functions[k], 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+		if (write(out, &phase, 1) != 1)
+			_exit(13);
+	}
+	_exit(0);
+}
+
+/* The launches of pid ("": folded), by kernel label, from one text scrape; returns their number. */
+static size_t scrape_launches(const char *pid, char labels[][64], double *values, size_t max)
+{
+	char needle[32];
+	struct http_reply r;
+	const char *line;
+	size_t n = 0;
+
+	snprintf(needle, sizeof(needle), "{pid=\"%s\",", pid);
+	cr_assert(http_get(exporter.port, "/metrics", NULL, &r));
+	cr_assert_eq(r.status, 200);
+	for (line = r.body; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		const char *kernel, *end;
+
+		if (strncmp(line, "cuprobe_kernel_launches_total{", 30) ||
+		    strncmp(line + 29, needle, strlen(needle)))
+			continue;
+		kernel = strstr(line, ",kernel=\"");
+		cr_assert_not_null(kernel, "no kernel label: %.200s", line);
+		kernel += 9;
+		end = strchr(kernel, '"');
+		cr_assert_lt(n, max, "more series than expected");
+		snprintf(labels[n], 64, "%.*s", (int)(end - kernel), kernel);
+		values[n] = strtod(strchr(end, ' ') + 1, NULL);
+		n++;
+	}
+	http_reply_free(&r);
+	return n;
+}
+
+/* Waits for pid's launches to sum to total, then wants exactly the series given. */
+static void expect_launches(pid_t pid, double total, double hot, double warm, double other)
+{
+	char labels[8][64], pid_text[16];
+	double values[8], sum = 0, deadline = now_seconds() + 20;
+	size_t n, i;
+
+	if (pid > 0)
+		snprintf(pid_text, sizeof(pid_text), "%d", (int)pid);
+	else
+		pid_text[0] = '\0';
+	for (;;) {
+		n = scrape_launches(pid_text, labels, values, 8);
+		for (sum = 0, i = 0; i < n; i++)
+			sum += values[i];
+		if (sum == total)
+			break;
+		cr_assert_lt(now_seconds(), deadline, "pid %d's launches sum to %.0f, not %.0f", (int)pid,
+			     sum, total);
+		usleep(100000);
+	}
+	cr_assert_eq(n, 3, "pid %d: %zu series, not k_hot, k_warm and other", (int)pid, n);
+	for (i = 0; i < n; i++) {
+		double want = !strcmp(labels[i], "k_hot") ? hot : !strcmp(labels[i], "k_warm") ? warm :
+			      !strcmp(labels[i], "other") ? other : -1;
+
+		cr_assert_eq(values[i], want, "kernel=\"%s\" %.0f, want %.0f", labels[i], values[i], want);
+	}
+}
+
+static void kernels_phase(int to, int from, char phase)
+{
+	char answer;
+
+	cr_assert_eq(write(to, &phase, 1), 1);
+	cr_assert_eq(read(from, &answer, 1), 1, "the workload died in phase %c", phase);
+	cr_assert_eq(answer, phase);
+}
+
+/* One child through the given phases, then gone (reaped). */
+static void kernels_run(const char *phases)
+{
+	int to[2], from[2], status;
+	char ready;
+
+	cr_assert_eq(pipe(to), 0);
+	cr_assert_eq(pipe(from), 0);
+	kernels_child = fork();
+	cr_assert_geq(kernels_child, 0);
+	if (!kernels_child) {
+		close(to[1]);
+		close(from[0]);
+		kernels_workload(to[0], from[1]);
+	}
+	close(to[0]);
+	close(from[1]);
+	cr_assert_eq(read(from[0], &ready, 1), 1, "the workload did not start");
+	usleep(1000000); /* its names read by the exporter before any launch */
+	for (; *phases; phases++)
+		kernels_phase(to[1], from[0], *phases);
+	cr_assert_eq(write(to[1], "q", 1), 1);
+	cr_assert_eq(waitpid(kernels_child, &status, 0), kernels_child);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the workload: status %#x", status);
+	kernels_child = 0;
+	close(to[1]);
+	close(from[0]);
+}
+
+/* The value of an unlabelled-or-labelled series line of one text scrape; -1 when absent. */
+static double scrape_value(const char *series)
+{
+	struct http_reply r;
+	const char *at;
+	double value = -1;
+
+	cr_assert(http_get(exporter.port, "/metrics", NULL, &r));
+	at = strstr(r.body, series);
+	if (at && (at == r.body || at[-1] == '\n') && at[strlen(series)] == ' ')
+		value = strtod(at + strlen(series) + 1, NULL);
+	http_reply_free(&r);
+	return value;
+}
+
+/*
+ * The folded totals keep --max-kernels names per cgroup: a second process of
+ * the same cgroup whose kernels are others folds them into kernel="other",
+ * and cuprobe_folded_overflow counts it.
+ */
+Test(exporter, folded_totals_keep_max_kernels_names_per_cgroup, .timeout = 120)
+{
+	static const char *const args[] = { "-i", "0.3", "--max-kernels", "2", "--keep-exited", "0", NULL };
+
+	exporter_start(&exporter, dir, args);
+	kernels_run("1");
+	expect_launches(0, 100, 40, 30, 30);
+	cr_assert_lt(scrape_value("cuprobe_folded_overflow_total{limit=\"kernels\"}"), 0,
+		     "nothing overflowed yet");
+	kernels_run("3");
+	/* Its k_mild and k_cold had names of their own while it ran; folded, they are "other". */
+	expect_launches(0, 130, 40, 30, 60);
+	cr_assert_eq(scrape_value("cuprobe_folded_overflow_total{limit=\"kernels\"}"), 1);
+}
+
+Test(exporter, max_kernels_names_the_most_launched_and_keeps_its_names, .timeout = 120)
+{
+	static const char *const args[] = { "-i", "0.3", "--max-kernels", "2", NULL };
+	int to[2], from[2], status;
+	char ready;
+
+	exporter_start(&exporter, dir, args);
+	cr_assert_eq(pipe(to), 0);
+	cr_assert_eq(pipe(from), 0);
+	kernels_child = fork();
+	cr_assert_geq(kernels_child, 0);
+	if (!kernels_child) {
+		close(to[1]);
+		close(from[0]);
+		kernels_workload(to[0], from[1]);
+	}
+	close(to[0]);
+	close(from[1]);
+	cr_assert_eq(read(from[0], &ready, 1), 1, "the workload did not start");
+	/* Its names (records of cuModuleGetFunction) read by the exporter before any launch. */
+	usleep(1000000);
+	/* 40, 30, 20, 10 launches: the two most launched named, 30 in "other". */
+	kernels_phase(to[1], from[0], '1');
+	expect_launches(kernels_child, 100, 40, 30, 30);
+	/* k_cold is now the most launched: it stays in "other" (which must not go back). */
+	kernels_phase(to[1], from[0], '2');
+	expect_launches(kernels_child, 205, 40, 30, 135);
+	/* Exited: its final rows, the same labels. */
+	cr_assert_eq(write(to[1], "q", 1), 1);
+	cr_assert_eq(waitpid(kernels_child, &status, 0), kernels_child);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the workload: status %#x", status);
+	usleep(1500000); /* refreshes (0.3 s) have retired it */
+	expect_launches(kernels_child, 205, 40, 30, 135);
+	kernels_child = 0;
+	close(to[1]);
+	close(from[0]);
 }
 
 /* ---- requests refused, serving goes on ---------------------------------------------------- */

@@ -9,9 +9,10 @@
  * Counters never go backwards: when a process exits, the agent marks it;
  * the next refresh takes its final rows from the snapshot it reads anyway,
  * keeps them (labelled with its pid) for --keep-exited seconds, then folds
- * them into its container's totals (pid=""); the BPF rows of every exit of
- * the interval go in one walk of each map. A pid reused meanwhile retires
- * the old process at once.
+ * them into its cgroup's totals (pid=""), which are bounded (fold); the BPF
+ * rows of every exit of the interval go in one walk of each map. A pid
+ * reused meanwhile (its exit seen, or its start time changed) retires the
+ * old process at once.
  *
  * The agent thread and the main thread share one lock. The main thread holds
  * it only to read the maps and gather the series; the expositions are built
@@ -40,6 +41,153 @@
 #include "exporter.h"
 #include "session.h"
 
+/* ---- the pure parts (exporter.h; unit_exporter tests them) ------------------------ */
+
+void cp_exporter__container_of(const char *cgroup, char *container, size_t container_len, char *pod,
+			       size_t pod_len)
+{
+	const char *p, *at;
+	size_t n;
+
+	container[0] = pod[0] = '\0';
+	/* docker-ID.scope, /docker/ID, cri-containerd-ID.scope, crio-ID.scope, /kubepods/.../ID. */
+	for (p = cgroup; *p; p++) {
+		for (n = 0; isxdigit((unsigned char)p[n]); n++)
+			;
+		if (n == 64 && (p == cgroup || !isxdigit((unsigned char)p[-1]))) {
+			snprintf(container, container_len, "%.64s", p);
+			break;
+		}
+		if (n)
+			p += n - 1;
+	}
+	/* kubepods-...-pod<uid>.slice (uid's dashes written as underscores), /kubepods/.../pod<uid>/. */
+	at = strstr(cgroup, "pod");
+	while (at) {
+		const char *uid = at + 3;
+
+		for (n = 0; isxdigit((unsigned char)uid[n]) || uid[n] == '-' || uid[n] == '_'; n++)
+			;
+		if (n >= 32) {
+			snprintf(pod, pod_len, "%.*s", (int)(n < pod_len ? n : pod_len - 1), uid);
+			for (char *c = pod; *c; c++)
+				if (*c == '_')
+					*c = '-';
+			break;
+		}
+		at = strstr(uid, "pod");
+	}
+}
+
+/*
+ * cgroup v2 (and the hybrid layout): the "0::" line. v1 only: the last line,
+ * which is hierarchy 1 (name=systemd where systemd runs), the one whose path
+ * says most; docker and Kubernetes name the container in every hierarchy.
+ */
+void cp_exporter__cgroup_of(const char *text, char *out, size_t len)
+{
+	const char *line = text;
+
+	out[0] = '\0';
+	while (line && *line) {
+		const char *end = strchr(line, '\n'), *first = strchr(line, ':'), *path;
+
+		if (!end)
+			end = line + strlen(line);
+		path = first && first < end ? memchr(first + 1, ':', (size_t)(end - first - 1)) : NULL;
+		if (path) {
+			snprintf(out, len, "%.*s", (int)(end - path - 1), path + 1);
+			if (!strncmp(line, "0::", 3))
+				return;
+		}
+		line = *end ? end + 1 : NULL;
+	}
+}
+
+unsigned long long cp_exporter__start_time(const char *stat)
+{
+	/* "PID (COMM) S ...": COMM may hold spaces and parentheses; field 3 follows the last ')'. */
+	const char *p = strrchr(stat, ')');
+	unsigned long long value;
+	char *end;
+	int field;
+
+	if (!p || p[1] != ' ')
+		return 0;
+	p++;
+	for (field = 3; field < 22; field++) {
+		p = strchr(p + 1, ' ');
+		if (!p)
+			return 0;
+	}
+	if (*p != ' ' || !isdigit((unsigned char)p[1]))
+		return 0;
+	value = strtoull(p + 1, &end, 10);
+	return *end == ' ' || *end == '\n' || *end == '\0' ? value : 0;
+}
+
+bool cp_fold_bound__cgroup(struct cp_fold_bound *bound, const char *cgroup, size_t *at)
+{
+	struct cp_fold_cgroup *grown;
+	size_t i;
+
+	for (i = 0; i < bound->cgroup_count; i++)
+		if (!strcmp(bound->cgroups[i].cgroup, cgroup)) {
+			*at = i;
+			return true;
+		}
+	if (bound->cgroup_count >= bound->max_cgroups)
+		return false;
+	grown = realloc(bound->cgroups, (bound->cgroup_count + 1) * sizeof(*grown));
+	if (!grown)
+		return false;
+	bound->cgroups = grown;
+	grown[i] = (struct cp_fold_cgroup){ .cgroup = strdup(cgroup) };
+	if (!grown[i].cgroup)
+		return false;
+	bound->cgroup_count++;
+	*at = i;
+	return true;
+}
+
+const char *cp_fold_bound__kernel(struct cp_fold_bound *bound, size_t at, const char *kernel)
+{
+	struct cp_fold_cgroup *c = &bound->cgroups[at];
+	char **grown;
+	size_t i;
+
+	if (!strcmp(kernel, "other"))
+		return "other";
+	for (i = 0; i < c->kernel_count; i++)
+		if (!strcmp(c->kernels[i], kernel))
+			return c->kernels[i];
+	if (c->kernel_count >= bound->max_kernels)
+		return "other";
+	grown = realloc(c->kernels, (c->kernel_count + 1) * sizeof(*grown));
+	if (!grown)
+		return "other";
+	c->kernels = grown;
+	grown[i] = strdup(kernel);
+	if (!grown[i])
+		return "other";
+	return grown[c->kernel_count++];
+}
+
+void cp_fold_bound__release(struct cp_fold_bound *bound)
+{
+	size_t i, k;
+
+	for (i = 0; i < bound->cgroup_count; i++) {
+		for (k = 0; k < bound->cgroups[i].kernel_count; k++)
+			free(bound->cgroups[i].kernels[k]);
+		free(bound->cgroups[i].kernels);
+		free(bound->cgroups[i].cgroup);
+	}
+	free(bound->cgroups);
+	bound->cgroups = NULL;
+	bound->cgroup_count = 0;
+}
+
 #ifdef CUPROBE_NO_EXPORTER
 int cp_cmd_exporter(int argc, char **argv)
 {
@@ -56,6 +204,8 @@ int cp_cmd_exporter(int argc, char **argv)
 #define DEFAULT_KEEP_EXITED_MS (300 * 1000ull)
 #define LOST_EXIT_WAIT_NS (10 * 1000000000ull)
 #define MAX_GPUS 64
+/* Cgroups whose exited processes keep their own folded series (the rest: one overflow row). */
+#define FOLDED_CGROUPS_MAX 500
 #define HTTP_CONNECTIONS_MAX 64
 #define HTTP_TIMEOUT_S 10
 #define HTTP_CONNECTION_MEMORY 16384
@@ -77,7 +227,7 @@ struct named_kernel {
 
 struct process {
 	uint32_t pid;
-	bool seen;                  /* its rows were in the latest snapshot */
+	unsigned long long start_time; /* /proc/PID/stat's: a pid used again has another */
 	uint64_t gone_since_ns;     /* /proc/PID missing, its exit record not read yet */
 	bool exit_pending;          /* its exit record came: retired at the next refresh */
 	bool exited;
@@ -87,9 +237,10 @@ struct process {
 	char container[80];
 	char pod[80];
 	char *visible_devices;      /* CUDA_VISIBLE_DEVICES of its environment, or NULL */
-	/* The kernels named in its series, first come (the rest go to kernel="other"). */
+	/* The kernels named in its series (name_kernels; the rest go to kernel="other"). */
 	struct named_kernel *kernels;
 	size_t kernel_count;
+	struct cp_metric_family xids; /* its Xid errors, labelled as its other series */
 	/* Once exited: its final rows, names resolved. */
 	struct cp_stats_snapshot final;
 	char **final_kernel_names;
@@ -107,8 +258,9 @@ struct exporter {
 	size_t gpu_count;
 	/* Folded totals of exited processes (pid=""), and counters of events. */
 	struct cp_metric_family folded_launches, folded_calls, folded_errors, folded_latency,
-		folded_copies, folded_copy_bytes, folded_allocations, folded_frees;
-	struct cp_metric_family xids, attaches, attach_delay;
+		folded_copies, folded_copy_bytes, folded_allocations, folded_frees, folded_xids;
+	struct cp_fold_bound bound;  /* which cgroups and kernels keep folded series of their own */
+	struct cp_metric_family fold_overflow, attaches, attach_delay;
 	/*
 	 * The series of the latest refresh, and the expositions made from them:
 	 * each format is built at its first scrape after a refresh (a scraper asks
@@ -134,6 +286,10 @@ static const char *const copy_labels[] = { "pid", "comm", "container", "cgroup",
 static const char *const xid_labels[] = { "pid", "comm", "container", "cgroup", "pod", "pci", "xid" };
 static const char *const attach_labels[] = { "status" };
 static const char *const map_labels[] = { "map" };
+static const char *const limit_labels[] = { "limit" };
+#define CP_STR(x) #x
+#define CP_XSTR(x) CP_STR(x)
+#define FOLDED_OVERFLOW_HELP "Exited processes folded into the overflow rows: limit=\"containers\" (cgroups beyond the first " CP_XSTR(FOLDED_CGROUPS_MAX) " fold into container=\"\", cgroup=\"\", pod=\"\", kernel=\"other\"), limit=\"kernels\" (kernels beyond --max-kernels per cgroup into kernel=\"other\")"
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static uint64_t monotonic_ns(void)
@@ -159,73 +315,43 @@ static bool read_line(const char *path, char *out, size_t len)
 	return ok;
 }
 
-/*
- * The container of a cgroup path: the 64-hex id of docker ("docker-ID.scope",
- * "/docker/ID"), containerd ("cri-containerd-ID.scope") and CRI-O
- * ("crio-ID.scope"); the pod of Kubernetes paths ("...pod<uid>.slice" or
- * "/kubepods/.../pod<uid>/").
- */
-static void container_of(const char *cgroup, char *container, size_t container_len, char *pod,
-			 size_t pod_len)
+/* The whole of a small /proc file, NUL-terminated; false when unreadable. */
+static bool read_small(const char *path, char *out, size_t len)
 {
-	const char *p, *at;
+	FILE *file = fopen(path, "re");
 	size_t n;
 
-	container[0] = pod[0] = '\0';
-	for (p = cgroup; *p; p++) {
-		for (n = 0; isxdigit((unsigned char)p[n]); n++)
-			;
-		if (n == 64 && (p == cgroup || !isxdigit((unsigned char)p[-1]))) {
-			snprintf(container, container_len, "%.64s", p);
-			break;
-		}
-		if (n)
-			p += n - 1;
-	}
-	at = strstr(cgroup, "pod");
-	while (at) {
-		const char *uid = at + 3;
+	if (!file)
+		return false;
+	n = fread(out, 1, len - 1, file);
+	fclose(file);
+	out[n] = '\0';
+	return n > 0;
+}
 
-		for (n = 0; isxdigit((unsigned char)uid[n]) || uid[n] == '-' || uid[n] == '_'; n++)
-			;
-		if (n >= 32) {
-			snprintf(pod, pod_len, "%.*s", (int)(n < pod_len ? n : pod_len - 1), uid);
-			/* The slice form writes the uid's dashes as underscores. */
-			for (char *c = pod; *c; c++)
-				if (*c == '_')
-					*c = '-';
-			break;
-		}
-		at = strstr(uid, "pod");
-	}
+/* The start time of a running pid (0: gone): a pid used again has another. */
+static unsigned long long pid_start_time(uint32_t pid)
+{
+	char path[64], stat[1024];
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	return read_small(path, stat, sizeof(stat)) ? cp_exporter__start_time(stat) : 0;
 }
 
 static void read_process(struct process *p)
 {
-	char path[64], line[512], environ_buf[65536];
+	char path[64], text[4096], environ_buf[65536];
 	FILE *file;
 	size_t n;
 
+	p->start_time = pid_start_time(p->pid);
 	snprintf(path, sizeof(path), "/proc/%u/comm", p->pid);
 	if (!read_line(path, p->comm, sizeof(p->comm)))
 		snprintf(p->comm, sizeof(p->comm), "?");
-	/* cgroup v2: "0::/path"; v1: the first hierarchy that says something. */
 	snprintf(path, sizeof(path), "/proc/%u/cgroup", p->pid);
-	file = fopen(path, "re");
-	while (file && fgets(line, sizeof(line), file)) {
-		char *rest = strchr(line, ':');
-
-		rest = rest ? strchr(rest + 1, ':') : NULL;
-		if (!rest)
-			continue;
-		rest[strcspn(rest, "\n")] = '\0';
-		snprintf(p->cgroup, sizeof(p->cgroup), "%s", rest + 1);
-		if (!strncmp(line, "0::", 3))
-			break;
-	}
-	if (file)
-		fclose(file);
-	container_of(p->cgroup, p->container, sizeof(p->container), p->pod, sizeof(p->pod));
+	if (read_small(path, text, sizeof(text)))
+		cp_exporter__cgroup_of(text, p->cgroup, sizeof(p->cgroup));
+	cp_exporter__container_of(p->cgroup, p->container, sizeof(p->container), p->pod, sizeof(p->pod));
 	/* Device ordinals are the process's own: CUDA_VISIBLE_DEVICES maps them. */
 	snprintf(path, sizeof(path), "/proc/%u/environ", p->pid);
 	file = fopen(path, "re");
@@ -313,6 +439,14 @@ static const char *gpu_uuid(const struct exporter *x, const struct process *p, i
 	return "";
 }
 
+/* Its pid belongs to another process now (its exit record was lost). */
+static bool start_time_changed(const struct process *p)
+{
+	unsigned long long now = pid_start_time(p->pid);
+
+	return p->start_time && now && now != p->start_time;
+}
+
 static struct process *find_process(struct exporter *x, uint32_t pid, bool exited)
 {
 	struct process *p;
@@ -333,39 +467,94 @@ static struct process *live_process(struct exporter *x, uint32_t pid)
 	if (!p)
 		return NULL;
 	p->pid = pid;
+	p->xids.name = p->xids.help = "";
+	p->xids.type = CP_METRIC_COUNTER;
+	p->xids.label_names = xid_labels;
+	p->xids.label_count = COUNT(xid_labels);
 	read_process(p);
 	p->next = x->processes;
 	x->processes = p;
 	return p;
 }
 
-/* The kernel label of a launch row: its name while the process has fewer than N named. */
-static const char *kernel_label(struct exporter *x, struct process *p, int32_t device,
-				uint64_t handle, bool graph)
+static struct named_kernel *named(struct process *p, int32_t device, uint64_t handle)
 {
-	const char *mangled;
-	char buf[64];
 	size_t i;
 
 	for (i = 0; i < p->kernel_count; i++)
 		if (p->kernels[i].handle == handle && p->kernels[i].device == device)
-			return p->kernels[i].name;
-	if (p->kernel_count >= x->max_kernels) {
-		return "other";
-	} else {
-		struct named_kernel *grown = realloc(p->kernels, (p->kernel_count + 1) * sizeof(*grown));
-		const char *label = cp_format__kernel_label(x->session->names, p->pid, handle, graph,
-							    &mangled, buf, sizeof(buf));
+			return &p->kernels[i];
+	return NULL;
+}
 
-		if (!grown)
-			return "other";
+static int by_launches(const void *a, const void *b)
+{
+	const struct cp_kernel_row *x = *(const struct cp_kernel_row *const *)a;
+	const struct cp_kernel_row *y = *(const struct cp_kernel_row *const *)b;
+
+	if (x->launches != y->launches)
+		return x->launches > y->launches ? -1 : 1;
+	return x->handle < y->handle ? -1 : x->handle > y->handle;
+}
+
+/*
+ * Which kernels of p get a series of their own (--max-kernels N), from its
+ * rows at a refresh (cumulative launch counts). Its counters never go
+ * backwards, so a kernel once named stays named and one once counted in
+ * kernel="other" stays there (naming it later would take its launches out
+ * of "other"). Hence the rule: the kernels a refresh sees for the first time
+ * take the free places, the most launched first; once N are named, every
+ * later kernel is "other" for the process's life. The N named are its N most
+ * launched when they had all appeared by the refresh that filled the last
+ * place, and the sum over its kernels is always its total.
+ */
+static void name_kernels(struct exporter *x, struct process *p, const struct cp_kernel_row *rows,
+			 size_t count)
+{
+	const struct cp_kernel_row **fresh;
+	struct named_kernel *grown;
+	size_t i, n = 0, room;
+
+	if (p->kernel_count >= x->max_kernels || !count)
+		return;
+	fresh = calloc(count, sizeof(*fresh));
+	if (!fresh)
+		return;
+	for (i = 0; i < count; i++)
+		if (!named(p, rows[i].device, rows[i].handle))
+			fresh[n++] = &rows[i];
+	room = x->max_kernels - p->kernel_count;
+	if (n > room)
+		qsort(fresh, n, sizeof(*fresh), by_launches);
+	else
+		room = n;
+	grown = room ? realloc(p->kernels, (p->kernel_count + room) * sizeof(*grown)) : NULL;
+	if (grown) {
 		p->kernels = grown;
-		grown[p->kernel_count] = (struct named_kernel){ .device = device, .handle = handle,
-								.name = strdup(label) };
-		if (!grown[p->kernel_count].name)
-			return "other";
-		return grown[p->kernel_count++].name;
+		for (i = 0; i < room; i++) {
+			const struct cp_kernel_row *k = fresh[i];
+			const char *mangled;
+			char buf[64];
+			const char *label = cp_format__kernel_label(x->session->names, p->pid, k->handle,
+								    k->graph, &mangled, buf, sizeof(buf));
+			char *copy = strdup(label);
+
+			if (!copy)
+				break; /* out of memory: named at the next refresh */
+			grown[p->kernel_count++] = (struct named_kernel){ .device = k->device,
+									  .handle = k->handle,
+									  .name = copy };
+		}
 	}
+	free(fresh);
+}
+
+/* The kernel label of a launch row (name_kernels has seen it). */
+static const char *kernel_label(struct process *p, int32_t device, uint64_t handle)
+{
+	struct named_kernel *k = named(p, device, handle);
+
+	return k ? k->name : "other";
 }
 
 static void free_process(struct process *p)
@@ -379,6 +568,7 @@ static void free_process(struct process *p)
 		free(p->final_kernel_names[i]);
 	free(p->final_kernel_names);
 	cp_stats_snapshot__release(&p->final);
+	cp_metric_family__release(&p->xids);
 	free(p->visible_devices);
 	free(p);
 }
@@ -388,7 +578,7 @@ static void free_process(struct process *p)
 struct families {
 	struct cp_metric_family launches, calls, errors, latency, copies, copy_bytes, allocations,
 		frees, live_bytes, peak_bytes, process_live_bytes, process_peak_bytes, xids,
-		attaches, attach_delay, lost, map_full, processes, scrapes;
+		attaches, attach_delay, lost, map_full, processes, scrapes, folded_overflow;
 };
 
 /* Label values of a process (pid="" for a container's folded totals). */
@@ -531,14 +721,19 @@ static void add_counters(struct exporter *x, struct process *p, const struct cp_
 	size_t i, end;
 
 	process_values(p, folded, pid, values);
-	for (ROWS_OF(snap->kernels, snap->kernel_count, p->pid, &i, &end); i < end; i++) {
+	ROWS_OF(snap->kernels, snap->kernel_count, p->pid, &i, &end);
+	if (!kernel_names && folded)
+		i = end; /* its names could not be kept (out of memory): its launches are lost */
+	else if (!kernel_names)
+		name_kernels(x, p, snap->kernels + i, end - i);
+	for (; i < end; i++) {
 		const struct cp_kernel_row *k = &snap->kernels[i];
 
 		snprintf(gpu, sizeof(gpu), "%d", k->device);
 		values[5] = k->device >= 0 ? gpu : "";
 		values[6] = gpu_uuid(x, p, k->device);
 		values[7] = kernel_names ? kernel_names[i] :
-			    kernel_label(x, p, k->device, k->handle, k->graph);
+			    kernel_label(p, k->device, k->handle);
 		add_value(launches, values, (double)k->launches);
 	}
 	for (ROWS_OF(snap->apis, snap->api_count, p->pid, &i, &end); i < end; i++) {
@@ -572,12 +767,53 @@ static void add_counters(struct exporter *x, struct process *p, const struct cp_
 	}
 }
 
-/* An exited process's final rows go into its container's totals; then it is gone. */
+/*
+ * An exited process's final rows and Xids go into its cgroup's totals; then
+ * it is gone. The totals are bounded (x->bound): a cgroup beyond
+ * FOLDED_CGROUPS_MAX folds into the row of container, cgroup and pod "",
+ * a kernel beyond --max-kernels within its cgroup into kernel="other"; each
+ * process that met a bound is counted in cuprobe_folded_overflow.
+ */
 static void fold(struct exporter *x, struct process *p)
 {
-	add_counters(x, p, &p->final, p->final_kernel_names, true, &x->folded_launches,
+	struct process as = *p; /* its labels, as folded: the struct's pointers only read */
+	const char *values[CP_METRIC_LABELS_MAX];
+	const char **names = NULL;
+	bool own, kernels_over = false;
+	size_t at = 0, i, j;
+
+	own = cp_fold_bound__cgroup(&x->bound, p->cgroup, &at);
+	if (!own)
+		as.container[0] = as.cgroup[0] = as.pod[0] = '\0';
+	if (p->final_kernel_names) {
+		names = calloc(p->final.kernel_count + 1, sizeof(*names));
+		for (i = 0; names && i < p->final.kernel_count; i++) {
+			const char *name = p->final_kernel_names[i];
+
+			names[i] = own ? cp_fold_bound__kernel(&x->bound, at, name) : "other";
+			if (strcmp(names[i], name))
+				kernels_over = true;
+		}
+	}
+	add_counters(x, &as, &p->final, (char **)names, true, &x->folded_launches,
 		     &x->folded_calls, &x->folded_errors, &x->folded_latency, &x->folded_copies,
 		     &x->folded_copy_bytes, &x->folded_allocations, &x->folded_frees);
+	free(names);
+	for (i = 0; i < p->xids.sample_count; i++) {
+		const struct cp_metric_sample *xid = &p->xids.samples[i];
+
+		for (j = 0; j < p->xids.label_count; j++)
+			values[j] = xid->values[j];
+		process_values(&as, true, (char[16]){ 0 }, values);
+		add_value(&x->folded_xids, values, xid->value);
+	}
+	if (!own) {
+		values[0] = "containers";
+		add_value(&x->fold_overflow, values, 1);
+	} else if (kernels_over) {
+		values[0] = "kernels";
+		add_value(&x->fold_overflow, values, 1);
+	}
 }
 
 static void unlink_process(struct exporter *x, struct process *gone)
@@ -609,11 +845,12 @@ static void mark_exited(struct exporter *x, struct process *p, const struct cp_s
 		free_process(old);
 	}
 	p->final = *final;
+	name_kernels(x, p, p->final.kernels, p->final.kernel_count);
 	p->final_kernel_names = calloc(p->final.kernel_count + 1, sizeof(char *));
 	for (i = 0; p->final_kernel_names && i < p->final.kernel_count; i++) {
 		const struct cp_kernel_row *k = &p->final.kernels[i];
 
-		p->final_kernel_names[i] = strdup(kernel_label(x, p, k->device, k->handle, k->graph));
+		p->final_kernel_names[i] = strdup(kernel_label(p, k->device, k->handle));
 		if (!p->final_kernel_names[i])
 			p->final_kernel_names[i] = strdup("other");
 	}
@@ -657,8 +894,11 @@ static int on_event(void *arg, const union cp_event *event)
 	case CP_EV_PROC:
 		p = find_process(x, event->hdr.pid, false);
 		if (event->proc.kind == CP_PROC_CUDA_INIT) {
-			/* A pid used again before its predecessor's exit was handled. */
-			if (p && p->exit_pending)
+			/*
+			 * A pid used again before its predecessor's exit was handled, or
+			 * with its exit record lost (another start time).
+			 */
+			if (p && (p->exit_pending || start_time_changed(p)))
 				retire_now(x, p);
 			live_process(x, event->hdr.pid);
 		} else if (event->proc.kind == CP_PROC_EXIT && p) {
@@ -683,19 +923,24 @@ static int on_event(void *arg, const union cp_event *event)
 	case CP_EV_XID: {
 		uint32_t who = cp_xid__process(&event->xid);
 
+		/*
+		 * Counted with the process, folded with it into its cgroup's totals; a
+		 * process gone already (or none named) goes straight to the
+		 * unattributed row, so no per-pid series outlives its process.
+		 */
 		p = find_process(x, who, false);
 		if (!p)
 			p = find_process(x, who, true);
-		snprintf(pid, sizeof(pid), "%u", who);
+		if (!p && who && pid_start_time(who))
+			p = live_process(x, who);
 		snprintf(code, sizeof(code), "%u", event->xid.error_code);
-		values[0] = pid;
-		values[1] = p ? p->comm : "";
-		values[2] = p ? p->container : "";
-		values[3] = p ? p->cgroup : "";
-		values[4] = p ? p->pod : "";
+		if (p)
+			process_values(p, false, pid, values);
+		else
+			values[0] = values[1] = values[2] = values[3] = values[4] = "";
 		values[5] = event->xid.dev;
 		values[6] = code;
-		add_value(&x->xids, values, 1);
+		add_value(p ? &p->xids : &x->folded_xids, values, 1);
 		break;
 	}
 	default:
@@ -765,7 +1010,7 @@ static void add_gauges(struct exporter *x, struct process *p, const struct cp_st
 
 static void init_families(struct families *f)
 {
-	init_family(&f->launches, "cuprobe_kernel_launches", "Kernel launches, per process, GPU and kernel (the first --max-kernels named, the rest kernel=\"other\"; graph launches by their graph)",
+	init_family(&f->launches, "cuprobe_kernel_launches", "Kernel launches, per process, GPU and kernel (up to --max-kernels named, the most launched first, the rest kernel=\"other\"; graph launches by their graph)",
 		    NULL, CP_METRIC_COUNTER, kernel_labels, COUNT(kernel_labels));
 	init_family(&f->calls, "cuprobe_api_calls", "CUDA driver API calls, per process and API",
 		    NULL, CP_METRIC_COUNTER, api_labels, COUNT(api_labels));
@@ -803,6 +1048,8 @@ static void init_families(struct families *f)
 		    NULL, CP_METRIC_GAUGE, attach_labels, COUNT(attach_labels));
 	init_family(&f->scrapes, "cuprobe_http_requests", "HTTP requests answered, and refused",
 		    NULL, CP_METRIC_COUNTER, attach_labels, COUNT(attach_labels));
+	init_family(&f->folded_overflow, "cuprobe_folded_overflow", FOLDED_OVERFLOW_HELP,
+		    NULL, CP_METRIC_COUNTER, limit_labels, COUNT(limit_labels));
 }
 
 static void free_families(struct families *f)
@@ -816,8 +1063,11 @@ static void free_families(struct families *f)
 
 /*
  * The processes whose exit came (or whose /proc entry has been gone for
- * LOST_EXIT_WAIT_NS: an exit record lost to a full ring) take their final
- * rows from snap; their BPF rows then go, every map walked once.
+ * LOST_EXIT_WAIT_NS: an exit record lost to a full ring; or whose pid has
+ * another start time: lost, and the pid used again) take their final rows
+ * from snap; their BPF rows then go, every map walked once. A pid used again
+ * within the interval gives its first rows to its predecessor: BPF rows are
+ * keyed by pid alone.
  */
 static void retire_exited(struct exporter *x, const struct cp_stats_snapshot *snap, uint64_t now)
 {
@@ -827,17 +1077,19 @@ static void retire_exited(struct exporter *x, const struct cp_stats_snapshot *sn
 
 	for (p = x->processes; p; p = p->next) {
 		struct cp_stats_snapshot final;
-		char path[32];
 
 		if (p->exited)
 			continue;
 		if (!p->exit_pending) {
-			snprintf(path, sizeof(path), "/proc/%u", p->pid);
-			if (!access(path, F_OK)) {
+			unsigned long long start = pid_start_time(p->pid);
+
+			if (start && (!p->start_time || start == p->start_time)) {
 				p->gone_since_ns = 0;
 				continue;
 			}
-			if (!p->gone_since_ns)
+			if (start) /* another process has the pid: no wait */
+				p->gone_since_ns = now - LOST_EXIT_WAIT_NS;
+			else if (!p->gone_since_ns)
 				p->gone_since_ns = now;
 			if (now - p->gone_since_ns < LOST_EXIT_WAIT_NS)
 				continue;
@@ -903,6 +1155,7 @@ static void refresh(struct exporter *x)
 		next = p->next;
 		if (!p->exited) {
 			running++;
+			merge(&f->xids, &p->xids);
 			continue;
 		}
 		/* exited_ns may be after now: retire_now runs on the agent thread. */
@@ -913,6 +1166,7 @@ static void refresh(struct exporter *x)
 			continue;
 		}
 		kept++;
+		merge(&f->xids, &p->xids);
 		add_counters(x, p, &p->final, p->final_kernel_names, false, &f->launches, &f->calls,
 			     &f->errors, &f->latency, &f->copies, &f->copy_bytes, &f->allocations, &f->frees);
 	}
@@ -924,8 +1178,9 @@ static void refresh(struct exporter *x)
 	merge(&f->copy_bytes, &x->folded_copy_bytes);
 	merge(&f->allocations, &x->folded_allocations);
 	merge(&f->frees, &x->folded_frees);
+	merge(&f->xids, &x->folded_xids);
+	merge(&f->folded_overflow, &x->fold_overflow);
 	/* The agent's families, copied: the build below runs without the lock. */
-	merge(&f->xids, &x->xids);
 	merge(&f->attaches, &x->attaches);
 	merge(&f->attach_delay, &x->attach_delay);
 	if (!cp_tracer__read_counters(x->session->tracer, &counters)) {
@@ -983,7 +1238,7 @@ static void build_exposition(struct exporter *x, enum cp_exposition e)
 			&f->launches, &f->calls, &f->errors, &f->latency, &f->copies, &f->copy_bytes,
 			&f->allocations, &f->frees, &f->live_bytes, &f->peak_bytes, &f->process_live_bytes,
 			&f->process_peak_bytes, &f->xids, &f->attaches, &f->attach_delay, &f->lost,
-			&f->map_full, &f->processes, &f->scrapes,
+			&f->map_full, &f->processes, &f->scrapes, &f->folded_overflow,
 		};
 		struct cp_metric_family flat[COUNT(all)];
 		size_t i;
@@ -1137,8 +1392,10 @@ int cp_cmd_exporter(int argc, char **argv)
 	init_family(&x.folded_copy_bytes, "", "", NULL, CP_METRIC_COUNTER, copy_labels, COUNT(copy_labels));
 	init_family(&x.folded_allocations, "", "", NULL, CP_METRIC_COUNTER, device_labels, COUNT(device_labels));
 	init_family(&x.folded_frees, "", "", NULL, CP_METRIC_COUNTER, device_labels, COUNT(device_labels));
-	init_family(&x.xids, "cuprobe_xid_errors", "GPU errors the NVIDIA driver reported (Xid), per process and GPU (PCI address)",
-		    NULL, CP_METRIC_COUNTER, xid_labels, COUNT(xid_labels));
+	init_family(&x.folded_xids, "", "", NULL, CP_METRIC_COUNTER, xid_labels, COUNT(xid_labels));
+	init_family(&x.fold_overflow, "", "", NULL, CP_METRIC_COUNTER, limit_labels, COUNT(limit_labels));
+	x.bound.max_cgroups = FOLDED_CGROUPS_MAX;
+	x.bound.max_kernels = x.max_kernels;
 	init_family(&x.attaches, "cuprobe_attach_events", "CUDA driver files mapped after the start, by outcome",
 		    NULL, CP_METRIC_COUNTER, attach_labels, COUNT(attach_labels));
 	init_family(&x.attach_delay, "cuprobe_attach_delay_seconds", "From a new driver file's first mapping to its probes being live",
@@ -1198,7 +1455,9 @@ cleanup:
 	cp_metric_family__release(&x.folded_copy_bytes);
 	cp_metric_family__release(&x.folded_allocations);
 	cp_metric_family__release(&x.folded_frees);
-	cp_metric_family__release(&x.xids);
+	cp_metric_family__release(&x.folded_xids);
+	cp_metric_family__release(&x.fold_overflow);
+	cp_fold_bound__release(&x.bound);
 	cp_metric_family__release(&x.attaches);
 	cp_metric_family__release(&x.attach_delay);
 	for (int e = 0; e < 3; e++)
