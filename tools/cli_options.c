@@ -61,8 +61,9 @@ static const struct cp_option_doc option_docs[] = {
 	  "allow --listen on an address other than loopback: anyone who can reach it\n"
 	  "reads every CUDA process's pid, command, container and kernel names" },
 	{ OPT_MAX_KERNELS, "max-kernels", 0, "N", EXPORTER,
-	  "name at most N kernels per process (the first N seen; later ones are\n"
-	  "counted together as kernel=\"other\"; default 50)" },
+	  "name at most N kernels per process: at each read, kernels seen for the\n"
+	  "first time take the free places, most launched first; a name once given\n"
+	  "stays, and the rest are counted together as kernel=\"other\" (default 50)" },
 	{ OPT_KEEP_EXITED, "keep-exited", 0, "SECS", EXPORTER,
 	  "keep an exited process's series, with its pid, for SECS seconds (default\n"
 	  "300), then add them to its container's totals (pid=\"\"); 0 adds them at\n"
