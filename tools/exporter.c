@@ -209,7 +209,7 @@ static void read_process(struct process *p)
 	snprintf(path, sizeof(path), "/proc/%u/comm", p->pid);
 	if (!read_line(path, p->comm, sizeof(p->comm)))
 		snprintf(p->comm, sizeof(p->comm), "?");
-	/* cgroup v2: "0::/path"; v1: the first hierarchy that says something. */
+	/* cgroup v2: the "0::/path" line; v1 only: the last line's (hierarchy's) path. */
 	snprintf(path, sizeof(path), "/proc/%u/cgroup", p->pid);
 	file = fopen(path, "re");
 	while (file && fgets(line, sizeof(line), file)) {
