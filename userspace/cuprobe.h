@@ -6,7 +6,11 @@
  * Shaped like libbpf: opaque objects with object__verb names, options
  * structs that start with their size, negative errno from int functions,
  * NULL with errno set from pointer functions. Nothing here prints or exits;
- * messages go to the log callback given in the options.
+ * messages go to the log callback given in the options. libbpf's own
+ * messages go through libbpf_set_print(), which belongs to the application:
+ * this library never calls it (libbpf's default printer writes its warnings
+ * and info to stderr; the cuprobe command line sets one that shows them from
+ * -vv on).
  *
  * Installed as <prefix>/include/cuprobe/cuprobe.h, with the record format
  * it includes (cuprobe_events.h, cuprobe_catalogue.h); build and link with
@@ -207,7 +211,7 @@ struct cp_tracer_opts {
 	 * its first recorded stack, and again at the first one after it maps new
 	 * code, until the consumer has read its memory map (a process that exits
 	 * at once would leave its stacks unnamed) and calls
-	 * cp_tracer__stacks_readable. Use it for processes cuprobe started: a
+	 * cp_tracer__maps_read. Use it for processes cuprobe started: a
 	 * job-control shell would see its job stop.
 	 */
 	bool hold_for_stacks;

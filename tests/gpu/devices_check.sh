@@ -62,6 +62,6 @@ for direction, key in (("HtoD", "htod"), ("DtoH", "dtoh")):
     got = total("cuprobe_copies_total", direction=direction)
     row(f"exporter: {direction} copies by GPU", got, {("0", uuid): want[key]}, got == {("0", uuid): want[key]})
 note("two GPUs: two processes each on its own GPU, one process on both, NCCL all-reduce", "not run",
-     "blocked: no two-GPU machine lent")
+     "blocked: no machine with two GPUs was available")
 finish(f"{out}/results-devices.md", "Device attribution on one GPU")
 PY

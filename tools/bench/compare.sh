@@ -18,7 +18,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 build="$here/../../build"
 tag=local
 results="$here/results"
-invoked="$0 $*"
+# As run from the repository root, whatever path started it: no machine's paths.
+invoked="tools/bench/compare.sh $*"
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -45,12 +46,16 @@ table="$results/compare-$tag-table.md"
 rm -f "$table"
 "$compare" --out "$results" --tag "$tag" "$@"
 elapsed=$(( $(date +%s) - start ))
+# cp_compare names the folder it ran in on the plot file's first line: say
+# where to run it instead, without this machine's absolute path.
+sed -i "1s|run from .*: gnuplot|run from the folder that holds compare-$tag-data/: gnuplot|" \
+	"$results/compare-$tag-data/compare.gp"
 
 plot_note=""
 if command -v gnuplot >/dev/null 2>&1; then
 	(cd "$results" && gnuplot "compare-$tag-data/compare.gp")
 else
-	plot_note="(gnuplot is not installed here: no PNG; run \`gnuplot compare-$tag-data/compare.gp\` in $results elsewhere)"
+	plot_note="(gnuplot is not installed here: no PNG; run \`gnuplot compare-$tag-data/compare.gp\` elsewhere, in the folder of compare-$tag.md)"
 fi
 
 machine() {
