@@ -9,7 +9,7 @@
  * did with what cuprobe saw.
  *
  * Like drv_launch, its RUNPATH finds the simulated driver in the build tree;
- * carried alone to a GPU machine it uses the real one.
+ * copied alone to a GPU machine it uses the real one.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

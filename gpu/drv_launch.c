@@ -6,7 +6,7 @@
  * It loads vec_add from embedded PTX, launches it from one or more threads
  * (each on its own stream), checks the result and prints one summary line
  * per process. Its RUNPATH is $ORIGIN/../lib/cuda-sim: in the build tree it
- * picks up the simulated driver (a test double); a copy carried alone to a
+ * picks up the simulated driver (a test double); a copy taken alone to a
  * GPU machine uses the system's libcuda.so.1 and really runs on the GPU.
  *
  * The timing options (--kernel-us, --host-us, --sync-every, --event-query)

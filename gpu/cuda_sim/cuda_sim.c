@@ -22,7 +22,7 @@
  *
  * It is never installed or put on the loader's search path: only the
  * cuprobe workloads load it, through their own RUNPATH
- * ($ORIGIN/../lib/cuda-sim). A copy of a workload carried to a real GPU
+ * ($ORIGIN/../lib/cuda-sim). A copy of a workload copied to a real GPU
  * machine finds the real libcuda.so.1 instead.
  */
 #ifndef _GNU_SOURCE

@@ -2,7 +2,7 @@
 # GPU acceptance for cuprobe on a real GPU (issue 6): real workloads traced
 # exactly, late attach, system-wide, and overhead against untraced runs
 # interleaved in the same call. Run on a machine with a GPU, with a static
-# build carried in gpu-bundle/ (tests/gpu/README.md says how to make it):
+# build copied into gpu-bundle/ (tests/gpu/README.md says how to make it):
 #   gpu-bundle/bin/{cuprobe,vec_add,vec_add_shared,drv_launch,graph_replay,gemm_loop}
 #   gpu-bundle/lib/libcudart.so.13
 # gemm_loop and vec_add_shared find libcublas/libcudart in PyTorch's

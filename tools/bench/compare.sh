@@ -46,10 +46,6 @@ table="$results/compare-$tag-table.md"
 rm -f "$table"
 "$compare" --out "$results" --tag "$tag" "$@"
 elapsed=$(( $(date +%s) - start ))
-# cp_compare names the folder it ran in on the plot file's first line: say
-# where to run it instead, without this machine's absolute path.
-sed -i "1s|run from .*: gnuplot|run from the folder that holds compare-$tag-data/: gnuplot|" \
-	"$results/compare-$tag-data/compare.gp"
 
 plot_note=""
 if command -v gnuplot >/dev/null 2>&1; then
