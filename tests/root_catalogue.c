@@ -329,6 +329,24 @@ Test(attach, system_wide_sees_a_driver_copied_to_another_directory, .timeout = 1
 	cr_assert_not_null(strstr(r.err_text, "attached while tracing"), "%s", r.err_text);
 	cr_assert_not_null(strstr(r.err_text, "1 process mapped it before then (0 held"), "%s",
 			   r.err_text);
+	/* The same, in the JSON output: one driver_file record for the copy. */
+	{
+		json_t *ev, *file = NULL;
+		size_t i;
+
+		json_array_foreach(r.json, i, ev)
+			if (!strcmp(jstr(ev, "type"), "driver_file") && !strcmp(jstr(ev, "path"), copy)) {
+				cr_assert_null(file, "two driver_file records for %s", copy);
+				file = ev;
+			}
+		cr_assert_not_null(file, "no driver_file record for %s", copy);
+		cr_assert_str_eq(jstr(file, "status"), "attached");
+		cr_assert_eq(jint(file, "early_processes"), 1);
+		cr_assert_eq(jint(file, "held_processes"), 0);
+		cr_assert_eq(jint(file, "unheld_processes"), 1);
+		cr_assert_eq(jint(file, "attach_delay_ns"), jint(file, "probes_live_ns") - jint(file, "first_mapped_ns"));
+		cr_assert_gt(jint(file, "attach_delay_ns"), 0);
+	}
 	free(line);
 	free(copy);
 	free(workload_out);

@@ -732,8 +732,9 @@ void cp_session__stop_agent(struct cp_session *s)
 		cp_agent__stop(s->agent);
 }
 
-void cp_session__report_files(const struct cp_session *s)
+void cp_session__report_files(struct cp_session *s, bool json)
 {
+	struct cp_text text = { 0 };
 	struct cp_traced_file files[64];
 	size_t count, i;
 
@@ -744,6 +745,12 @@ void cp_session__report_files(const struct cp_session *s)
 
 		if (f->at_start)
 			continue;
+		if (json && !s->output.error) {
+			cp_text__clear(&text);
+			if (cp_format__traced_file_json(&text, f) ||
+			    fwrite(text.data, 1, text.len, s->output.stream) != text.len)
+				cp_session__output_failed(s, text.failed ? ENOMEM : errno);
+		}
 		if (f->status == CP_ATTACH_FAILED) {
 			cp_say("warning: %s %s could not be probed (%s): %u processes that mapped it are not traced",
 			       what, f->path[0] ? f->path : "(unreachable)", strerror(-f->error),
@@ -761,6 +768,7 @@ void cp_session__report_files(const struct cp_session *s)
 	}
 	if (count > sizeof(files) / sizeof(files[0]))
 		cp_say("(%zu more library files not listed)", count - sizeof(files) / sizeof(files[0]));
+	cp_text__free(&text);
 }
 
 /* Exit status of a wait status, as a shell reports it. */

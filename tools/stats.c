@@ -469,7 +469,7 @@ int cp_cmd_stats(int argc, char **argv)
 	cp_session__stop_agent(&session);
 	report_all(&ctx, true);
 	warn_overflows(session.tracer);
-	cp_session__report_files(&session);
+	cp_session__report_files(&session, opts.json);
 	fprintf(stderr, "cuprobe: %llu reports, %llu leak reports\n",
 		(unsigned long long)ctx.reports, (unsigned long long)ctx.leak_reports);
 	exit_code = cp_session__finish(&session);

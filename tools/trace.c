@@ -277,7 +277,7 @@ int cp_cmd_trace(int argc, char **argv)
 	if (output.perfetto)
 		finish_perfetto(&output);
 	print_summary(&session);
-	cp_session__report_files(&session);
+	cp_session__report_files(&session, opts.json);
 	exit_code = cp_session__finish(&session);
 cleanup:
 	/* The agent (which feeds the timeline) is joined by close, before the timeline goes. */

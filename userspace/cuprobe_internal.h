@@ -201,6 +201,8 @@ int cp_format__report_json(const struct cp_report *report, struct cp_names *name
 int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_interval *interval,
 			struct cp_names *names, uint64_t start_ns);
 /* After an Xid: the kernels its process had in flight (known: the process was traced). */
+/* A driver or runtime file probed while tracing ran, as one JSON line (type "driver_file"). */
+int cp_format__traced_file_json(struct cp_text *text, const struct cp_traced_file *file);
 int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xid_event *xid,
 			     const struct cp_gpu_interval *in_flight, size_t count, bool known,
 			     struct cp_names *names);

@@ -2128,6 +2128,29 @@ int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_int
 	return text_done(&out);
 }
 
+int cp_format__traced_file_json(struct cp_text *text, const struct cp_traced_file *f)
+{
+	struct out_buf out = text_out(text);
+	bool live = f->status == CP_ATTACH_ATTACHED && f->probes_live_ns >= f->first_mapped_ns;
+
+	put_lit(&out, "{\"type\":\"driver_file\"");
+	put_json_string(&out, "path", f->path);
+	put(&out, ",\"runtime\":%s,\"dev\":%u,\"inode\":%llu,\"status\":\"%s\",\"error\":%d,"
+	    "\"probes\":%u,\"first_mapped_ns\":%llu,\"probes_live_ns\":%llu,",
+	    f->runtime ? "true" : "false", f->dev, (unsigned long long)f->inode,
+	    cp_attach_status__name(f->status), f->error, f->probes,
+	    (unsigned long long)f->first_mapped_ns, (unsigned long long)f->probes_live_ns);
+	if (live)
+		put(&out, "\"attach_delay_ns\":%llu,",
+		    (unsigned long long)(f->probes_live_ns - f->first_mapped_ns));
+	else
+		put_lit(&out, "\"attach_delay_ns\":null,");
+	put(&out, "\"early_processes\":%u,\"held_processes\":%u,\"unheld_processes\":%u}\n",
+	    f->early_processes, f->held_processes,
+	    f->early_processes > f->held_processes ? f->early_processes - f->held_processes : 0);
+	return text_done(&out);
+}
+
 int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xid_event *xid,
 			     const struct cp_gpu_interval *in_flight, size_t count, bool known,
 			     struct cp_names *names)
