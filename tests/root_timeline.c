@@ -300,6 +300,31 @@ static void assert_busy_between(struct timeline_run *r, json_t *gpu)
 		    (hi - lo) / 1e6, r->resume_late_ns / 1e6, r->waits);
 }
 
+/*
+ * One device (the simulated driver has one): its summary is the process's,
+ * field for field. The one stream's own waits are the waits for its work.
+ */
+static void assert_device_and_stream(json_t *gpu)
+{
+	static const char *const same[] = { "launches", "bounded", "pending", "busy_min_ns",
+					    "busy_max_ns", "sync_wait_ns", "syncs_waited" };
+	json_t *devices = json_object_get(gpu, "devices"), *streams = json_object_get(gpu, "streams");
+	json_t *device, *stream;
+	size_t i;
+
+	cr_assert_eq(json_array_size(devices), 1, "devices: %zu", json_array_size(devices));
+	device = json_array_get(devices, 0);
+	cr_assert_eq(jint(device, "device"), 0);
+	for (i = 0; i < sizeof(same) / sizeof(same[0]); i++)
+		cr_assert_eq(jint(device, same[i]), jint(gpu, same[i]), "device %s %lld, process %lld",
+			     same[i], jint(device, same[i]), jint(gpu, same[i]));
+	cr_assert_str_eq(jstr(device, "verdict"), jstr(gpu, "verdict"));
+	cr_assert_eq(json_array_size(streams), 1);
+	stream = json_array_get(streams, 0);
+	cr_assert_leq(jint(stream, "sync_wait_ns"), jint(gpu, "sync_wait_ns"));
+	cr_assert_leq(jint(stream, "syncs_waited"), jint(gpu, "syncs_waited"));
+}
+
 /* ---- bounds ---------------------------------------------------------------------- */
 
 Test(bounds, a_gpu_bound_loop_with_stream_syncs, .timeout = 120)
@@ -353,6 +378,10 @@ Test(verdicts, a_gpu_bound_loop, .timeout = 120)
 	cr_assert_eq(jint(gpu, "pending"), 0);
 	assert_busy_between(&r, gpu);
 	cr_assert_str_eq(jstr(gpu, "verdict"), "gpu-bound");
+	assert_device_and_stream(gpu);
+	/* Its syncs are stream syncs: the stream's own waits are all of them. */
+	cr_assert_eq(jint(json_array_get(json_object_get(gpu, "streams"), 0), "sync_wait_ns"),
+		     jint(gpu, "sync_wait_ns"));
 	free_run(&r);
 }
 
@@ -370,5 +399,6 @@ Test(verdicts, a_launch_bound_loop, .timeout = 120)
 	cr_assert_eq(jint(gpu, "bounded"), 200);
 	assert_busy_between(&r, gpu);
 	cr_assert_str_eq(jstr(gpu, "verdict"), "launch-bound");
+	assert_device_and_stream(gpu);
 	free_run(&r);
 }

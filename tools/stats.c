@@ -25,6 +25,7 @@
 
 #define MAX_COMMS 1024
 #define GPU_STREAMS_SHOWN 64
+#define GPU_DEVICES_SHOWN 16
 #define XID_IN_FLIGHT_MAX 64
 
 struct comm_entry {
@@ -110,6 +111,7 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 		.latency = ctx->latency,
 	};
 	struct cp_gpu_stream streams[GPU_STREAMS_SHOWN];
+	struct cp_gpu_device devices[GPU_DEVICES_SHOWN];
 	struct cp_gpu_summary gpu;
 	struct cp_kernel_row *kernels = calloc(snap->kernel_count + 1, sizeof(*kernels));
 	struct cp_api_row *apis = calloc(snap->api_count + 1, sizeof(*apis));
@@ -136,6 +138,11 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 							       GPU_STREAMS_SHOWN);
 		if (report.gpu_stream_count > GPU_STREAMS_SHOWN)
 			report.gpu_stream_count = GPU_STREAMS_SHOWN;
+		report.gpu_devices = devices;
+		report.gpu_device_count = cp_timeline__devices(ctx->timeline, pid, devices,
+							       GPU_DEVICES_SHOWN);
+		if (report.gpu_device_count > GPU_DEVICES_SHOWN)
+			report.gpu_device_count = GPU_DEVICES_SHOWN;
 	}
 	ctx->reports++;
 	err = ctx->json ? cp_format__report_json(&report, ctx->session->names, &ctx->text) :

@@ -663,7 +663,18 @@ struct cp_gpu_stream {
 	int32_t device;
 	uint32_t per_thread_tid;  /* the per-thread default stream of this thread; else 0 */
 	uint64_t stream;          /* the handle as passed (0: the legacy default stream) */
-	struct cp_gpu_summary summary; /* busy_min and waits are per process only */
+	/*
+	 * Its own syncs and waits (stream syncs, event syncs of events recorded
+	 * on it; context syncs count for the device); no busy_min or verdict: a
+	 * stream with work queued may be waiting for another's.
+	 */
+	struct cp_gpu_summary summary;
+};
+
+/* One device of a process: its streams' bounds and the waits for its work. */
+struct cp_gpu_device {
+	int32_t device;           /* -1 when not known */
+	struct cp_gpu_summary summary;
 };
 
 CUPROBE_API struct cp_timeline *cp_timeline__new(const struct cp_timeline_opts *opts);
@@ -675,6 +686,9 @@ CUPROBE_API int cp_timeline__summary(const struct cp_timeline *timeline, uint32_
 /* Fills up to max streams of pid; returns how many it has. */
 CUPROBE_API size_t cp_timeline__streams(const struct cp_timeline *timeline, uint32_t pid,
 					struct cp_gpu_stream *out, size_t max);
+/* Fills up to max devices of pid (each with busy bounds, waits and a verdict); returns how many it has. */
+CUPROBE_API size_t cp_timeline__devices(const struct cp_timeline *timeline, uint32_t pid,
+					struct cp_gpu_device *out, size_t max);
 CUPROBE_API void cp_timeline__forget_pid(struct cp_timeline *timeline, uint32_t pid);
 CUPROBE_API const char *cp_done_evidence__name(enum cp_done_evidence evidence);
 /*

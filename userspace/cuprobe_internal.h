@@ -190,6 +190,8 @@ struct cp_report {
 	const struct cp_gpu_summary *gpu;
 	const struct cp_gpu_stream *gpu_streams;
 	size_t gpu_stream_count;
+	const struct cp_gpu_device *gpu_devices;
+	size_t gpu_device_count;
 };
 /* Appends the report as text lines, or as one JSON object and a newline. 0 or -ENOMEM. */
 int cp_format__report_text(const struct cp_report *report, struct cp_names *names,

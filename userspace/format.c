@@ -1119,8 +1119,22 @@ static void put_gpu_text(struct out_buf *out, const struct cp_report *r)
 			put(out, "    legacy default stream");
 		else
 			put(out, "    stream 0x%llx", (unsigned long long)st->stream);
-		put(out, " (device %d): %llu launches, busy at most %.6f s\n", st->device,
-		    (unsigned long long)st->summary.launches, st->summary.busy_max_ns / 1e9);
+		put(out, " (device %d): %llu launches, busy at most %.6f s, waited in its syncs %.6f s "
+		    "(%llu of %llu)\n", st->device, (unsigned long long)st->summary.launches,
+		    st->summary.busy_max_ns / 1e9, st->summary.sync_wait_ns / 1e9,
+		    (unsigned long long)st->summary.syncs_waited,
+		    (unsigned long long)st->summary.syncs);
+	}
+	for (i = 0; i < r->gpu_device_count; i++) {
+		const struct cp_gpu_summary *d = &r->gpu_devices[i].summary;
+		uint64_t span = d->window_end_ns > d->window_start_ns ?
+				d->window_end_ns - d->window_start_ns : 0;
+
+		put(out, "    device %d: %llu launches, busy at least %.6f s (%.1f%%), at most %.6f s "
+		    "(%.1f%%) of %.6f s; waited in syncs %.6f s; verdict: %s\n",
+		    r->gpu_devices[i].device, (unsigned long long)d->launches, d->busy_min_ns / 1e9,
+		    share(d->busy_min_ns, span), d->busy_max_ns / 1e9, share(d->busy_max_ns, span),
+		    span / 1e9, d->sync_wait_ns / 1e9, cp_gpu_verdict__name(d->verdict));
 	}
 }
 
@@ -1145,12 +1159,33 @@ static void put_gpu_json(struct out_buf *out, const struct cp_report *r)
 
 		put(out, "%s{\"stream\":\"0x%llx\",\"device\":%d,\"per_thread_tid\":%u,"
 		    "\"launches\":%llu,\"bounded\":%llu,\"busy_max_ns\":%llu,"
+		    "\"syncs\":%llu,\"syncs_waited\":%llu,\"sync_wait_ns\":%llu,"
 		    "\"window_start_ns\":%llu,\"window_end_ns\":%llu}", i ? "," : "",
 		    (unsigned long long)st->stream, st->device, st->per_thread_tid,
 		    (unsigned long long)st->summary.launches, (unsigned long long)st->summary.bounded,
 		    (unsigned long long)st->summary.busy_max_ns,
+		    (unsigned long long)st->summary.syncs,
+		    (unsigned long long)st->summary.syncs_waited,
+		    (unsigned long long)st->summary.sync_wait_ns,
 		    (unsigned long long)st->summary.window_start_ns,
 		    (unsigned long long)st->summary.window_end_ns);
+	}
+	put(out, "],\"devices\":[");
+	for (i = 0; i < r->gpu_device_count; i++) {
+		const struct cp_gpu_summary *d = &r->gpu_devices[i].summary;
+
+		put(out, "%s{\"device\":%d,\"launches\":%llu,\"bounded\":%llu,\"pending\":%llu,"
+		    "\"dropped\":%llu,\"busy_min_ns\":%llu,\"busy_max_ns\":%llu,"
+		    "\"sync_wait_ns\":%llu,\"syncs\":%llu,\"syncs_waited\":%llu,"
+		    "\"waits_immediate\":%llu,\"window_start_ns\":%llu,\"window_end_ns\":%llu,"
+		    "\"verdict\":\"%s\"}", i ? "," : "", r->gpu_devices[i].device,
+		    (unsigned long long)d->launches, (unsigned long long)d->bounded,
+		    (unsigned long long)d->pending, (unsigned long long)d->dropped,
+		    (unsigned long long)d->busy_min_ns, (unsigned long long)d->busy_max_ns,
+		    (unsigned long long)d->sync_wait_ns, (unsigned long long)d->syncs,
+		    (unsigned long long)d->syncs_waited, (unsigned long long)d->waits_immediate,
+		    (unsigned long long)d->window_start_ns, (unsigned long long)d->window_end_ns,
+		    cp_gpu_verdict__name(d->verdict));
 	}
 	put(out, "]}");
 }

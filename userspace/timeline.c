@@ -75,6 +75,13 @@ struct recorded_event {
 	uint32_t tid;
 };
 
+/* A device's share of a process: its streams' bounds and the waits for its work. */
+struct device_time {
+	int32_t device;
+	struct span_union busy_max, busy_wait;
+	struct cp_gpu_summary summary;
+};
+
 struct thread {
 	uint32_t tid;
 	struct stream *stream;   /* its last launch, not known returned */
@@ -86,6 +93,8 @@ struct process {
 	uint64_t seq;
 	struct stream **streams;
 	size_t stream_count;
+	struct device_time *devices;
+	size_t device_count;
 	void *events;            /* tsearch tree of struct recorded_event */
 	void *threads;           /* tsearch tree of struct thread */
 	struct span_union busy_max, busy_wait;
@@ -261,6 +270,24 @@ static struct stream *stream_of(struct process *p, int32_t device, uint64_t key,
 	return s;
 }
 
+/* The device's share of p, made on first use; NULL when out of memory (its share goes uncounted). */
+static struct device_time *device_of(struct process *p, int32_t device)
+{
+	struct device_time *grown;
+	size_t i;
+
+	for (i = 0; i < p->device_count; i++)
+		if (p->devices[i].device == device)
+			return &p->devices[i];
+	grown = realloc(p->devices, (p->device_count + 1) * sizeof(*grown));
+	if (!grown)
+		return NULL;
+	p->devices = grown;
+	memset(&grown[p->device_count], 0, sizeof(*grown));
+	grown[p->device_count].device = device;
+	return &grown[p->device_count++];
+}
+
 static struct launch *nth(struct stream *s, size_t i)
 {
 	return &s->queue[(s->head + i) % s->capacity];
@@ -299,6 +326,7 @@ static void complete(struct cp_timeline *tl, struct process *p, struct stream *s
 		     uint32_t evidence_tid)
 {
 	struct launch *l = nth(s, i);
+	struct device_time *d = device_of(p, s->device);
 	struct cp_gpu_interval interval = {
 		.pid = p->pid, .tid = l->tid, .device = s->device, .api = l->api,
 		.stream = l->stream, .function = l->function, .seq = l->seq,
@@ -317,9 +345,16 @@ static void complete(struct cp_timeline *tl, struct process *p, struct stream *s
 		note_window(&p->summary, l->launch_ns, done_by);
 		s->summary.bounded++;
 		p->summary.bounded++;
+		if (d) {
+			span_add(&d->busy_max, interval.start_after_ns, done_by);
+			note_window(&d->summary, l->launch_ns, done_by);
+			d->summary.bounded++;
+		}
 	} else {
 		s->summary.dropped++;
 		p->summary.dropped++;
+		if (d)
+			d->summary.dropped++;
 	}
 	if (tl->on_interval)
 		tl->on_interval(tl->ctx, &interval);
@@ -418,6 +453,7 @@ static void on_launch(struct cp_timeline *tl, struct process *p, const struct cp
 {
 	struct stream *s;
 	struct launch *l;
+	struct device_time *d;
 	struct thread key = { .tid = e->hdr.tid }, *t, **found;
 
 	if (e->flags & CP_LAUNCH_HOST_FUNC)
@@ -455,6 +491,11 @@ static void on_launch(struct cp_timeline *tl, struct process *p, const struct cp
 	p->summary.launches++;
 	note_window(&s->summary, e->hdr.time_ns, e->hdr.time_ns);
 	note_window(&p->summary, e->hdr.time_ns, e->hdr.time_ns);
+	d = device_of(p, s->device);
+	if (d) {
+		d->summary.launches++;
+		note_window(&d->summary, e->hdr.time_ns, e->hdr.time_ns);
+	}
 	/* Its call returns before this thread's next record: remembered until then. */
 	found = tsearch(&key, &p->threads, by_tid);
 	if (found && *found == &key) {
@@ -505,13 +546,35 @@ static void on_event_record(struct process *p, const struct cp_event_event *e)
 	(*found)->tid = e->hdr.tid;
 }
 
+/*
+ * What lies wholly before the oldest pending launch never grows again: into
+ * the totals, for the process, its devices and its streams (memory stays
+ * bounded however long the trace).
+ */
+static void fold_spans(struct process *p)
+{
+	uint64_t mark = watermark(p);
+	size_t i;
+
+	span_fold(&p->busy_max, mark);
+	span_fold(&p->busy_wait, mark);
+	for (i = 0; i < p->device_count; i++) {
+		span_fold(&p->devices[i].busy_max, mark);
+		span_fold(&p->devices[i].busy_wait, mark);
+	}
+	for (i = 0; i < p->stream_count; i++)
+		span_fold(&p->streams[i]->busy_max, mark);
+}
+
 static void on_sync(struct cp_timeline *tl, struct process *p, const struct cp_sync_event *e)
 {
 	uint64_t waited = e->hdr.time_ns > e->entry_ns ? e->hdr.time_ns - e->entry_ns : 0;
 	struct recorded_event key = { .handle = e->handle }, **found;
 	enum cp_done_evidence evidence = CP_DONE_NONE;
+	struct stream *s, *target = NULL; /* the one stream the call waited for, when it is one */
+	int32_t device = e->device;       /* whose work it waited for */
+	struct device_time *d;
 	size_t done = 0, i;
-	struct stream *s;
 
 	if (!p->fastest_sync_ns || waited < p->fastest_sync_ns)
 		p->fastest_sync_ns = waited;
@@ -526,6 +589,7 @@ static void on_sync(struct cp_timeline *tl, struct process *p, const struct cp_s
 			      e->handle, false);
 		if (!s)
 			break;
+		target = s;
 		if (e->result == 0)
 			done = settle(tl, p, s, e->entry_ns, e->hdr.tid, false, e->hdr.time_ns, evidence,
 				      e->hdr.api, e->hdr.tid);
@@ -547,6 +611,8 @@ static void on_sync(struct cp_timeline *tl, struct process *p, const struct cp_s
 		found = tfind(&key, &p->events, by_handle);
 		if (!found)
 			break; /* recorded before tracing began: it proves nothing we can place */
+		target = (*found)->stream;
+		device = target->device;
 		if (e->result == 0)
 			done = settle(tl, p, (*found)->stream, (*found)->record_ns, (*found)->tid, false,
 				      e->hdr.time_ns, evidence, e->hdr.api, e->hdr.tid);
@@ -562,15 +628,33 @@ static void on_sync(struct cp_timeline *tl, struct process *p, const struct cp_s
 		uint64_t slack = since / IMMEDIATE_SHARE > IMMEDIATE_SLACK_NS ?
 				 since / IMMEDIATE_SHARE : IMMEDIATE_SLACK_NS;
 
+		bool immediate = waited <= p->fastest_sync_ns + slack;
+
 		p->summary.syncs_waited++;
 		p->summary.sync_wait_ns += waited;
 		span_add(&p->busy_wait, e->entry_ns, e->hdr.time_ns);
-		p->summary.waits_immediate += waited <= p->fastest_sync_ns + slack;
+		p->summary.waits_immediate += immediate;
+		d = device_of(p, target ? target->device : device);
+		if (d) {
+			d->summary.syncs_waited++;
+			d->summary.sync_wait_ns += waited;
+			span_add(&d->busy_wait, e->entry_ns, e->hdr.time_ns);
+			d->summary.waits_immediate += immediate;
+		}
+		if (target) {
+			target->summary.syncs_waited++;
+			target->summary.sync_wait_ns += waited;
+			target->summary.waits_immediate += immediate;
+		}
 	}
+	d = device_of(p, target ? target->device : device);
+	if (d)
+		d->summary.syncs++;
+	if (target)
+		target->summary.syncs++;
 	if (e->kind != CP_SYNC_QUERY_EVENT && e->kind != CP_SYNC_QUERY_STREAM)
 		p->last_sync_return_ns = e->hdr.time_ns;
-	span_fold(&p->busy_max, watermark(p));
-	span_fold(&p->busy_wait, watermark(p));
+	fold_spans(p);
 }
 
 static void on_exit_record(struct cp_timeline *tl, struct process *p, uint64_t time_ns, uint32_t api)
@@ -643,10 +727,27 @@ static void verdict(struct cp_gpu_summary *s)
 		s->verdict = CP_GPU_VERDICT_MIXED;
 }
 
+/*
+ * Busy at most: the union of the kernels' bounds. Busy at least: while the
+ * CPU waited for pending work, less the driver's own return time on each
+ * wait (the process's fastest sync). Then the verdict.
+ */
+static void finish_summary(const struct process *p, struct cp_gpu_summary *out,
+			   const struct span_union *busy_max, const struct span_union *busy_wait)
+{
+	uint64_t overhead = p->fastest_sync_ns * out->syncs_waited, lower = span_measure(busy_wait);
+
+	out->busy_max_ns = span_measure(busy_max);
+	out->busy_min_ns = lower > overhead ? lower - overhead : 0;
+	if (out->busy_min_ns > out->busy_max_ns)
+		out->busy_min_ns = out->busy_max_ns;
+	out->sync_overhead_ns = p->fastest_sync_ns;
+	verdict(out);
+}
+
 int cp_timeline__summary(const struct cp_timeline *tl, uint32_t pid, struct cp_gpu_summary *out)
 {
 	const struct process *p = find_process(tl, pid);
-	uint64_t overhead, lower;
 	size_t i;
 
 	if (!out)
@@ -657,19 +758,30 @@ int cp_timeline__summary(const struct cp_timeline *tl, uint32_t pid, struct cp_g
 	*out = p->summary;
 	for (i = 0; i < p->stream_count; i++)
 		out->pending += p->streams[i]->count;
-	out->busy_max_ns = span_measure(&p->busy_max);
-	/*
-	 * Busy at least while the CPU waited for pending work, less the
-	 * driver's own return time on each wait (the fastest sync seen).
-	 */
-	overhead = p->fastest_sync_ns * out->syncs_waited;
-	lower = span_measure(&p->busy_wait);
-	out->busy_min_ns = lower > overhead ? lower - overhead : 0;
-	if (out->busy_min_ns > out->busy_max_ns)
-		out->busy_min_ns = out->busy_max_ns;
-	out->sync_overhead_ns = p->fastest_sync_ns;
-	verdict(out);
+	finish_summary(p, out, &p->busy_max, &p->busy_wait);
 	return 0;
+}
+
+size_t cp_timeline__devices(const struct cp_timeline *tl, uint32_t pid, struct cp_gpu_device *out,
+			    size_t max)
+{
+	const struct process *p = tl ? find_process(tl, pid) : NULL;
+	size_t i, j;
+
+	if (!p)
+		return 0;
+	for (i = 0; out && i < p->device_count && i < max; i++) {
+		const struct device_time *d = &p->devices[i];
+
+		out[i].device = d->device;
+		out[i].summary = d->summary;
+		out[i].summary.exited = p->summary.exited;
+		for (j = 0; j < p->stream_count; j++)
+			if (p->streams[j]->device == d->device)
+				out[i].summary.pending += p->streams[j]->count;
+		finish_summary(p, &out[i].summary, &d->busy_max, &d->busy_wait);
+	}
+	return p->device_count;
 }
 
 size_t cp_timeline__streams(const struct cp_timeline *tl, uint32_t pid, struct cp_gpu_stream *out,
@@ -689,7 +801,6 @@ size_t cp_timeline__streams(const struct cp_timeline *tl, uint32_t pid, struct c
 		out[i].summary = s->summary;
 		out[i].summary.pending = s->count;
 		out[i].summary.busy_max_ns = span_measure(&s->busy_max);
-		verdict(&out[i].summary);
 	}
 	return p->stream_count;
 }
@@ -740,6 +851,11 @@ static void free_process(void *node)
 	tdestroy(p->threads, free);
 	span_free(&p->busy_max);
 	span_free(&p->busy_wait);
+	for (i = 0; i < p->device_count; i++) {
+		span_free(&p->devices[i].busy_max);
+		span_free(&p->devices[i].busy_wait);
+	}
+	free(p->devices);
 	free(p);
 }
 
