@@ -775,7 +775,7 @@ int BPF_KPROBE(call_stash)
 	if (!traced(pid_tgid >> 32))
 		return 0;
 	cuprobe_load_args(&args, ctx, bpf_get_attach_cookie(ctx));
-	call = cuprobe_call_of(&args, bpf_ktime_get_ns());
+	call = cuprobe_stash_of(&args, bpf_ktime_get_ns());
 	if (bpf_map_update_elem(&cuprobe_calls, &key, &call, BPF_ANY))
 		count(CP_CNT_PENDING_OVERFLOW);
 	return 0;

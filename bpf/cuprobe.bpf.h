@@ -10,7 +10,8 @@
  * cuLaunchKernelEx, ... for "cuda/launch"), in every driver file, including
  * the ones processes map after the start. CUDA_PROG declares one and hands
  * it the call decoded into the family's struct (struct cuda_launch, ...),
- * for the processes cuprobe was asked to trace only:
+ * for the processes cuprobe was asked to trace only (the macro checks
+ * cuprobe_traced() first):
  *
  *	SEC("cuda/launch")
  *	int CUDA_PROG(count_blocks, struct cuda_launch, launch)
@@ -23,6 +24,17 @@
  * context. Return programs see what the call returned (the pointer of an
  * allocation, a query's result, the duration of a sync): their arguments
  * come from entry state that cuprobe keeps for them.
+ *
+ * The target filter (COMMAND, -p) lives in the programs, not in the
+ * probes: the driver file is shared by every process that maps it. A
+ * program written without CUDA_PROG/CUDA_RETURN_PROG, such as
+ * SEC("cuda/launch") int f(struct pt_regs *ctx), sees every process unless
+ * it returns early when cuprobe_traced() is false; cuprobe warns about a
+ * program that never reads the filter when it was given targets.
+ *
+ * Every map declared here is named cuprobe_*, and the loader shares every
+ * map of a program named so with the runtime: a program's own maps must
+ * not use that prefix.
  *
  * What cuprobe prints without a consumer (the README has the details):
  *  - every ring buffer declared with CUPROBE_RING(name, type, bytes): each
@@ -108,6 +120,17 @@ struct {
 	__type(key, __u32); /* thread group id */
 	__type(value, struct cuprobe_process_context);
 } cuprobe_process_contexts SEC(".maps");
+
+/*
+ * Kernel handles cuprobe_kernel_name() found unnamed: the runtime reads
+ * each one's name from the driver's record (a handle made before cuprobe
+ * attached) and writes it into cuprobe_kernel_names, an empty name when it
+ * cannot, so a handle is asked about until answered and then no more.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 64 * 1024);
+} cuprobe_name_requests SEC(".maps");
 
 /* User stacks for cuprobe_user_stack(): printed symbolized. */
 #define CUPROBE_STACK_DEPTH 32
@@ -217,13 +240,22 @@ static __always_inline cuprobe_stack_t cuprobe_user_stack(void *ctx)
 	return bpf_get_stackid(ctx, &cuprobe_stacks, BPF_F_USER_STACK);
 }
 
-/* The mangled name of a kernel handle of pid, or NULL when not known (yet). */
+/*
+ * The mangled name of a kernel handle of pid, or NULL when not known (yet).
+ * Names come from cuprobe's naming probes and, for handles made before it
+ * attached, from the driver's records: a handle not known yet is asked
+ * for, and named for the calls after the runtime has read it.
+ */
 static __always_inline const char *cuprobe_kernel_name(__u32 pid, __u64 handle)
 {
 	struct cuprobe_name_key key = { .pid = pid, .handle = handle };
 	struct cuprobe_kernel_name *name = bpf_map_lookup_elem(&cuprobe_kernel_names, &key);
 
-	return name ? name->name : NULL;
+	if (!name) {
+		bpf_ringbuf_output(&cuprobe_name_requests, &key, sizeof(key), 0);
+		return NULL;
+	}
+	return name->name[0] ? name->name : NULL; /* "": the runtime could not name it */
 }
 
 /* The device of the calling thread's current context, or -1 when not known. */
@@ -242,7 +274,11 @@ static __always_inline int cuprobe_current_device(void)
 
 /* ---- the normalized view of each family ------------------------------------------------- */
 
-/* cuLaunchKernel, cooperative, Ex, host functions, graphs, the legacy cuLaunch*. */
+/*
+ * cuLaunchKernel, cooperative, Ex, host functions, graphs, the legacy
+ * cuLaunch*. On return also the result and the duration, the arguments as
+ * the entry decoded them.
+ */
 struct cuda_launch {
 	__u32 api;              /* enum cp_api: which entry point (every struct starts so) */
 	__u32 kind;             /* enum cp_launch_kind */
@@ -252,6 +288,9 @@ struct cuda_launch {
 	__u32 block[3];
 	__u32 shared_mem_bytes;
 	__u32 flags;            /* CP_LAUNCH_* */
+	__s32 result;           /* return: CUresult */
+	__u32 pad;
+	__u64 duration_ns;      /* return: entry to return */
 };
 
 /* Allocations: on return also the pointer and the result. */
@@ -669,6 +708,30 @@ static __always_inline struct cuprobe_call cuprobe_call_of(const struct cuprobe_
 	return call;
 }
 
+/*
+ * The entry state call_stash keeps for return programs. A launch keeps its
+ * normalized arguments, packed: a the function, stream, b grid x and y,
+ * c grid z and block x, bytes block y and z, caller shared memory and flags
+ * (each pair low half first).
+ */
+static __always_inline struct cuprobe_call cuprobe_stash_of(const struct cuprobe_args *args,
+							     __u64 now)
+{
+	struct cuprobe_call call = cuprobe_call_of(args, now);
+	struct cuda_launch l;
+
+	if (CP_COOKIE_FAMILY(args->cookie) != CP_FAMILY_launch)
+		return call;
+	cuda_decode_launch(args, &l);
+	call.a = l.function;
+	call.stream = l.stream;
+	call.b = l.grid[0] | (__u64)l.grid[1] << 32;
+	call.c = l.grid[2] | (__u64)l.block[0] << 32;
+	call.bytes = l.block[1] | (__u64)l.block[2] << 32;
+	call.caller = l.shared_mem_bytes | (__u64)l.flags << 32;
+	return call;
+}
+
 static __always_inline struct cuprobe_call_key cuprobe_entry_key(struct pt_regs *regs)
 {
 	struct cuprobe_call_key key = { .pid_tgid = bpf_get_current_pid_tgid(),
@@ -870,6 +933,14 @@ CUPROBE_RETURN_DECODER(memset,
 	out->dst = call->a; out->value = call->b; out->stream = call->stream;
 	out->async = CP_COOKIE_ASYNC(call->cookie);
 	out->bytes = call->bytes * CP_COOKIE_KIND(call->cookie))
+CUPROBE_RETURN_DECODER(launch,
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie); out->kind = CP_COOKIE_KIND(call->cookie);
+	out->function = call->a; out->stream = call->stream;
+	out->grid[0] = call->b; out->grid[1] = call->b >> 32;
+	out->grid[2] = call->c; out->block[0] = call->c >> 32;
+	out->block[1] = call->bytes; out->block[2] = call->bytes >> 32;
+	out->shared_mem_bytes = call->caller; out->flags = call->caller >> 32)
 CUPROBE_RETURN_DECODER(copy,
 	__builtin_memset(out, 0, sizeof(*out));
 	out->api = CP_COOKIE_API(call->cookie); out->direction = CP_COOKIE_KIND(call->cookie);
@@ -878,6 +949,7 @@ CUPROBE_RETURN_DECODER(copy,
 
 #define cuprobe_decode_return(regs, ev)							\
 	_Generic((ev),									\
+		struct cuda_launch *: cuprobe_decode_return_launch,			\
 		struct cuda_alloc *: cuprobe_decode_return_alloc,			\
 		struct cuda_free *: cuprobe_decode_return_free,				\
 		struct cuda_vmm *: cuprobe_decode_return_vmm,				\

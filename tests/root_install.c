@@ -130,6 +130,10 @@ static void assert_link(const char *dir, const char *name, const char *target)
 
 Test(install, the_listed_files)
 {
+	static const char *const examples[] = {
+		"launch_dims.bpf.c", "slow_syncs.bpf.c", "alloc_sizes.bpf.c", "stream_launches.bpf.c",
+		"copy_sizes.bpf.c",
+	};
 	char *pattern;
 	glob_t sources;
 	size_t i;
@@ -152,14 +156,17 @@ Test(install, the_listed_files)
 	assert_absent(INSTALL_INCLUDEDIR "/cuprobe", "cuprobe.skel.h");
 	assert_absent(INSTALL_LIBDIR, "libcuprobe.a");
 
-	/* Every example program of the tree (there may be none yet). */
+	/* The five example programs, by name... */
+	for (i = 0; i < sizeof(examples) / sizeof(examples[0]); i++)
+		assert_regular(INSTALL_DATADIR "/cuprobe/examples", examples[i], false);
+	/* ...and every other example program of the tree. */
 	cr_assert_geq(asprintf(&pattern, "%s/bpf/examples/*.bpf.c", SOURCE_DIR), 0);
-	if (!glob(pattern, 0, NULL, &sources)) {
-		for (i = 0; i < sources.gl_pathc; i++)
-			assert_regular(INSTALL_DATADIR "/cuprobe/examples",
-				       strrchr(sources.gl_pathv[i], '/') + 1, false);
-		globfree(&sources);
-	}
+	cr_assert_eq(glob(pattern, 0, NULL, &sources), 0, "no examples in the tree: %s", pattern);
+	cr_assert_geq(sources.gl_pathc, sizeof(examples) / sizeof(examples[0]));
+	for (i = 0; i < sources.gl_pathc; i++)
+		assert_regular(INSTALL_DATADIR "/cuprobe/examples",
+			       strrchr(sources.gl_pathv[i], '/') + 1, false);
+	globfree(&sources);
 	free(pattern);
 }
 

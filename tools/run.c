@@ -302,13 +302,25 @@ static void report_rings(struct run_ctx *run)
 	}
 }
 
+/* A program found a kernel handle unnamed: the runtime names it in the map, if it can. */
+static int on_name_request(void *arg, const void *data, size_t size)
+{
+	struct run_ctx *run = arg;
+
+	pthread_mutex_lock(&run->lock);
+	cp_tracer__answer_name_request(run->session->tracer, run->session->names, data, size);
+	pthread_mutex_unlock(&run->lock);
+	return 0;
+}
+
+/* PROG's rings, and after them the runtime's ring of name requests. */
 static int set_up_rings(struct run_ctx *run, struct cp_session_ring **session_rings)
 {
 	const struct cp_program *program = run->session->program;
 	size_t i, count = cp_program__ring_count(program);
 
 	run->rings = calloc(count ? count : 1, sizeof(*run->rings));
-	*session_rings = calloc(count ? count : 1, sizeof(**session_rings));
+	*session_rings = calloc(count + 1, sizeof(**session_rings));
 	if (!run->rings || !*session_rings)
 		return -ENOMEM;
 	for (i = 0; i < count; i++) {
@@ -321,6 +333,9 @@ static int set_up_rings(struct run_ctx *run, struct cp_session_ring **session_ri
 		(*session_rings)[i] = (struct cp_session_ring){ .fd = ring->info.fd,
 								.on_record = on_record, .ctx = ring };
 	}
+	(*session_rings)[count] = (struct cp_session_ring){
+		.fd = cp_tracer__name_request_fd(run->session->tracer),
+		.on_record = on_name_request, .ctx = run };
 	run->ring_count = count;
 	return 0;
 }
@@ -370,7 +385,7 @@ int cp_cmd_run(int argc, char **argv)
 		goto cleanup;
 	}
 	session.rings = session_rings;
-	session.ring_count = run.ring_count;
+	session.ring_count = run.ring_count + 1;
 	exit_code = cp_session__start_agent(&session, on_event, &run);
 	if (!exit_code)
 		exit_code = cp_session__start_command(&session);

@@ -352,6 +352,17 @@ int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *out);
  */
 int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_t count);
 
+/*
+ * cuprobe run: the ring of the kernel handles users' programs found
+ * unnamed (cuprobe_kernel_name()), and the answer to one of its records:
+ * the name names has or reads from the driver's record, written into the
+ * map the programs read; an empty name when there is none, so the handle
+ * is not asked about again. 0 or -errno.
+ */
+int cp_tracer__name_request_fd(const struct cp_tracer *tracer);
+int cp_tracer__answer_name_request(struct cp_tracer *tracer, struct cp_names *names,
+				   const void *record, size_t size);
+
 /* ---- metrics (cuprobe exporter): OpenMetrics, Prometheus text and protobuf --- */
 
 enum cp_metric_type { CP_METRIC_COUNTER, CP_METRIC_GAUGE, CP_METRIC_HISTOGRAM };

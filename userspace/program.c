@@ -100,20 +100,14 @@ static int check_elf(const void *elf, size_t size, const struct cp_program_opts 
 	return 0;
 }
 
-/* Names of the maps the runtime shares with every program (cuprobe.bpf.h). */
-static bool shared_map(const char *name)
+/*
+ * The maps the runtime shares with every program: those cuprobe.bpf.h
+ * declares, all named cuprobe_* (the SDK's prefix), so that the header is
+ * their one list.
+ */
+static bool shared_map(const struct bpf_map *map)
 {
-	static const char *const shared[] = {
-		"cuprobe_config", "cuprobe_targets", "cuprobe_kernel_names", "cuprobe_calls",
-		"cuprobe_contexts", "cuprobe_thread_contexts", "cuprobe_process_contexts",
-		"cuprobe_stacks",
-	};
-	size_t i;
-
-	for (i = 0; i < sizeof(shared) / sizeof(shared[0]); i++)
-		if (!strcmp(name, shared[i]))
-			return true;
-	return false;
+	return !bpf_map__is_internal(map) && !strncmp(bpf_map__name(map), "cuprobe_", 8);
 }
 
 /* Every shared map of obj reuses the fd of the same map in source. */
@@ -123,7 +117,7 @@ static int reuse_maps(struct bpf_object *obj, struct bpf_object *source, bool al
 	int err;
 
 	bpf_object__for_each_map(map, obj) {
-		if (!all && !shared_map(bpf_map__name(map)))
+		if (!all && !shared_map(map))
 			continue;
 		same = bpf_object__find_map_by_name(source, bpf_map__name(map));
 		if (!same)
@@ -332,7 +326,7 @@ static int describe(struct cp_program *program, const struct cp_program_opts *op
 
 	program->bss = internal_map(program->obj, ".bss");
 	bpf_object__for_each_map(map, program->obj) {
-		if (bpf_map__is_internal(map) || shared_map(bpf_map__name(map)))
+		if (bpf_map__is_internal(map) || shared_map(map))
 			continue;
 		if (bpf_map__type(map) == BPF_MAP_TYPE_RINGBUF)
 			rings++;
@@ -346,7 +340,7 @@ static int describe(struct cp_program *program, const struct cp_program_opts *op
 	bpf_object__for_each_map(map, program->obj) {
 		const char *name = bpf_map__name(map);
 
-		if (bpf_map__is_internal(map) || shared_map(name))
+		if (bpf_map__is_internal(map) || shared_map(map))
 			continue;
 		if (bpf_map__type(map) == BPF_MAP_TYPE_RINGBUF) {
 			struct cp_program_ring *ring = &program->rings[program->ring_count++];
@@ -425,6 +419,53 @@ static int bind_programs(struct cp_program *program, const struct cp_program_opt
 	return 0;
 }
 
+/* True when the runtime was given targets (COMMAND, -p): not system-wide. */
+static bool filtering(const struct cp_tracer *tracer)
+{
+	struct cuprobe_config config = { 0 };
+	__u32 zero = 0;
+
+	return !bpf_map_lookup_elem(bpf_map__fd(tracer->skel->maps.cuprobe_config), &zero, &config) &&
+	       config.filter_by_pid;
+}
+
+/* Does the loaded prog read map (its ids, as the kernel keeps them)? */
+static bool uses_map(const struct bpf_program *prog, const struct bpf_map *map)
+{
+	struct bpf_map_info map_info = { 0 };
+	struct bpf_prog_info info = { 0 };
+	__u32 ids[64], len = sizeof(info), map_len = sizeof(map_info), i;
+
+	info.nr_map_ids = sizeof(ids) / sizeof(ids[0]);
+	info.map_ids = (__u64)(unsigned long)ids;
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) ||
+	    bpf_obj_get_info_by_fd(bpf_map__fd(map), &map_info, &map_len))
+		return true; /* cannot tell: no warning */
+	for (i = 0; i < info.nr_map_ids && i < sizeof(ids) / sizeof(ids[0]); i++)
+		if (ids[i] == map_info.id)
+			return true;
+	return info.nr_map_ids > sizeof(ids) / sizeof(ids[0]);
+}
+
+/*
+ * The target filter is in the programs (CUDA_PROG, cuprobe_traced()): a
+ * program that never reads cuprobe_targets sees every process. Said once
+ * per program, as a warning, when there are targets.
+ */
+static void warn_unfiltered(const struct cp_program *program)
+{
+	struct cp_tracer *tracer = program->tracer;
+	struct bpf_program *prog;
+
+	if (!filtering(tracer))
+		return;
+	bpf_object__for_each_program(prog, program->obj)
+		if (!uses_map(prog, tracer->skel->maps.cuprobe_targets))
+			cp_tracer__log(tracer, CP_LOG_WARN,
+				       "program %s does not check cuprobe_traced(): it sees every process, not only the targets (use CUDA_PROG or CUDA_RETURN_PROG)",
+				       bpf_program__name(prog));
+}
+
 struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void *elf, size_t size,
 					   const struct cp_program_opts *caller_opts)
 {
@@ -432,6 +473,7 @@ struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void 
 	const struct cp_program_opts *opts = &known;
 	struct cp_program *program = NULL, **programs;
 	struct bpf_program *prog;
+	struct bpf_map *map;
 	const char *name;
 	int err;
 
@@ -475,6 +517,12 @@ struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void 
 	err = apply_settings(program, opts, name);
 	if (err)
 		goto err_out;
+	bpf_object__for_each_map(map, program->obj)
+		if (shared_map(map) && !bpf_object__find_map_by_name(tracer->skel->obj, bpf_map__name(map))) {
+			err = fail(opts, -EINVAL, "%s: map %s: names cuprobe_* are the runtime's maps (cuprobe.bpf.h); rename it",
+				   name, bpf_map__name(map));
+			goto err_out;
+		}
 	err = reuse_maps(program->obj, tracer->skel->obj, false);
 	if (err) {
 		err = fail(opts, err, "%s: cannot share the runtime's maps: %s", name, strerror(-err));
@@ -497,6 +545,7 @@ struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void 
 	err = describe(program, opts);
 	if (err)
 		goto err_out;
+	warn_unfiltered(program);
 	programs = realloc(tracer->programs, (tracer->program_count + 1) * sizeof(*programs));
 	if (!programs) {
 		err = fail(opts, -ENOMEM, "out of memory");

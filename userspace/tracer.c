@@ -882,6 +882,34 @@ int cp_tracer__ring_fd(const struct cp_tracer *tracer)
 	return tracer ? bpf_map__fd(tracer->skel->maps.events) : -EINVAL;
 }
 
+int cp_tracer__name_request_fd(const struct cp_tracer *tracer)
+{
+	return tracer ? bpf_map__fd(tracer->skel->maps.cuprobe_name_requests) : -EINVAL;
+}
+
+int cp_tracer__answer_name_request(struct cp_tracer *tracer, struct cp_names *names,
+				   const void *record, size_t size)
+{
+	const struct cp_name_entry *name;
+	struct cuprobe_kernel_name value;
+	struct cuprobe_name_key key;
+
+	if (!tracer || size < sizeof(key))
+		return -EINVAL;
+	memcpy(&key, record, sizeof(key));
+	key.pad = 0;
+	/* Handles made before the attach: the driver's record, read once. */
+	name = cp_names__resolve(names, key.pid, key.handle);
+	memset(&value, 0, sizeof(value));
+	if (name)
+		snprintf(value.name, sizeof(value.name), "%s", name->mangled);
+	/* A probe's name that arrived meanwhile is not replaced by "not known". */
+	if (bpf_map_update_elem(bpf_map__fd(tracer->skel->maps.cuprobe_kernel_names), &key, &value,
+				name ? BPF_ANY : BPF_NOEXIST) && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
 unsigned int cp_tracer__link_count(const struct cp_tracer *tracer)
 {
 	return tracer ? (unsigned int)(tracer->link_count + tracer->multi_count) : 0;
