@@ -1040,10 +1040,11 @@ Test(bad_programs, the_verifier_refuses_and_v_shows_its_log, .timeout = 60)
 
 	refuse(&r, prog, NULL, NULL);
 	assert_refused(&r, 2, "unchecked.bpf.c: the kernel's verifier refused it");
-	/* The first line says it (what follows is not this test's business). */
+	/* One line says it: without -v, no log follows. */
 	first = strndup(r.err, strcspn(r.err, "\n"));
 	cr_assert(first && strstr(first, "unchecked.bpf.c: the kernel's verifier refused it"), "%s", r.err);
 	free(first);
+	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
 	cr_assert(!strstr(r.err, "invalid mem access"), "the log without -v: %s", r.err);
 	refuse(&r, prog, verbose, NULL);
 	assert_refused(&r, 2, "the kernel's verifier refused it");

@@ -169,7 +169,8 @@ static struct cp_command_doc command_docs[] = {
 	  "cuprobe.bpf.h). Its programs go in sections cuda/FAMILY (the call's entry)\n"
 	  "or cuda.return/FAMILY (its return), FAMILY one of " FAMILY_LIST "; each attaches to every\n"
 	  "variant of its family's APIs in every driver file, including those mapped\n"
-	  "later, and sees only the targeted processes. Every ring buffer declared\n"
+	  "later, and, written with CUDA_PROG/CUDA_RETURN_PROG, sees only the\n"
+	  "targeted processes. Every ring buffer declared\n"
 	  "with CUPROBE_RING is printed record by record, every other map at exit\n"
 	  "(and every -i), formatted from BTF. Targets as for cuprobe trace.",
 	  "At exit one summary line per ring goes to stderr: records printed, lost to a\n"
