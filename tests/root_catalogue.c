@@ -6,9 +6,11 @@
  *    (drv_apis says what it called), decoded right, VMM memory back to 0;
  *  - driver files that appear after cuprobe started: a copy in another
  *    directory and a private copy in another mount namespace (system-wide),
- *    a command tree with no driver known at start, a fresh copy whose
- *    process calls cuInit at once (held: nothing missed), and the guardian
- *    that continues a held process when cuprobe is killed.
+ *    a command tree with no driver known at start (and what -v says of it),
+ *    a fresh copy whose process calls cuInit at once (held: nothing missed),
+ *    tracefs mounted by cuprobe where it was not (in a mount namespace of the
+ *    test's own), and the guardian that continues a held process when
+ *    cuprobe is killed.
  */
 #include <errno.h>
 #include <signal.h>
@@ -421,6 +423,33 @@ Test(attach, a_command_tree_without_a_driver_known_at_start, .timeout = 120)
 	cr_assert_not_null(ev, "the first process's mapping is the attach event");
 	cr_assert(json_is_true(json_object_get(ev, "held")));
 	cr_assert_null(attach_of(r.json, pids[1]), "the second maps a covered file: no event");
+	/* Said only with -v (the next test has it): nothing is wrong. */
+	cr_assert_null(strstr(r.err_text, "waiting for a process to map one"), "%s", r.err_text);
+	run_free(&r);
+}
+
+#define NO_DRIVER_YET "cuprobe: no libcuda.so.1 found yet (looked in LD_LIBRARY_PATH, " \
+	"the command's RUNPATH, the ld.so cache and the standard library directories): " \
+	"waiting for a process to map one\n"
+
+Test(attach, with_v_a_command_tree_without_a_driver_says_it_waits_for_one, .timeout = 120)
+{
+	char script[1024];
+	char *argv[] = { NULL, "trace", "-v", "--json", "-o", NULL, "--", "/bin/sh", "-c", script, NULL };
+	char *line;
+	struct run r;
+
+	run_init(&r);
+	argv[5] = r.events;
+	snprintf(script, sizeof(script), "exec '%s' 30", DRV_LAUNCH);
+	run_cuprobe(&r, argv, 0);
+	cr_assert_not_null(strstr(r.err_text, NO_DRIVER_YET), "stderr:\n%s", r.err_text);
+	/* Waiting, and then found: the launches are all there. */
+	r.json = load_json_lines(r.events);
+	line = find_line(r.out_text, "drv_launch: pid=", 0);
+	cr_assert_not_null(line, "%s", r.out_text);
+	cr_assert_eq(launches_of(r.json, line_value(line, "pid")), 30, "stderr:\n%s", r.err_text);
+	free(line);
 	run_free(&r);
 }
 
@@ -485,6 +514,100 @@ Test(attach, a_fresh_runtime_copy_gets_the_runtime_probe, .timeout = 120)
 	free(fresh);
 	run_free(&r);
 #endif
+}
+
+/* The tracefs and debugfs lines of this process's mountinfo (malloc'd, "" when none). */
+static char *tracing_mounts(void)
+{
+	char *all = read_text("/proc/self/mountinfo"), *line, *save = NULL, *out;
+	size_t used = 0;
+
+	cr_assert_not_null(all);
+	out = calloc(1, strlen(all) + 1);
+	cr_assert_not_null(out);
+	for (line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (strstr(line, " - tracefs ") || strstr(line, " - debugfs "))
+			used += (size_t)sprintf(out + used, "%s\n", line);
+	free(all);
+	return out;
+}
+
+/*
+ * Attach events need the syscalls:sys_enter_mmap tracepoint, found through
+ * tracefs; where tracefs is not mounted, cuprobe mounts it on
+ * /sys/kernel/tracing (and leaves it there: it never unmounts it). All in a
+ * mount namespace of the test's own (unshare -m, private propagation): the
+ * unmounts there never reach the tests and tracers of the host, and there is
+ * nothing to put back. debugfs goes too, since looking into its tracing
+ * directory would mount tracefs again (an automount) before cuprobe could.
+ */
+Test(attach, tracefs_is_mounted_where_it_is_not, .timeout = 120)
+{
+	char script[4096], *after_path, *after, *before_host, *after_host, *line, *save = NULL;
+	char *argv[] = { NULL, "--propagation", "private", "-m", "/bin/sh", "-c", script, NULL };
+	size_t i, launches = 0;
+	long long first = 0;
+	json_t *ev;
+	struct run r;
+
+	run_init(&r);
+	after_path = path_join(r.dir, "after.txt");
+	before_host = tracing_mounts();
+	snprintf(script, sizeof(script),
+		 "for m in $(findmnt -rn -t tracefs,debugfs -o TARGET | sort -r); do umount -l \"$m\" || exit 90; done\n"
+		 "findmnt -rn -t tracefs,debugfs && exit 91\n"
+		 "test -e /sys/kernel/tracing/events && exit 92\n"
+		 "'%s' trace -v --json -o '%s' -- /bin/sh -c \"'%s' 50; '%s' 70\"\n"
+		 "rc=$?\n"
+		 "findmnt -rn -t tracefs -o TARGET > '%s'\n"
+		 "exit $rc\n",
+		 CUPROBE_BIN, r.events, DRV_LAUNCH, DRV_LAUNCH, after_path);
+	/* run_cuprobe runs argv[0]: unshare here, which runs cuprobe in the namespace. */
+	{
+		struct run_opts o = { .stdout_path = r.out, .stderr_path = r.err };
+
+		argv[0] = "/usr/bin/unshare";
+		r.status = run_program(argv, &o, NULL);
+		run_read(&r);
+	}
+	cr_assert_neq(r.status, 90, "could not unmount tracefs in the namespace:\n%s", r.err_text);
+	cr_assert_neq(r.status, 91, "tracefs still mounted in the namespace:\n%s", r.err_text);
+	cr_assert_neq(r.status, 92, "tracefs still visible in the namespace:\n%s", r.err_text);
+	cr_assert_eq(r.status, 0, "stderr:\n%s", r.err_text);
+
+	/* What says it was mounted: without it, raw_syscalls would see the mappings all the same. */
+	cr_assert_not_null(strstr(r.err_text, "cuprobe: mounted tracefs on /sys/kernel/tracing\n"),
+			   "stderr:\n%s", r.err_text);
+	cr_assert_null(strstr(r.err_text, "cannot mount tracefs"), "%s", r.err_text);
+	after = read_text(after_path);
+	cr_assert_str_eq(after, "/sys/kernel/tracing\n", "tracefs mounted in the namespace after the run");
+	/* The attach event came through the tracepoint on that tracefs: nothing missed. */
+	r.json = load_json_lines(r.events);
+	json_array_foreach(r.json, i, ev) {
+		if (strcmp(jstr(ev, "type"), "launch"))
+			continue;
+		launches++;
+		if (!first)
+			first = jint(ev, "pid");
+	}
+	cr_assert_eq(launches, 120, "stderr:\n%s", r.err_text);
+	cr_assert_eq(launches_of(r.json, first), 50);
+	ev = attach_of(r.json, first);
+	cr_assert_not_null(ev, "the first process's mapping is the attach event");
+	cr_assert(json_is_true(json_object_get(ev, "held")));
+	/*
+	 * None of the host's tracing mounts went (one may have come: another
+	 * test's cuprobe mounts tracefs on a host without it).
+	 */
+	after_host = tracing_mounts();
+	for (line = strtok_r(before_host, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		cr_assert_not_null(strstr(after_host, line), "the host lost a mount: %s\nnow:\n%s",
+				   line, after_host);
+	free(after);
+	free(after_path);
+	free(before_host);
+	free(after_host);
+	run_free(&r);
 }
 
 /* The state letter of /proc/PID/stat ('T' when stopped), or 0 when gone. */

@@ -6,6 +6,8 @@
  *    formats into a buffer sized from the largest screen seen, so the first
  *    sizes are the small ones), show the workload at a normal size, and
  *    exit 0 on `q`;
+ *  - `cuprobe top` started after a process made its launches' handles:
+ *    the TOP KERNEL column names the kernel all the same;
  *  - `cuprobe trace -- COMMAND` and Ctrl-C: one press reaches COMMAND once
  *    (the terminal signals the whole group; cuprobe must not pass it on
  *    again), a second press stops cuprobe at once with 130.
@@ -29,6 +31,7 @@ struct top_run {
 	char *pid_path;    /* cuprobe's pid, written by the shell that execs it */
 	char *status_path; /* "exit=N" once cuprobe has ended (N: 128+signal when killed) */
 	char *err_path;    /* cuprobe's stderr */
+	char *workload_dir; /* the workload's own files, when it has any */
 	pid_t cuprobe;
 	pid_t workload;
 };
@@ -94,6 +97,9 @@ static void stop_all(void)
 	tmux_stop(&run.tmux);
 	remove_tree(run.dir);
 	free(run.dir);
+	if (run.workload_dir)
+		remove_tree(run.workload_dir);
+	free(run.workload_dir);
 	free(run.pid_path);
 	free(run.status_path);
 	free(run.err_path);
@@ -254,6 +260,46 @@ Test(top, survives_every_terminal_size_and_quits_on_q, .fini = stop_all, .timeou
 	status = read_text(run.status_path);
 	cr_assert_str_eq(status, "exit=0\n", "cuprobe top ended with %s", status);
 	free(status);
+}
+
+/*
+ * A process attached late: it loaded its module and got its function before
+ * top started, so no probe saw the name; top must still name the kernel
+ * (from the driver's own record of the function, in the process's memory),
+ * never "<unnamed function 0x...>".
+ */
+Test(top, names_the_kernels_of_a_process_that_started_launching_before_it,
+     .fini = stop_all, .timeout = 120)
+{
+	/* 60000 launches 1 ms apart: running for the whole test, killed at its end. */
+	char *workload[] = { DRV_LAUNCH, "60000", "--host-us", "1000", NULL };
+	char env_line[512], *env[] = { env_line, NULL }, row[64], *truth, *text, *line, *end;
+	const char *needles[] = { row, "vec_add", NULL };
+	struct run_opts o = { .extra_env = env };
+
+	require_root();
+	run.workload_dir = make_tmpdir();
+	truth = path_join(run.workload_dir, "timeline");
+	/* The simulated driver writes a line per launch there: proof it is launching. */
+	snprintf(env_line, sizeof(env_line), "CUDA_SIM_TIMELINE=%s", truth);
+	run.workload = spawn_program(workload, &o);
+	cr_assert(wait_for_text(truth, "kernel pid=", 20), "drv_launch did not start launching");
+	free(truth);
+
+	start_top(120, 30);
+	snprintf(row, sizeof(row), "%7d drv_launch ", (int)run.workload);
+	text = wait_for_pane(needles, 30, "attached to a running drv_launch");
+	cr_assert_not_null(text, "no capture of the pane");
+	line = strstr(text, row);
+	cr_assert_not_null(line, "top shows no row for drv_launch (\"%s\"):\n%s", row, text);
+	end = line + strcspn(line, "\n");
+	while (end > line && end[-1] == ' ')
+		end--;
+	*end = '\0';
+	cr_assert(strlen(line) > 9 && !strcmp(line + strlen(line) - 9, "  vec_add"),
+		  "drv_launch's TOP KERNEL is not vec_add: \"%s\"", line);
+	cr_assert_eq(kill(run.workload, 0), 0, "drv_launch ended before the test did");
+	free(text);
 }
 
 /* ---- Ctrl-C in a terminal: cuprobe trace -- COMMAND in the foreground ---------------- */
