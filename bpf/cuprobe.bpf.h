@@ -264,10 +264,26 @@ static __always_inline int cuprobe_current_device(void)
 	struct cuprobe_thread_context *thread =
 		bpf_task_storage_get(&cuprobe_thread_contexts, bpf_get_current_task_btf(), 0, 0);
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct cuprobe_context_key key = { .pid = tgid };
 	struct cuprobe_process_context *last;
+	__s32 *known;
+	__u32 top;
 
-	if (thread && thread->depth > 0 && thread->depth <= CUPROBE_CONTEXT_DEPTH)
-		return thread->device[(thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1)];
+	if (thread && thread->depth > 0 && thread->depth <= CUPROBE_CONTEXT_DEPTH) {
+		top = (thread->depth - 1) & (CUPROBE_CONTEXT_DEPTH - 1);
+		if (thread->device[top] >= 0)
+			return thread->device[top];
+		/*
+		 * Made current before its device was known: the driver's
+		 * cuDevicePrimaryCtxRetain sets the context current inside itself,
+		 * before the retain returns with it. Looked up now, and kept.
+		 */
+		key.context = thread->stack[top];
+		known = bpf_map_lookup_elem(&cuprobe_contexts, &key);
+		if (known)
+			thread->device[top] = *known;
+		return known ? *known : -1;
+	}
 	last = bpf_map_lookup_elem(&cuprobe_process_contexts, &tgid);
 	return last ? last->device : -1;
 }

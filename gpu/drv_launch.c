@@ -57,6 +57,7 @@ struct options {
 	bool event_query;	/* --event-query: wait by event record + cuEventQuery polls */
 	bool timing;		/* any timing option: the summary line gets its fields */
 	bool window;		/* --window: the summary line gets the launch loop's times */
+	bool retain_only;	/* --retain-only: contexts made current by the retain alone */
 };
 
 /* Calls this process made, for the summary line. */
@@ -119,7 +120,7 @@ static void usage(FILE *out)
 		"usage: %s ITERATIONS [THREADS] [--ex] [--library] [--fork]\n"
 		"       [--exit-code N] [--elements N] [--leak BYTES] [--start-delay MS]\n"
 		"       [--kernel-us N] [--host-us N] [--sync-every K] [--event-query]\n"
-		"       [--window]\n"
+		"       [--window] [--retain-only]\n"
 		"  ITERATIONS    launches per thread (0..%ld)\n"
 		"  THREADS       launching threads, each on its own stream (1..%ld, default 1)\n"
 		"  --ex          launch with cuLaunchKernelEx\n"
@@ -144,7 +145,12 @@ static void usage(FILE *out)
 		"  sync_every= event_records= event_queries= event_not_ready= sync_return_ns=\n"
 		"  --window      end the summary line with launch_start_ns= launch_end_ns=\n"
 		"                (CLOCK_MONOTONIC: the threads' start, all joined): rates\n"
-		"                across processes, from the launches' own window\n",
+		"                across processes, from the launches' own window\n"
+		"  --retain-only each thread gets its context from cuDevicePrimaryCtxRetain\n"
+		"                alone, no cuCtxSetCurrent: as cudart does on a driver that\n"
+		"                makes it current inside the retain (driver 580 does; the\n"
+		"                simulated driver with CUDA_SIM_RETAIN_SETS_CURRENT=1, which\n"
+		"                this sets)\n",
 		program, MAX_ITERATIONS, MAX_THREADS, MAX_ELEMENTS,
 		DEFAULT_ELEMENTS, MAX_TIMING_US, MAX_TIMING_US, MAX_ITERATIONS);
 }
@@ -216,6 +222,8 @@ static void parse_options(int argc, char **argv, struct options *options)
 			options->use_library = true;
 		} else if (strcmp(arg, "--fork") == 0) {
 			options->fork_first = true;
+		} else if (strcmp(arg, "--retain-only") == 0) {
+			options->retain_only = true;
 		} else if (strcmp(arg, "--exit-code") == 0) {
 			if (!parse_long(i + 1 < argc ? argv[++i] : NULL, 0, 255, &value))
 				bad_arguments("--exit-code needs 0..255", argv[i]);
@@ -335,7 +343,9 @@ static void *launch_thread(void *arg)
 	long i;
 
 	/* The current context is per thread: bind the primary one here too. */
-	if (!cu_ok(cuCtxSetCurrent(w->context), "cuCtxSetCurrent") ||
+	if ((w->options->retain_only ?
+	     !cu_ok(cuDevicePrimaryCtxRetain(&(CUcontext){ NULL }, 0), "cuDevicePrimaryCtxRetain") :
+	     !cu_ok(cuCtxSetCurrent(w->context), "cuCtxSetCurrent")) ||
 	    !cu_ok(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
 		return NULL;
 	if (w->options->event_query &&
@@ -462,6 +472,10 @@ static void run_workload(const struct options *options)
 		while (nanosleep(&delay, &delay) && errno == EINTR)
 			;
 	}
+	if (options->retain_only && setenv("CUDA_SIM_RETAIN_SETS_CURRENT", "1", 1)) {
+		fprintf(stderr, "%s: setenv: %s\n", program, strerror(errno));
+		fail();
+	}
 	if (options->kernel_us >= 0) {
 		/* Read by the simulated driver at cuInit; a real driver ignores it. */
 		char kernel_ns[32];
@@ -476,7 +490,8 @@ static void run_workload(const struct options *options)
 	cu_check(cuDeviceGet(&device, 0), "cuDeviceGet");
 	cu_check(cuDevicePrimaryCtxRetain(&w.context, device),
 		 "cuDevicePrimaryCtxRetain");
-	cu_check(cuCtxSetCurrent(w.context), "cuCtxSetCurrent");
+	if (!options->retain_only)
+		cu_check(cuCtxSetCurrent(w.context), "cuCtxSetCurrent");
 	load_kernel(options, &module, &library, &w.function);
 
 	cu_check(cuMemAlloc(&w.a, bytes), "cuMemAlloc");

@@ -162,6 +162,44 @@ static json_t *first_event(json_t *events, const char *api, const char *key, con
 	return NULL;
 }
 
+/*
+ * cudart on driver 580 makes a thread's context current by the retain alone,
+ * and the driver sets it current from inside the retain: the probe sees that
+ * cuCtxSetCurrent return before the retain has told it the context's
+ * device. The main thread (which retained first) and the launching thread
+ * must both have their work on device 0.
+ */
+Test(families, a_context_made_current_inside_the_retain_has_its_device, .timeout = 120)
+{
+	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "--", DRV_LAUNCH, "40", "1",
+			 "--retain-only", NULL };
+	size_t i, launches = 0, syncs = 0, inner_sets = 0;
+	json_t *ev;
+	struct run r;
+
+	run_init(&r);
+	argv[4] = r.events;
+	run_cuprobe(&r, argv, 0);
+	r.json = load_json_lines(r.events);
+	json_array_foreach(r.json, i, ev) {
+		const char *type = jstr(ev, "type");
+
+		if (!strcmp(type, "context") && !strcmp(jstr(ev, "api"), "cuCtxSetCurrent") &&
+		    jint(ev, "device") == -1)
+			inner_sets++; /* the first one: its context not known yet */
+		if (strcmp(type, "launch") && strcmp(type, "sync"))
+			continue;
+		cr_assert_eq(jint(ev, "device"), 0, "%s of tid %lld on device %lld", jstr(ev, "api"),
+			     jint(ev, "tid"), jint(ev, "device"));
+		launches += !strcmp(type, "launch");
+		syncs += !strcmp(type, "sync") && jint(ev, "tid") == jint(ev, "pid");
+	}
+	cr_assert_eq(inner_sets, 1, "the set inside the first retain was not seen first");
+	cr_assert_eq(launches, 40);
+	cr_assert_gt(syncs, 0, "no main-thread syncs (blocking copies) to check");
+	run_free(&r);
+}
+
 Test(families, records_carry_the_decoded_arguments, .timeout = 120)
 {
 	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "--", DRV_APIS, "1", NULL };

@@ -820,7 +820,18 @@ SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice d
 		return CUDA_ERROR_INVALID_DEVICE;
 	atomic_fetch_add(&primary_context.retain_count, 1);
 	*pctx = (CUcontext)&primary_context;
-	return CUDA_SUCCESS;
+	/*
+	 * CUDA_SIM_RETAIN_SETS_CURRENT: as driver 580 does, the retain makes the
+	 * context current from inside itself, through the exported entry point:
+	 * a probe sees cuCtxSetCurrent return before the retain returns the
+	 * context (whose device a tracer learns only then).
+	 */
+	if (getenv("CUDA_SIM_RETAIN_SETS_CURRENT")) {
+		rc = cuCtxSetCurrent(*pctx);
+		/* Not a tail call: the retain returns on its own, after the set (as the driver's). */
+		__asm__ volatile("" ::: "memory");
+	}
+	return rc;
 }
 
 /* cuda.h maps this name to cuDevicePrimaryCtxRelease_v2. */

@@ -28,6 +28,7 @@ curl -s "http://127.0.0.1:$port/metrics" > "$work/metrics.txt"
 curl -s -H 'Accept: application/openmetrics-text; version=1.0.0' "http://127.0.0.1:$port/metrics" \
 	> "$work/openmetrics.txt"
 stop_watchers
+cp "$work/metrics.txt" "$work/exporter.err" "$out/" 2>/dev/null
 
 python3 - "$work" "$out" <<'PY'
 import json, re, sys
@@ -65,6 +66,11 @@ for name, pid in pids.items():
         print(name, "mismatch:", o)
     row(f"{name}: GPU labels of its launches", ", ".join(f"gpu={g} {u}" for g, u in sorted(gpus)),
         f"gpu=0 {uuid}", gpus == {("0", uuid)})
+    by_device = {}
+    for k in report["kernels"]:
+        by_device[k["device"]] = by_device.get(k["device"], 0) + k["launches"]
+    row(f"{name}: cuprobe stats, launches by device", json.dumps(by_device, sort_keys=True),
+        json.dumps({"0": sum(by_device.values())}), set(by_device) == {0})
     calls = sum(v for m, l, v in series if m == "cuprobe_api_calls_total" and l.get("pid") == str(pid))
     row(f"{name}: API calls counted", int(calls), "> 0", calls > 0)
     allocs = [(l["gpu"], l["gpu_uuid"], v) for m, l, v in series
