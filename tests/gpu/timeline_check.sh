@@ -21,12 +21,16 @@ set -u
 . "$(dirname "$0")/common.sh" timeline
 nvidia-smi -L | head -1
 
-for w in mlp gemm tiny; do
+for w in mlp gemm tiny mlpq; do
 	"$cuprobe" trace --timeline --json -o "$work/$w.cuprobe.json" -- \
 		python3 "$here/gpu/timeline_truth.py" --workload "$w" --profile "$work/$w.prof.json" \
 		> "$work/$w.txt" 2> "$work/$w.err" || { echo "$w failed:"; cat "$work/$w.err"; }
 	cat "$work/$w.txt"
 done
+
+# What the cuEventQuery probes cost: the same query loop untraced.
+python3 "$here/gpu/timeline_truth.py" --workload mlpq --iterations 20 --profile "$work/untraced.prof.json" \
+	> "$work/untraced.txt" 2>&1
 
 # The Xid: trace and stats at once, system-wide stats with --timeline.
 "$cuprobe" trace --timeline --json -o "$work/xid.json" -- "$bundle/bin/xid_fault" \
@@ -56,7 +60,8 @@ def pct(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))] if values else float("nan")
 
-for w in ["mlp", "gemm", "tiny"]:
+widths_of = {}
+for w in ["mlp", "gemm", "tiny", "mlpq"]:
     text = open(f"{work}/{w}.txt").read()
     m = re.search(r"timeline_truth: pid=(\d+) workload=\S+ window_start_ns=(\d+) window_end_ns=(\d+)", text)
     if not m:
@@ -107,6 +112,7 @@ for w in ["mlp", "gemm", "tiny"]:
     row(f"{w}: true interval inside cuprobe's bound", f"{inside}/{n} ({100.0 * inside / n:.1f}%)", "100%", inside == n)
     row(f"{w}: bound width / true duration, median and p90",
         f"{pct(widths, 0.5):.2f} / {pct(widths, 0.9):.2f}", "-", None)
+    widths_of[w] = widths
     evidence = {}
     for r in intervals:
         evidence[r["evidence"]] = evidence.get(r["evidence"], 0) + 1
@@ -138,6 +144,18 @@ for w in ["mlp", "gemm", "tiny"]:
     truth_verdict = "launch-bound" if idle >= 0.5 else "gpu-bound"
     row(f"{w}: verdict (truth: GPU idle {100 * idle:.0f}% of the window)", verdict, truth_verdict,
         verdict == truth_verdict or (verdict == "mixed" and 0.3 <= idle <= 0.7))
+
+# What the return of cuEventQuery buys (mlpq against mlp: the same kernels,
+# polled each step) and costs (a query's time traced against untraced).
+def query_cost(path):
+    m = re.search(r"query_ns=([0-9.]+)", open(path).read())
+    return float(m.group(1)) if m else float("nan")
+if widths_of.get("mlp") and widths_of.get("mlpq"):
+    row("event queries: median bound width / true duration, mlp without / mlpq with",
+        f"{pct(widths_of['mlp'], 0.5):.2f} / {pct(widths_of['mlpq'], 0.5):.2f}", "-", None)
+untraced, traced = query_cost(f"{work}/untraced.txt"), query_cost(f"{work}/mlpq.txt")
+row("event queries: ns per event.query(), untraced / traced (the probes' cost)",
+    f"{untraced:.0f} / {traced:.0f} (+{traced - untraced:.0f})", "-", None)
 
 # The Xid.
 text = open(f"{work}/xid.txt").read()
