@@ -513,36 +513,6 @@ Test(bad_input, a_lib_that_is_not_elf_with_a_command_is_refused_before_it_runs, 
 	run_free(&r);
 }
 
-/* The verifier refuses: one line without -v (its log's tail is what -v adds). */
-Test(bad_input, a_program_the_verifier_refuses_is_one_line, .timeout = 60)
-{
-	static const char unchecked[] =
-		"#include \"cuprobe.bpf.h\"\n"
-		"struct { __uint(type, BPF_MAP_TYPE_HASH); __uint(max_entries, 4); __type(key, __u32); __type(value, __u64); } m SEC(\".maps\");\n"
-		"SEC(\"cuda/launch\")\n"
-		"int CUDA_PROG(unchecked, struct cuda_launch, launch)\n"
-		"{\n"
-		"	__u32 k = 0;\n"
-		"	__u64 *v = bpf_map_lookup_elem(&m, &k);\n"
-		"	return *v;\n"
-		"}\n"
-		"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
-	char *argv[] = { CUPROBE_BIN, "run", NULL, "-d", "1", NULL };
-	struct run r;
-
-	run_init(&r);
-	argv[2] = path_join(r.dir, "unchecked.bpf.c");
-	cr_assert(write_text(argv[2], unchecked));
-	run_argv(&r, argv);
-	cr_assert_eq(r.status, 2, "stderr:\n%s", r.err_text);
-	cr_assert_not_null(strstr(r.err_text, "unchecked.bpf.c: the kernel's verifier refused it"), "%s",
-			   r.err_text);
-	cr_assert_not_null(strstr(r.err_text, "run with -v"), "%s", r.err_text);
-	cr_assert_eq(count_lines(r.err_text), 1, "one line:\n%s", r.err_text);
-	free(argv[2]);
-	run_free(&r);
-}
-
 /* ---- 16. stats --json on stdout stays parseable with a COMMAND ------------------------- */
 
 Test(json_stdout, stats_json_on_stdout_gets_the_commands_output_moved_to_stderr, .timeout = 120)

@@ -422,33 +422,54 @@ static void kernels_phase(int to, int from, char phase)
 	cr_assert_eq(answer, phase);
 }
 
-/* One child through the given phases, then gone (reaped). */
-static void kernels_run(const char *phases)
+/*
+ * The child started, its names (records of cuModuleGetFunction) read by the
+ * exporter before any launch; *to and *from are the parent's ends.
+ */
+static void kernels_start(int *to, int *from)
 {
-	int to[2], from[2], status;
+	int to_child[2], from_child[2];
 	char ready;
 
-	cr_assert_eq(pipe(to), 0);
-	cr_assert_eq(pipe(from), 0);
+	cr_assert_eq(pipe(to_child), 0);
+	cr_assert_eq(pipe(from_child), 0);
 	kernels_child = fork();
 	cr_assert_geq(kernels_child, 0);
 	if (!kernels_child) {
-		close(to[1]);
-		close(from[0]);
-		kernels_workload(to[0], from[1]);
+		close(to_child[1]);
+		close(from_child[0]);
+		kernels_workload(to_child[0], from_child[1]);
 	}
-	close(to[0]);
-	close(from[1]);
-	cr_assert_eq(read(from[0], &ready, 1), 1, "the workload did not start");
-	usleep(1000000); /* its names read by the exporter before any launch */
-	for (; *phases; phases++)
-		kernels_phase(to[1], from[0], *phases);
-	cr_assert_eq(write(to[1], "q", 1), 1);
+	close(to_child[0]);
+	close(from_child[1]);
+	*to = to_child[1];
+	*from = from_child[0];
+	cr_assert_eq(read(*from, &ready, 1), 1, "the workload did not start");
+	usleep(1000000);
+}
+
+/* The child told to quit, and reaped: it exited 0. */
+static void kernels_quit(int to, int from)
+{
+	int status;
+
+	cr_assert_eq(write(to, "q", 1), 1);
 	cr_assert_eq(waitpid(kernels_child, &status, 0), kernels_child);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the workload: status %#x", status);
+	close(to);
+	close(from);
+}
+
+/* One child through the given phases, then gone (reaped). */
+static void kernels_run(const char *phases)
+{
+	int to, from;
+
+	kernels_start(&to, &from);
+	for (; *phases; phases++)
+		kernels_phase(to, from, *phases);
+	kernels_quit(to, from);
 	kernels_child = 0;
-	close(to[1]);
-	close(from[0]);
 }
 
 /* The value of an unlabelled-or-labelled series line of one text scrape; -1 when absent. */
@@ -489,39 +510,21 @@ Test(exporter, folded_totals_keep_max_kernels_names_per_cgroup, .timeout = 120)
 Test(exporter, max_kernels_names_the_most_launched_and_keeps_its_names, .timeout = 120)
 {
 	static const char *const args[] = { "-i", "0.3", "--max-kernels", "2", NULL };
-	int to[2], from[2], status;
-	char ready;
+	int to, from;
 
 	exporter_start(&exporter, dir, args);
-	cr_assert_eq(pipe(to), 0);
-	cr_assert_eq(pipe(from), 0);
-	kernels_child = fork();
-	cr_assert_geq(kernels_child, 0);
-	if (!kernels_child) {
-		close(to[1]);
-		close(from[0]);
-		kernels_workload(to[0], from[1]);
-	}
-	close(to[0]);
-	close(from[1]);
-	cr_assert_eq(read(from[0], &ready, 1), 1, "the workload did not start");
-	/* Its names (records of cuModuleGetFunction) read by the exporter before any launch. */
-	usleep(1000000);
+	kernels_start(&to, &from);
 	/* 40, 30, 20, 10 launches: the two most launched named, 30 in "other". */
-	kernels_phase(to[1], from[0], '1');
+	kernels_phase(to, from, '1');
 	expect_launches(kernels_child, 100, 40, 30, 30);
 	/* k_cold is now the most launched: it stays in "other" (which must not go back). */
-	kernels_phase(to[1], from[0], '2');
+	kernels_phase(to, from, '2');
 	expect_launches(kernels_child, 205, 40, 30, 135);
 	/* Exited: its final rows, the same labels. */
-	cr_assert_eq(write(to[1], "q", 1), 1);
-	cr_assert_eq(waitpid(kernels_child, &status, 0), kernels_child);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the workload: status %#x", status);
+	kernels_quit(to, from);
 	usleep(1500000); /* refreshes (0.3 s) have retired it */
 	expect_launches(kernels_child, 205, 40, 30, 135);
 	kernels_child = 0;
-	close(to[1]);
-	close(from[0]);
 }
 
 /* ---- requests refused, serving goes on ---------------------------------------------------- */
