@@ -12,11 +12,14 @@
  * all held against the workload's own summary line.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -572,4 +575,55 @@ Test(perfetto, the_usual_output_is_unchanged_beside_it, .timeout = 120)
 	json_decref(records);
 	free(line);
 	run_free(&r);
+}
+
+/*
+ * cuprobe's peak resident memory (wait4's, in KiB; the workload's, smaller,
+ * counts in it too) for `trace --perfetto` of LAUNCHES launches synchronized
+ * every 100, as a long training loop does: nothing lost.
+ */
+static long traced_peak_kib(const char *launches)
+{
+	char *argv[] = { CUPROBE_BIN, "trace", "--perfetto", "/dev/null", "--", DRV_LAUNCH,
+			 (char *)launches, "--sync-every", "100", NULL };
+	char *dir = make_tmpdir(), *err_path = path_join(dir, "stderr"), *err;
+	struct cuprobe_summary summary;
+	struct rusage usage;
+	int status, null_fd, err_fd;
+	pid_t pid;
+
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		null_fd = open("/dev/null", O_WRONLY);
+		err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (null_fd < 0 || err_fd < 0 || dup2(null_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+			_exit(126);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	cr_assert_eq(wait4(pid, &status, 0, &usage), pid);
+	err = read_text(err_path);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x: %s", status, err);
+	cr_assert(parse_cuprobe_summary(err, &summary), "no summary: %s", err);
+	cr_assert_eq(summary.lost, 0);
+	cr_assert_eq(summary.launches, strtoull(launches, NULL, 10));
+	free(err);
+	free(err_path);
+	remove_tree(dir);
+	free(dir);
+	return usage.ru_maxrss;
+}
+
+/* A long trace does not grow cuprobe: 20 times the launches, the same peak (within 4 MiB). */
+Test(perfetto, memory_stays_flat_however_long_the_trace, .timeout = 300)
+{
+	long short_run, long_run;
+
+	require_root();
+	short_run = traced_peak_kib("10000");
+	long_run = traced_peak_kib("200000");
+	cr_log_info("peak RSS: %ld KiB for 10,000 launches, %ld KiB for 200,000", short_run, long_run);
+	cr_assert_leq(long_run, short_run + 4096, "peak RSS %ld KiB for 200,000 launches, %ld KiB for 10,000",
+		      long_run, short_run);
 }
