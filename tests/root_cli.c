@@ -6,6 +6,7 @@
  * late-attached names in stats, bad input.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,6 +348,83 @@ Test(stop, a_background_cuprobe_stops_on_sigint_within_a_second, .timeout = 60)
 	free(events);
 	free(ids);
 	run_free(&r);
+}
+
+/*
+ * Standard output a pipe nobody reads (`cuprobe trace | a stuck reader`, or
+ * a terminal stopped with Ctrl-S): the drain at the stop blocks in write.
+ * A SIGINT still ends cuprobe within a second, says the output was blocked,
+ * and exits 1 (records were dropped).
+ */
+static void assert_stops_with_output_blocked(char *const argv[], bool stderr_too)
+{
+	char *dir = make_tmpdir(), *err_path = path_join(dir, "stderr"), *err;
+	int out[2], status = 0, err_fd, waited;
+	struct timespec t0, t1;
+	double seconds;
+	pid_t pid;
+
+	require_root();
+	cr_assert_eq(pipe(out), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (err_fd < 0 || dup2(out[1], 1) < 0 || dup2(stderr_too ? out[1] : err_fd, 2) < 0)
+			_exit(126);
+		close(out[0]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(out[1]);
+	/* The pipe (64 KiB) fills well before this, and the writer blocks. */
+	usleep(2000000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(kill(pid, SIGINT), 0);
+	for (waited = 0; waited < 300 && waitpid(pid, &status, WNOHANG) == 0; waited++)
+		usleep(10000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	seconds = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (waited == 300) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	close(out[0]);
+	err = read_text(err_path);
+	cr_assert_lt(waited, 300, "%s: still running 3 s after SIGINT with its output blocked: %s", argv[1], err);
+	cr_assert_leq(seconds, 1.0, "%s: %.2f s from SIGINT to exit", argv[1], seconds);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 1, "%s: status %#x: %s", argv[1], status, err);
+	if (!stderr_too)
+		cr_assert_not_null(strstr(err, "standard output was blocked when tracing stopped"), "%s", err);
+	cr_log_info("%s: exit %.3f s after SIGINT with its output blocked", argv[1], seconds);
+	free(err);
+	free(err_path);
+	remove_tree(dir);
+	free(dir);
+}
+
+Test(stop, sigint_stops_trace_whose_output_is_blocked, .timeout = 60)
+{
+	char *argv[] = { CUPROBE_BIN, "trace", "--", DRV_LAUNCH, "2000000", NULL };
+
+	assert_stops_with_output_blocked(argv, false);
+}
+
+/* Its messages too (2>&1 into the same pipe): the last words are dropped, not waited on. */
+Test(stop, sigint_stops_trace_whose_output_and_messages_are_blocked, .timeout = 60)
+{
+	char *argv[] = { CUPROBE_BIN, "trace", "--", DRV_LAUNCH, "2000000", NULL };
+
+	assert_stops_with_output_blocked(argv, true);
+}
+
+Test(stop, sigint_stops_stats_whose_output_is_blocked, .timeout = 60)
+{
+	/* A report every 10 ms fills the pipe. */
+	char *argv[] = { CUPROBE_BIN, "stats", "--json", "-i", "0.01", "--", DRV_LAUNCH, "2000000",
+			 "--host-us", "5", NULL };
+
+	assert_stops_with_output_blocked(argv, false);
 }
 
 Test(stop, a_command_that_dies_of_the_forwarded_sigint_gives_its_status, .timeout = 60)

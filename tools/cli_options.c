@@ -143,6 +143,8 @@ static struct cp_command_doc command_docs[] = {
 	  "A first SIGINT/SIGTERM/SIGHUP is passed on to COMMAND (unless it came from\n"
 	  "the terminal, which signalled COMMAND itself); if COMMAND has not ended\n"
 	  "0.5 s later, or at a second one, tracing stops and COMMAND is left running.\n"
+	  "An output blocked at the stop (a pipe nobody reads, a terminal stopped with\n"
+	  "Ctrl-S) does not hold cuprobe: what it did not take is dropped (exit 1).\n"
 	  "COMMAND runs in cuprobe's process group: a signal sent to the whole group by\n"
 	  "a process (kill -INT -- -PGID, timeout(1)) reaches COMMAND directly and is\n"
 	  "passed on as well, so COMMAND gets it twice; signal cuprobe's pid instead.\n"

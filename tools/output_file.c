@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -174,18 +175,57 @@ bool cp_output__failed(struct cp_output *out, int err)
 					   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
+bool cp_output__write(struct cp_output *out, const void *data, size_t len, bool flush)
+{
+	bool ok;
+
+	if (__atomic_load_n(&out->error, __ATOMIC_RELAXED)) {
+		errno = __atomic_load_n(&out->error, __ATOMIC_RELAXED);
+		return false;
+	}
+	__atomic_store_n(&out->writing, 1, __ATOMIC_RELAXED);
+	/* ferror too: a line-buffered stream takes the line and fails at its flush. */
+	ok = fwrite(data, 1, len, out->stream) == len && (!flush || !fflush(out->stream)) &&
+	     !ferror(out->stream);
+	__atomic_add_fetch(&out->writes, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&out->writing, 0, __ATOMIC_RELAXED);
+	if (!ok && !errno)
+		errno = EIO;
+	return ok;
+}
+
+bool cp_output__stalled(struct cp_output *out, unsigned long *seen)
+{
+	unsigned long writes = __atomic_load_n(&out->writes, __ATOMIC_RELAXED);
+	bool stalled = __atomic_load_n(&out->writing, __ATOMIC_RELAXED) && writes == *seen;
+
+	*seen = writes;
+	return stalled;
+}
+
+void cp_output__abandon(struct cp_output *out)
+{
+	__atomic_store_n(&out->abandoned, true, __ATOMIC_SEQ_CST);
+	cp_output__failed(out, EAGAIN);
+}
+
 int cp_output__close(struct cp_output *out)
 {
 	int err = 0;
 
 	if (!out->stream)
 		return 0;
+	if (__atomic_load_n(&out->abandoned, __ATOMIC_SEQ_CST))
+		__fpurge(out->stream); /* flushing would block again */
+	__atomic_store_n(&out->writing, 1, __ATOMIC_RELAXED); /* the last flush can block too */
 	if (out->stream == stdout) {
 		if (fflush(stdout) || ferror(stdout))
 			err = errno ? errno : EIO;
 	} else if (fclose(out->stream)) {
 		err = errno ? errno : EIO;
 	}
+	__atomic_add_fetch(&out->writes, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&out->writing, 0, __ATOMIC_RELAXED);
 	if (err)
 		cp_output__failed(out, err);
 	out->stream = NULL;

@@ -21,14 +21,31 @@ struct cp_output {
 	char *temp_path;          /* until committed */
 	const struct cp_identity *identity;
 	int error;                /* the first failed write's errno; 0 when none */
+	bool abandoned;           /* blocked at the stop: what was not written is dropped */
+	int writing;              /* a write is in progress (atomic: a watcher reads it) */
+	unsigned long writes;     /* writes finished (atomic) */
 };
 
 /* Opens the output (stdout when path is NULL): 0, or -errno with nothing left behind. */
 int cp_output__open(struct cp_output *out, const char *path, const struct cp_identity *id);
 /* Tracing has started: the temporary file becomes FILE. 0 or -errno. */
 int cp_output__commit(struct cp_output *out);
+/*
+ * Writes len bytes (then flushes, if asked) and checks the stream; false,
+ * errno set, when it failed or the output had failed already. Every write
+ * to an output goes through here, so a stop can find a blocked one.
+ */
+bool cp_output__write(struct cp_output *out, const void *data, size_t len, bool flush);
+/* Whether a write has been in progress since the last call saw `writes` at *seen. */
+bool cp_output__stalled(struct cp_output *out, unsigned long *seen);
 /* Notes a failed write (errno, or EIO); returns true the first time. */
 bool cp_output__failed(struct cp_output *out, int err);
+/*
+ * Its writer was blocked when tracing stopped (a pipe nobody reads, a
+ * terminal stopped with Ctrl-S): later writes fail and close drops what is
+ * buffered instead of blocking again.
+ */
+void cp_output__abandon(struct cp_output *out);
 /*
  * Flushes and closes; a temporary file never committed is removed. Returns
  * 0, or the errno of the first write that failed (earlier or now).

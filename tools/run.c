@@ -65,8 +65,7 @@ static void flush_text(struct run_ctx *run, struct cp_text *text)
 {
 	if (run->failed || !text->len)
 		return;
-	if (text->failed || fwrite(text->data, 1, text->len, run->out) != text->len ||
-	    fflush(run->out) == EOF) {
+	if (text->failed || !cp_output__write(&run->session->output, text->data, text->len, true)) {
 		run->failed = true;
 		cp_session__output_failed(run->session, text->failed ? ENOMEM : errno);
 	}

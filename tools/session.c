@@ -8,15 +8,18 @@
  * periodic tick for interval output, and turn how it ended into an exit
  * status.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -477,6 +480,205 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	return 0;
 }
 
+/*
+ * A stop must end cuprobe whatever its output does. If the output blocks (a
+ * pipe nobody reads, a terminal stopped with Ctrl-S), the writing thread
+ * waits in write(2): the agent draining the ring at the stop, or the main
+ * thread writing a report, which then cannot even read the SIGINT. This
+ * thread, alive from the agent's start to the outputs' close, watches: once
+ * a stop is wanted (a signal waits, or the stop has begun) and a write has
+ * made no progress for one period, the output is abandoned and the other
+ * threads are interrupted (SIGURG, whose handler does nothing and does not
+ * restart calls) while it stays blocked: the write fails, later ones are
+ * skipped, and the rest is dropped, as the exit status and a line say.
+ */
+#define STALL_MS 150
+#define INTERRUPT_MS 50
+
+struct stall_watch {
+	struct cp_session *s;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool done;
+	int stop_wanted;        /* atomic */
+	pid_t self;             /* the watcher's tid */
+};
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+}
+
+/* SIGURG to every thread of ours but the watcher. */
+static void interrupt_other_threads(pid_t self)
+{
+	DIR *tasks = opendir("/proc/self/task");
+	struct dirent *entry;
+
+	while (tasks && (entry = readdir(tasks))) {
+		pid_t tid = (pid_t)strtol(entry->d_name, NULL, 10);
+
+		if (tid > 0 && tid != self)
+			syscall(SYS_tgkill, getpid(), tid, SIGURG);
+	}
+	if (tasks)
+		closedir(tasks);
+}
+
+static void deadline_after(struct timespec *t, long ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, t);
+	t->tv_sec += ms / 1000;
+	t->tv_nsec += ms % 1000 * 1000000L;
+	if (t->tv_nsec >= 1000000000L) {
+		t->tv_sec++;
+		t->tv_nsec -= 1000000000L;
+	}
+}
+
+/* The stop has begun, or a stop signal waits (the main thread, blocked writing, cannot read it). */
+static bool stop_wanted(struct stall_watch *w)
+{
+	sigset_t pending;
+
+	if (__atomic_load_n(&w->stop_wanted, __ATOMIC_SEQ_CST))
+		return true;
+	return !sigpending(&pending) && (sigismember(&pending, SIGINT) == 1 ||
+					 sigismember(&pending, SIGTERM) == 1 ||
+					 sigismember(&pending, SIGHUP) == 1);
+}
+
+/*
+ * Whether a thread of ours (not self) is blocked in write(2) or writev(2) to
+ * standard error: its messages would hang the exit on a stopped terminal.
+ */
+static bool stderr_blocked(pid_t self)
+{
+	DIR *tasks = opendir("/proc/self/task");
+	struct dirent *entry;
+	bool blocked = false;
+
+	while (tasks && !blocked && (entry = readdir(tasks))) {
+		pid_t tid = (pid_t)strtol(entry->d_name, NULL, 10);
+		char path[64], line[256];
+		unsigned long nr, fd;
+		FILE *file;
+
+		if (tid <= 0 || tid == self)
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+		file = fopen(path, "re");
+		if (!file)
+			continue;
+		if (fgets(line, sizeof(line), file) && sscanf(line, "%lu %lx", &nr, &fd) == 2)
+			blocked = (nr == SYS_write || nr == SYS_writev) && fd == STDERR_FILENO;
+		fclose(file);
+	}
+	if (tasks)
+		closedir(tasks);
+	return blocked;
+}
+
+/* Standard error from now on to /dev/null: a stopped terminal cannot hang our last words. */
+static void drop_stderr(pid_t self)
+{
+	int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+
+	if (null_fd < 0)
+		return;
+	dup2(null_fd, STDERR_FILENO);
+	close(null_fd);
+	interrupt_other_threads(self);
+}
+
+static void *watch_stalls(void *arg)
+{
+	struct stall_watch *w = arg;
+	struct cp_session *s = w->s;
+	unsigned long seen = 0, perfetto_seen = 0;
+	bool abandoned = false, stderr_dropped = false, stderr_was_blocked = false;
+	struct timespec t;
+
+	w->self = (pid_t)syscall(SYS_gettid);
+	pthread_mutex_lock(&w->lock);
+	while (!w->done) {
+		deadline_after(&t, abandoned ? INTERRUPT_MS : STALL_MS);
+		if (pthread_cond_timedwait(&w->cond, &w->lock, &t) != ETIMEDOUT || w->done)
+			continue;
+		/* Two looks in a row at a write to stderr blocked, once stopping: stderr goes. */
+		if (!stderr_dropped && __atomic_load_n(&w->stop_wanted, __ATOMIC_SEQ_CST)) {
+			bool blocked = stderr_blocked(w->self);
+
+			if (blocked && stderr_was_blocked) {
+				stderr_dropped = true;
+				drop_stderr(w->self);
+			}
+			stderr_was_blocked = blocked;
+		}
+		if (!abandoned) {
+			bool stalled = cp_output__stalled(&s->output, &seen);
+
+			/* (Only atomics of the outputs here: the main thread closes them meanwhile.) */
+			if (cp_output__stalled(&s->perfetto, &perfetto_seen))
+				stalled = true;
+			if (!stalled || !stop_wanted(w))
+				continue;
+			abandoned = true;
+			cp_output__abandon(&s->output);
+			if (__atomic_load_n(&s->perfetto.writes, __ATOMIC_RELAXED))
+				cp_output__abandon(&s->perfetto);
+		}
+		if (__atomic_load_n(&s->output.writing, __ATOMIC_RELAXED) ||
+		    __atomic_load_n(&s->perfetto.writing, __ATOMIC_RELAXED))
+			interrupt_other_threads(w->self);
+	}
+	pthread_mutex_unlock(&w->lock);
+	return NULL;
+}
+
+static void start_stall_watch(struct cp_session *s)
+{
+	struct sigaction interrupt = { .sa_handler = on_interrupt }; /* no SA_RESTART */
+	struct stall_watch *w = calloc(1, sizeof(*w));
+	pthread_condattr_t attr;
+
+	if (!w)
+		return; /* a stop then waits for a blocked output, as before */
+	w->s = s;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_condattr_init(&attr);
+	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->cond, &attr);
+	pthread_condattr_destroy(&attr);
+	sigemptyset(&interrupt.sa_mask);
+	if (sigaction(SIGURG, &interrupt, NULL) || pthread_create(&w->thread, NULL, watch_stalls, w)) {
+		pthread_cond_destroy(&w->cond);
+		pthread_mutex_destroy(&w->lock);
+		free(w);
+		return;
+	}
+	s->stall_watch = w;
+}
+
+/* The watcher told to end and joined (before a fork, or the outputs' end). */
+static void stop_stall_watch(struct cp_session *s)
+{
+	struct stall_watch *w = s->stall_watch;
+
+	if (!w)
+		return;
+	pthread_mutex_lock(&w->lock);
+	w->done = true;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	pthread_join(w->thread, NULL);
+	pthread_cond_destroy(&w->cond);
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+	s->stall_watch = NULL;
+}
+
 int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ctx)
 {
 	CP_OPTS(cp_agent_opts, agent_opts, .on_event = on_event, .ctx = ctx, .tracer = s->tracer);
@@ -501,6 +703,7 @@ int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ct
 		cp_say("cannot start the GPU agent: %s", strerror(-err));
 		return CP_EXIT_SETUP;
 	}
+	start_stall_watch(s);
 	return 0;
 }
 
@@ -704,6 +907,8 @@ void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
 				continue;
 			}
 			s->stop_signal = (int)info.ssi_signo;
+			if (s->stall_watch)
+				__atomic_store_n(&s->stall_watch->stop_wanted, 1, __ATOMIC_SEQ_CST);
 			/* Without a COMMAND, or at the second request: stop now. */
 			if (s->child_pid <= 0 || s->child_done || stopping) {
 				s->end = CP_END_SIGNAL;
@@ -727,7 +932,9 @@ void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
 
 void cp_session__stop_agent(struct cp_session *s)
 {
-	/* Wake, drain, join: every record committed so far is delivered. */
+	if (s->stall_watch)
+		__atomic_store_n(&s->stall_watch->stop_wanted, 1, __ATOMIC_SEQ_CST);
+	/* Wake, drain, join: every record committed so far is delivered (or, output blocked, dropped). */
 	if (s->agent)
 		cp_agent__stop(s->agent);
 }
@@ -748,7 +955,7 @@ void cp_session__report_files(struct cp_session *s, bool json)
 		if (json && !s->output.error) {
 			cp_text__clear(&text);
 			if (cp_format__traced_file_json(&text, f) ||
-			    fwrite(text.data, 1, text.len, s->output.stream) != text.len)
+			    !cp_output__write(&s->output, text.data, text.len, false))
 				cp_session__output_failed(s, text.failed ? ENOMEM : errno);
 		}
 		if (f->status == CP_ATTACH_FAILED) {
@@ -782,9 +989,13 @@ static int shell_status(int status)
 int cp_session__finish(struct cp_session *s)
 {
 	int left = s->tracer && !s->system_wide ? cp_tracer__live_targets(s->tracer) : 0;
-	int output_error = cp_output__close(&s->output);
-	int perfetto_error = s->perfetto.stream ? cp_output__close(&s->perfetto) : 0;
-	int code = 0;
+	int output_error, perfetto_error, code = 0;
+
+	if (s->stall_watch)
+		__atomic_store_n(&s->stall_watch->stop_wanted, 1, __ATOMIC_SEQ_CST);
+	output_error = cp_output__close(&s->output);
+	perfetto_error = s->perfetto.stream ? cp_output__close(&s->perfetto) : 0;
+	stop_stall_watch(s);
 
 	if (s->opts->command && s->child_done)
 		code = shell_status(s->child_status);
@@ -798,7 +1009,11 @@ int cp_session__finish(struct cp_session *s)
 			 s->opts->exit_with_command))
 		cp_say("%d traced process%s still running, untraced from now on", left,
 		       left == 1 ? " is" : "es are");
-	if (output_error) {
+	if (output_error && s->output.abandoned) {
+		cp_say("%s was blocked when tracing stopped: the records not written by then are dropped",
+		       s->opts->output ? s->opts->output : "standard output");
+		code = CP_EXIT_SETUP;
+	} else if (output_error) {
 		cp_say("cannot write %s: %s", s->opts->output ? s->opts->output : "standard output",
 		       strerror(output_error));
 		code = CP_EXIT_SETUP;
@@ -846,15 +1061,18 @@ void cp_session__close(struct cp_session *s)
 {
 	size_t i;
 
+	if (s->stall_watch)
+		__atomic_store_n(&s->stall_watch->stop_wanted, 1, __ATOMIC_SEQ_CST);
 	cp_agent__free(s->agent);
+	cp_output__close(&s->output);
+	if (s->perfetto.stream)
+		cp_output__close(&s->perfetto);
+	stop_stall_watch(s); /* before the fork below: this process single-threaded again */
 	s->agent = NULL;
 	if (s->tracer && cp_tracer__link_count(s->tracer))
 		release_probes_after_exit();
 	cp_tracer__free(s->tracer);
 	s->tracer = NULL;
-	cp_output__close(&s->output);
-	if (s->perfetto.stream)
-		cp_output__close(&s->perfetto);
 	for (i = 0; i < s->pid_fd_count; i++)
 		if (s->pid_fds[i] >= 0)
 			close(s->pid_fds[i]);

@@ -41,6 +41,8 @@ enum cp_end {
 	CP_END_OUTPUT,    /* the output cannot be written any more */
 };
 
+struct stall_watch;
+
 struct cp_session {
 	const struct cp_trace_options *opts;
 	enum cp_command command;
@@ -79,6 +81,8 @@ struct cp_session {
 	/* More rings the agent consumes (a user's program's), set before the agent starts. */
 	struct cp_session_ring *rings;
 	size_t ring_count;
+	/* From the agent's start to the outputs' close: ends writes blocked at a stop. */
+	struct stall_watch *stall_watch;
 };
 
 struct cp_session_ring {

@@ -81,9 +81,7 @@ static const char *comm_of(struct stats_ctx *ctx, uint32_t pid)
 /* Writes what the formatter made; a failed write ends the session. */
 static void emit(struct stats_ctx *ctx)
 {
-	if (ctx->text.len && fwrite(ctx->text.data, 1, ctx->text.len, ctx->out) != ctx->text.len)
-		cp_session__output_failed(ctx->session, errno);
-	else if (fflush(ctx->out))
+	if (ctx->text.len && !cp_output__write(&ctx->session->output, ctx->text.data, ctx->text.len, true))
 		cp_session__output_failed(ctx->session, errno);
 	cp_text__clear(&ctx->text);
 }
@@ -276,8 +274,11 @@ static void report_xid(struct stats_ctx *ctx, const struct cp_xid_event *xid)
 					sizeof(line)) :
 		cp_format__text((const union cp_event *)xid, ctx->session->names, ctx->start_ns,
 				line, sizeof(line));
-	if (n >= 0 && fprintf(ctx->out, "%s\n", line) < 0)
-		cp_session__output_failed(ctx->session, errno);
+	if (n >= 0) {
+		line[n++] = '\n'; /* the formatter leaves room: n < sizeof(line) */
+		if (!cp_output__write(&ctx->session->output, line, (size_t)n, false))
+			cp_session__output_failed(ctx->session, errno);
+	}
 	cp_format__xid_in_flight(&ctx->text, ctx->json, xid, in_flight,
 				 count < XID_IN_FLIGHT_MAX ? count : XID_IN_FLIGHT_MAX, known,
 				 ctx->session->names);

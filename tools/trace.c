@@ -53,7 +53,7 @@ static void write_text(struct trace_output *output, struct cp_text *text)
 {
 	if (output->failed || !text->len)
 		return;
-	if (text->failed || fwrite(text->data, 1, text->len, output->out) != text->len) {
+	if (text->failed || !cp_output__write(&output->session->output, text->data, text->len, false)) {
 		/* ENOSPC, EPIPE...: nothing more can be written; the session stops. */
 		output->failed = true;
 		cp_session__output_failed(output->session, text->failed ? ENOMEM : errno);
@@ -64,10 +64,9 @@ static void write_text(struct trace_output *output, struct cp_text *text)
 static void write_perfetto(struct trace_output *output)
 {
 	struct cp_text *text = &output->perfetto_text;
-	FILE *file = output->session->perfetto.stream;
 
 	if (!output->perfetto_failed && text->len &&
-	    (text->failed || fwrite(text->data, 1, text->len, file) != text->len)) {
+	    (text->failed || !cp_output__write(&output->session->perfetto, text->data, text->len, false))) {
 		output->perfetto_failed = true;
 		cp_session__perfetto_failed(output->session, text->failed ? ENOMEM : errno);
 	}
@@ -126,7 +125,7 @@ static int on_event(void *ctx, const union cp_event *event)
 		n = cp_format__text(event, names, output->start_ns, line, sizeof(line));
 	if (n >= 0)
 		line[n++] = '\n'; /* the formatter leaves room: n < sizeof(line) */
-	if (n >= 0 && fwrite(line, 1, (size_t)n, output->out) != (size_t)n) {
+	if (n >= 0 && !cp_output__write(&output->session->output, line, (size_t)n, false)) {
 		/* ENOSPC, EPIPE...: nothing more can be written; the session stops. */
 		output->failed = true;
 		cp_session__output_failed(output->session, errno);
