@@ -183,12 +183,12 @@ bool cp_output__write(struct cp_output *out, const void *data, size_t len, bool 
 		errno = __atomic_load_n(&out->error, __ATOMIC_RELAXED);
 		return false;
 	}
-	__atomic_store_n(&out->writing, 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&out->writing, 1, __ATOMIC_RELAXED);
 	/* ferror too: a line-buffered stream takes the line and fails at its flush. */
 	ok = fwrite(data, 1, len, out->stream) == len && (!flush || !fflush(out->stream)) &&
 	     !ferror(out->stream);
 	__atomic_add_fetch(&out->writes, 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&out->writing, 0, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&out->writing, 1, __ATOMIC_RELAXED);
 	if (!ok && !errno)
 		errno = EIO;
 	return ok;
@@ -217,7 +217,7 @@ int cp_output__close(struct cp_output *out)
 		return 0;
 	if (__atomic_load_n(&out->abandoned, __ATOMIC_SEQ_CST))
 		__fpurge(out->stream); /* flushing would block again */
-	__atomic_store_n(&out->writing, 1, __ATOMIC_RELAXED); /* the last flush can block too */
+	__atomic_add_fetch(&out->writing, 1, __ATOMIC_RELAXED); /* the last flush can block too */
 	if (out->stream == stdout) {
 		if (fflush(stdout) || ferror(stdout))
 			err = errno ? errno : EIO;
@@ -225,7 +225,7 @@ int cp_output__close(struct cp_output *out)
 		err = errno ? errno : EIO;
 	}
 	__atomic_add_fetch(&out->writes, 1, __ATOMIC_RELAXED);
-	__atomic_store_n(&out->writing, 0, __ATOMIC_RELAXED);
+	__atomic_sub_fetch(&out->writing, 1, __ATOMIC_RELAXED);
 	if (err)
 		cp_output__failed(out, err);
 	out->stream = NULL;

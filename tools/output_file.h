@@ -22,7 +22,7 @@ struct cp_output {
 	const struct cp_identity *identity;
 	int error;                /* the first failed write's errno; 0 when none */
 	bool abandoned;           /* blocked at the stop: what was not written is dropped */
-	int writing;              /* a write is in progress (atomic: a watcher reads it) */
+	int writing;              /* writes in progress (atomic: a watcher reads it) */
 	unsigned long writes;     /* writes finished (atomic) */
 };
 

@@ -39,7 +39,6 @@ struct ring_ctx {
 struct run_ctx {
 	struct cp_session *session;
 	const struct btf *btf;
-	FILE *out;
 	bool json;
 	bool failed;
 	uint64_t start_ns;
@@ -375,7 +374,6 @@ int cp_cmd_run(int argc, char **argv)
 		goto cleanup;
 	run.session = &session;
 	run.btf = cp_program__btf(session.program);
-	run.out = session.output.stream;
 	run.json = opts.json;
 	run.start_ns = monotonic_ns();
 	if (set_up_rings(&run, &session_rings)) {

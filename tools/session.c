@@ -510,20 +510,34 @@ static void on_interrupt(int sig)
 	(void)sig;
 }
 
-/* SIGURG to every thread of ours but the watcher. */
-static void interrupt_other_threads(pid_t self)
+/* Calls fn on each thread of ours but self, until fn returns true; returns whether one did. */
+static bool any_other_thread(pid_t self, bool (*fn)(pid_t tid))
 {
 	DIR *tasks = opendir("/proc/self/task");
 	struct dirent *entry;
+	bool found = false;
 
-	while (tasks && (entry = readdir(tasks))) {
+	while (tasks && !found && (entry = readdir(tasks))) {
 		pid_t tid = (pid_t)strtol(entry->d_name, NULL, 10);
 
 		if (tid > 0 && tid != self)
-			syscall(SYS_tgkill, getpid(), tid, SIGURG);
+			found = fn(tid);
 	}
 	if (tasks)
 		closedir(tasks);
+	return found;
+}
+
+static bool interrupt_thread(pid_t tid)
+{
+	syscall(SYS_tgkill, getpid(), tid, SIGURG);
+	return false; /* all of them */
+}
+
+/* SIGURG to every thread of ours but the watcher. */
+static void interrupt_other_threads(pid_t self)
+{
+	any_other_thread(self, interrupt_thread);
 }
 
 static void deadline_after(struct timespec *t, long ms)
@@ -549,35 +563,28 @@ static bool stop_wanted(struct stall_watch *w)
 					 sigismember(&pending, SIGHUP) == 1);
 }
 
-/*
- * Whether a thread of ours (not self) is blocked in write(2) or writev(2) to
- * standard error: its messages would hang the exit on a stopped terminal.
- */
+/* Whether the thread is in write(2) or writev(2) to standard error (/proc's syscall file). */
+static bool writing_stderr(pid_t tid)
+{
+	char path[64], line[256];
+	unsigned long nr, fd;
+	bool writing = false;
+	FILE *file;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	file = fopen(path, "re");
+	if (!file)
+		return false;
+	if (fgets(line, sizeof(line), file) && sscanf(line, "%lu %lx", &nr, &fd) == 2)
+		writing = (nr == SYS_write || nr == SYS_writev) && fd == STDERR_FILENO;
+	fclose(file);
+	return writing;
+}
+
+/* Whether a thread of ours is writing to stderr: its messages would hang the exit on a stopped terminal. */
 static bool stderr_blocked(pid_t self)
 {
-	DIR *tasks = opendir("/proc/self/task");
-	struct dirent *entry;
-	bool blocked = false;
-
-	while (tasks && !blocked && (entry = readdir(tasks))) {
-		pid_t tid = (pid_t)strtol(entry->d_name, NULL, 10);
-		char path[64], line[256];
-		unsigned long nr, fd;
-		FILE *file;
-
-		if (tid <= 0 || tid == self)
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-		file = fopen(path, "re");
-		if (!file)
-			continue;
-		if (fgets(line, sizeof(line), file) && sscanf(line, "%lu %lx", &nr, &fd) == 2)
-			blocked = (nr == SYS_write || nr == SYS_writev) && fd == STDERR_FILENO;
-		fclose(file);
-	}
-	if (tasks)
-		closedir(tasks);
-	return blocked;
+	return any_other_thread(self, writing_stderr);
 }
 
 /* Standard error from now on to /dev/null: a stopped terminal cannot hang our last words. */

@@ -35,7 +35,6 @@ struct comm_entry {
 
 struct stats_ctx {
 	struct cp_session *session;
-	FILE *out;
 	bool json;
 	bool latency;
 	bool stacks;
@@ -454,7 +453,6 @@ int cp_cmd_stats(int argc, char **argv)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
 		goto cleanup;
-	ctx.out = session.output.stream;
 	for (i = 0; i < opts.pid_count; i++) {
 		cp_symbolizer__refresh(session.symbolizer, opts.pids[i]);
 		comm_of(&ctx, opts.pids[i]);

@@ -34,7 +34,6 @@
 /* What the agent's callback needs: runs on the agent thread only. */
 struct trace_output {
 	struct cp_session *session;
-	FILE *out;
 	bool json;
 	bool failed;
 	bool intervals;            /* --timeline: a gpu_interval record per launch */
@@ -244,7 +243,6 @@ int cp_cmd_trace(int argc, char **argv)
 	if (exit_code)
 		goto cleanup;
 	output.session = &session;
-	output.out = session.output.stream;
 	output.json = opts.json;
 	output.intervals = opts.timeline;
 	output.start_ns = monotonic_ns();
@@ -263,8 +261,15 @@ int cp_cmd_trace(int argc, char **argv)
 	exit_code = cp_session__start_agent(&session, on_event, &output);
 	if (exit_code)
 		goto cleanup;
-	if (!opts.json && fprintf(output.out, "%s\n", cp_format__text_header()) < 0)
-		cp_session__output_failed(&session, errno);
+	if (!opts.json) {
+		char header[256];
+		int n = snprintf(header, sizeof(header), "%s\n", cp_format__text_header());
+
+		/* One write: the agent may be writing records already (system-wide). */
+		if (n < 0 || (size_t)n >= sizeof(header) ||
+		    !cp_output__write(&session.output, header, (size_t)n, false))
+			cp_session__output_failed(&session, n < 0 || (size_t)n >= sizeof(header) ? EOVERFLOW : errno);
+	}
 	exit_code = cp_session__start_command(&session);
 	if (exit_code)
 		goto cleanup;
