@@ -215,7 +215,7 @@ enum cp_context_op {
 #define CP_NAME_ALIAS 2  /* cuKernelGetFunction(out, kernel) */
 
 /*
- * Benches only (tools/bench/probe_cost.c): parts of the launch probe left out,
+ * Benches only (bench/probe_cost.c): parts of the launch probe left out,
  * to find where its time goes. Never set by cuprobe itself.
  */
 enum cp_bench_omit {

@@ -10,7 +10,7 @@ processes), cuprobe's events delivered and lost (its exit summary), and
 cuprobe's own CPU time (wait4's rusage of cuprobe alone, not its targets).
 Prints a markdown table; exit 1 when a run failed or lost records.
 
-usage: sudo tools/bench/sustained_rate.py [--cuprobe PATH] [--drv-launch PATH]
+usage: sudo bench/sustained_rate.py [--cuprobe PATH] [--drv-launch PATH]
            [--processes N] [--threads N] [--launches N] [--ring-size SIZE]
            [--start-delay MS]
 """
@@ -23,7 +23,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BUILD = os.path.join(HERE, "..", "..", "build", "bin")
+BUILD = os.path.join(HERE, "..", "build", "bin")
 
 
 def parse_window(text):

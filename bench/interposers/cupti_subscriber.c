@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * cupti_subscriber: the CUPTI contender of tools/bench/compare.c. A CUPTI
+ * cupti_subscriber: the CUPTI contender of bench/compare.c. A CUPTI
  * callback-API subscriber on the same driver calls preload_ring.c wraps,
  * writing the same records (bpf/cuprobe_events.h) into the same kind of
  * shared-memory ring (shm_ring.h), delivered by a consumer thread asleep on

@@ -2,7 +2,7 @@
 /*
  * Delivery-latency histogram and the one-line stats record that the bench
  * contenders living inside a traced process (the LD_PRELOAD interposers, the
- * CUPTI subscriber) hand to cp_compare (tools/bench/contender_interposers.c
+ * CUPTI subscriber) hand to cp_compare (bench/contender_interposers.c
  * reads the line). Header-only, libc only, so the interposers stay free of
  * any cuprobe library.
  *

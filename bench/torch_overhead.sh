@@ -10,13 +10,13 @@
 # absolute deviation, both in % of their median. A slowdown inside that
 # noise is not measured, only bounded.
 #
-# usage: sudo tools/bench/torch_overhead.sh [--cuprobe PATH] [--rounds N]
-#                                           [--iterations N] [--out DIR] [--modes LIST]
+# usage: sudo bench/torch_overhead.sh [--cuprobe PATH] [--rounds N]
+#                                     [--iterations N] [--out DIR] [--modes LIST]
 # Needs python3 with torch and a GPU. Defaults: build/bin/cuprobe of this
 # checkout, 8 rounds, 2000 steps a run, OUT /tmp/cuprobe-torch-overhead,
 # modes untraced,trace,stats (also: trace-wake1s, trace with --wakeup-latency 1000000).
 set -eu
-here=$(cd "$(dirname "$0")/../.." && pwd)
+here=$(cd "$(dirname "$0")/.." && pwd)
 cuprobe=$here/build/bin/cuprobe
 rounds=8
 iterations=2000

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * preload_ring: the userspace contender of tools/bench/compare.c. An
+ * preload_ring: the userspace contender of bench/compare.c. An
  * LD_PRELOAD interposer on the CUDA driver API that writes cuprobe's own
  * records (bpf/cuprobe_events.h) into a shared-memory ring (shm_ring.h) and
  * a consumer thread, started from a constructor, that delivers them

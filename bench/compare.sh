@@ -1,12 +1,12 @@
 #!/bin/sh
 # Runs the kernel-vs-userspace comparison (cp_compare) in one go and files
-# the results: tools/bench/results/compare-TAG.md (machine, exact command,
+# the results: bench/results/compare-TAG.md (machine, exact command,
 # table, goals) and compare-TAG.png (gnuplot), raw data in
 # compare-TAG-data/.
 #
-# usage: sudo tools/bench/compare.sh [--build DIR] [--tag TAG] [--results DIR]
-#                                    [cp_compare options: --workload load|drv_launch|vec_add|gemm,
-#                                     --quick, --rounds N, --calls N, --exit-runs N, --only LIST, ...]
+# usage: sudo bench/compare.sh [--build DIR] [--tag TAG] [--results DIR]
+#                              [cp_compare options: --workload load|drv_launch|vec_add|gemm,
+#                               --quick, --rounds N, --calls N, --exit-runs N, --only LIST, ...]
 #
 # --build DIR: where bin/ and lib/ are (default: build/ of this checkout).
 # Uses bin/cp_compare, or bin/cp_compare_static where the first cannot run
@@ -15,11 +15,11 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-build="$here/../../build"
+build="$here/../build"
 tag=local
 results="$here/results"
 # As run from the repository root, whatever path started it: no machine's paths.
-invoked="tools/bench/compare.sh $*"
+invoked="bench/compare.sh $*"
 
 while [ $# -gt 0 ]; do
 	case "$1" in

@@ -6,7 +6,7 @@
  * Contenders, on the same driver calls and the same records:
  *   baseline         untraced
  *   empty-uprobe     a uprobe running an empty BPF program on cuLaunchKernel
- *                    (tools/bench/empty_uprobe.bpf.c): the floor
+ *                    (bench/empty_uprobe.bpf.c): the floor
  *   cuprobe          cuprobe's probes + BPF ring buffer + the blocking agent,
  *                    the agent running here, outside the traced process
  *   cuprobe-wake250us the same with the wakeup latency bound at 250 us
@@ -37,7 +37,7 @@
  *
  * Writes the markdown table to stdout and to DIR/compare-TAG-table.md, raw
  * data and a gnuplot script (compare.gp) to DIR/compare-TAG-data/
- * (drawing DIR/compare-TAG.png). tools/bench/compare.sh runs it all.
+ * (drawing DIR/compare-TAG.png). bench/compare.sh runs it all.
  *
  * This file is the driver: options, rounds, the table, the files. Each
  * contender is a file of its own behind the interface of compare.h:

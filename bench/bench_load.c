@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * cp_bench_load: the launch-bound driver-API loop that tools/bench/compare.c
+ * cp_bench_load: the launch-bound driver-API loop that bench/compare.c
  * runs under every contender. It sets up like agent_bench (cuInit, primary
  * context, vec_add from PTX, 3 cuMemAlloc, 2 cuMemcpyHtoD), then times
  * CALLS cuLaunchKernel calls of a 1x1x1 grid of ELEMENTS threads and prints
