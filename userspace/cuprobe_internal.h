@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 
 #include "cuprobe.h"
+#include "format/format.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -86,20 +87,7 @@ int cp_kernel_name_from_device_stub(const char *symbol, char *out, size_t out_le
 /* Demangles an Itanium C++ ABI name into out; a plain C name is copied as is. */
 int cp_demangle(const char *mangled, char *out, size_t out_len);
 
-/* ---- escaping and the report formatters (cuprobe stats) ---------------------- */
-
-/*
- * Writes src into buf as a JSON string body (escaped, no quotes): valid UTF-8
- * as it is, bytes that are not part of valid UTF-8 as \u00XX of the byte.
- * Returns the length written, -ENOSPC or -EINVAL.
- */
-int cp_json__escape(const char *src, char *buf, size_t len);
-/*
- * Copies src to buf for a terminal or a text file: control characters
- * (bytes < 0x20 and 0x7f) become \xNN. Returns the length, or -ENOSPC (buf
- * then holds what fit).
- */
-int cp_text__escape(const char *src, char *buf, size_t len);
+/* ---- the output wing's forms of names ------------------------------------------ */
 
 /*
  * A learned name as the record formatters write it, escaped once when the
@@ -116,16 +104,6 @@ struct cp_name_forms {
 	size_t text_display_len;
 };
 const struct cp_name_forms *cp_names__forms(const struct cp_name_entry *entry);
-
-/* A growable string the report formatters append to (they never print). */
-struct cp_text {
-	char *data;
-	size_t len;
-	size_t capacity;
-	bool failed;     /* out of memory: data holds what fit */
-};
-void cp_text__clear(struct cp_text *text);
-void cp_text__free(struct cp_text *text);
 
 /*
  * Users' programs (cuprobe run): their records and maps printed from BTF.

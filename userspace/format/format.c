@@ -18,348 +18,8 @@
 #include <linux/bpf.h>
 
 #include "cuprobe_internal.h"
+#include "sink.h"
 #include "metrics.pb-c.h"
-
-/*
- * Where a formatter writes: a caller's fixed buffer (one record), or a
- * growable cp_text (reports). One put() for both.
- */
-struct out_buf {
-	char *buf;
-	size_t len;
-	size_t used;
-	bool overflow;
-	struct cp_text *text;  /* growable: buf/len/used mirror it */
-};
-
-static bool grow(struct out_buf *out, size_t need)
-{
-	struct cp_text *text = out->text;
-	size_t capacity = text->capacity ? text->capacity : 1024;
-	char *bigger;
-
-	while (capacity < need)
-		capacity *= 2;
-	bigger = realloc(text->data, capacity);
-	if (!bigger)
-		return false;
-	text->data = out->buf = bigger;
-	text->capacity = out->len = capacity;
-	return true;
-}
-
-static void put(struct out_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(struct out_buf *out, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (out->overflow)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = out->len > out->used ?
-		    vsnprintf(out->buf + out->used, out->len - out->used, fmt, ap) : -1;
-		va_end(ap);
-		if (n >= 0 && (size_t)n < out->len - out->used)
-			break;
-		if (!out->text || !grow(out, out->used + (n > 0 ? (size_t)n : 0) + 256)) {
-			out->overflow = true;
-			return;
-		}
-	}
-	out->used += n;
-	if (out->text)
-		out->text->len = out->used;
-}
-
-/*
- * The hot paths' appenders (a launch line is written a million times a
- * second): bytes, decimal and hex without printf's parsing.
- */
-static void put_bytes_growing(struct out_buf *out, const char *s, size_t n)
-{
-	if (out->overflow)
-		return;
-	if (out->used + n + 1 > out->len && (!out->text || !grow(out, out->used + n + 256))) {
-		out->overflow = true;
-		return;
-	}
-	memcpy(out->buf + out->used, s, n);
-	out->used += n;
-	out->buf[out->used] = '\0';
-	if (out->text)
-		out->text->len = out->used;
-}
-
-/*
- * Inlined where it fits, so that a literal's copy is a few stores (the call
- * and memcpy's size dispatch were a third of a launch line's time).
- */
-static inline __attribute__((always_inline)) void put_bytes(struct out_buf *out, const char *s,
-							    size_t n)
-{
-	if (__builtin_expect(!out->overflow && out->used + n + 1 <= out->len, 1)) {
-		memcpy(out->buf + out->used, s, n);
-		out->used += n;
-		out->buf[out->used] = '\0';
-		if (out->text)
-			out->text->len = out->used;
-		return;
-	}
-	put_bytes_growing(out, s, n);
-}
-
-/* A string literal, its length counted by the compiler. */
-#define put_lit(out, literal) put_bytes((out), (literal), sizeof(literal) - 1)
-
-static void put_str(struct out_buf *out, const char *s)
-{
-	put_bytes(out, s, strlen(s));
-}
-
-/* Two digits per division: a timestamp has 19. */
-static void put_u64(struct out_buf *out, uint64_t v)
-{
-	static const char pairs[] =
-		"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-		"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-		"8081828384858687888990919293949596979899";
-	char digits[24];
-	int i = sizeof(digits);
-
-	if (v < 10) {	/* most dims and counts */
-		digits[0] = (char)('0' + v);
-		put_bytes(out, digits, 1);
-		return;
-	}
-	while (v >= 100) {
-		unsigned pair = (unsigned)(v % 100) * 2;
-
-		v /= 100;
-		digits[--i] = pairs[pair + 1];
-		digits[--i] = pairs[pair];
-	}
-	if (v >= 10) {
-		digits[--i] = pairs[v * 2 + 1];
-		digits[--i] = pairs[v * 2];
-	} else {
-		digits[--i] = (char)('0' + v);
-	}
-	put_bytes(out, digits + i, sizeof(digits) - i);
-}
-
-static void put_i64(struct out_buf *out, int64_t v)
-{
-	if (v < 0) {
-		put_lit(out, "-");
-		put_u64(out, (uint64_t)0 - (uint64_t)v);
-	} else {
-		put_u64(out, (uint64_t)v);
-	}
-}
-
-/* "0x..." lowercase, no leading zeros (printf's %#llx but 0x0 for 0). */
-static void put_hex(struct out_buf *out, uint64_t v)
-{
-	static const char hex[] = "0123456789abcdef";
-	char digits[20];
-	int i = sizeof(digits);
-
-	do {
-		digits[--i] = hex[v & 15];
-		v >>= 4;
-	} while (v);
-	digits[--i] = 'x';
-	digits[--i] = '0';
-	put_bytes(out, digits + i, sizeof(digits) - i);
-}
-
-static void put_spaces(struct out_buf *out, size_t n)
-{
-	static const char spaces[] = "                                ";
-
-	while (n) {
-		size_t chunk = n < sizeof(spaces) - 1 ? n : sizeof(spaces) - 1;
-
-		put_bytes(out, spaces, chunk);
-		n -= chunk;
-	}
-}
-
-/* v right-aligned in width columns (space padded), as %*llu. */
-static void put_u64_width(struct out_buf *out, uint64_t v, int width)
-{
-	char digits[24];
-	int i = sizeof(digits), n;
-
-	do {
-		digits[--i] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	n = (int)sizeof(digits) - i;
-	if (n < width)
-		put_spaces(out, (size_t)(width - n));
-	put_bytes(out, digits + i, sizeof(digits) - i);
-}
-
-void cp_text__clear(struct cp_text *text)
-{
-	text->len = 0;
-	text->failed = false;
-	if (text->data)
-		text->data[0] = '\0';
-}
-
-void cp_text__free(struct cp_text *text)
-{
-	free(text->data);
-	memset(text, 0, sizeof(*text));
-}
-
-/* An out_buf appending to text. */
-static struct out_buf text_out(struct cp_text *text)
-{
-	struct out_buf out = { .buf = text->data, .len = text->capacity, .used = text->len,
-			       .text = text };
-
-	return out;
-}
-
-static int text_done(struct out_buf *out)
-{
-	if (out->overflow) {
-		out->text->failed = true;
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-/*
- * The length of the well-formed UTF-8 sequence that starts at p (2 to 4),
- * or 0: the ranges of the second byte rule out overlong forms, surrogates
- * (U+D800..U+DFFF) and code points past U+10FFFF (Unicode, table 3-7).
- */
-static size_t utf8_sequence_len(const unsigned char *p)
-{
-	unsigned char lo = 0x80, hi = 0xbf;
-	size_t n, i;
-
-	if (*p >= 0xc2 && *p <= 0xdf)
-		n = 2;
-	else if (*p >= 0xe0 && *p <= 0xef)
-		n = 3;
-	else if (*p >= 0xf0 && *p <= 0xf4)
-		n = 4;
-	else
-		return 0;
-	if (*p == 0xe0)
-		lo = 0xa0;
-	else if (*p == 0xed)
-		hi = 0x9f;
-	else if (*p == 0xf0)
-		lo = 0x90;
-	else if (*p == 0xf4)
-		hi = 0x8f;
-	if (p[1] < lo || p[1] > hi)
-		return 0;
-	/* A NUL fails here first, so nothing past the string is read. */
-	for (i = 2; i < n; i++)
-		if (p[i] < 0x80 || p[i] > 0xbf)
-			return 0;
-	return n;
-}
-
-/*
- * Valid UTF-8 goes out as it is. A byte that is not part of valid UTF-8 is
- * written as \u00XX of its value, so the output is always valid UTF-8 (and
- * JSON); a decoder then reads it as U+0080..U+00FF, not as the raw byte.
- */
-/* Bytes JSON takes as they are: printable ASCII other than '"' and '\\'. */
-static bool json_plain(unsigned char c)
-{
-	return c >= 0x20 && c < 0x7f && c != '"' && c != '\\';
-}
-
-int cp_json__escape(const char *src, char *buf, size_t len)
-{
-	static const char hex[] = "0123456789abcdef";
-	const unsigned char *p = (const unsigned char *)src;
-	size_t used = 0, run, step;
-
-	if (!src || !buf || !len)
-		return -EINVAL;
-	while (*p) {
-		/* The common case, names and paths: a run copied at once. */
-		for (run = 0; json_plain(p[run]); run++)
-			;
-		if (run) {
-			if (used + run >= len)
-				return -ENOSPC;
-			memcpy(buf + used, p, run);
-			used += run;
-			p += run;
-			continue;
-		}
-		step = *p >= 0x80 ? utf8_sequence_len(p) : 0;
-		if (step) {
-			/* Valid UTF-8 as it is. */
-			if (used + step >= len)
-				return -ENOSPC;
-			memcpy(buf + used, p, step);
-			used += step;
-			p += step;
-			continue;
-		}
-		if (used + 6 >= len)
-			return -ENOSPC;
-		buf[used++] = '\\';
-		switch (*p) {
-		case '"': buf[used++] = '"'; break;
-		case '\\': buf[used++] = '\\'; break;
-		case '\n': buf[used++] = 'n'; break;
-		case '\r': buf[used++] = 'r'; break;
-		case '\t': buf[used++] = 't'; break;
-		default:
-			/* Control bytes, and bytes that are not valid UTF-8: \u00XX of the byte. */
-			buf[used++] = 'u';
-			buf[used++] = '0';
-			buf[used++] = '0';
-			buf[used++] = hex[*p >> 4];
-			buf[used++] = hex[*p & 15];
-		}
-		p++;
-	}
-	buf[used] = '\0';
-	return (int)used;
-}
-
-static void put_json_value(struct out_buf *out, const char *value)
-{
-	size_t room;
-	int n;
-
-	if (!value) {
-		put_lit(out, "null");
-		return;
-	}
-	/* Escaped in place: at most six bytes out per byte in, and the quotes. */
-	room = strlen(value) * 6 + 3;
-	if (out->overflow ||
-	    (out->used + room > out->len && (!out->text || !grow(out, out->used + room + 256)))) {
-		out->overflow = true;
-		return;
-	}
-	out->buf[out->used++] = '"';
-	n = cp_json__escape(value, out->buf + out->used, out->len - out->used);
-	if (n < 0) {
-		out->overflow = true;
-		return;
-	}
-	out->used += (size_t)n;
-	put_lit(out, "\"");
-}
 
 /* What an event record's handle names: a stream, or a whole context for cuCtxRecordEvent and kin. */
 static const char *event_scope(uint32_t op)
@@ -367,16 +27,8 @@ static const char *event_scope(uint32_t op)
 	return op == CP_EVENT_RECORD_CONTEXT || op == CP_EVENT_WAIT_CONTEXT ? "context" : "stream";
 }
 
-static void put_json_string(struct out_buf *out, const char *key, const char *value)
-{
-	put_lit(out, ",\"");
-	put_str(out, key);
-	put_lit(out, "\":");
-	put_json_value(out, value);
-}
-
 /* "kernel" and "mangled" of a launch: the forms escaped when the name was learned. */
-static void put_json_kernel_names(struct out_buf *out, const struct cp_name_entry *name)
+static void put_json_kernel_names(struct cp_sink *out, const struct cp_name_entry *name)
 {
 	const struct cp_name_forms *forms;
 
@@ -391,38 +43,7 @@ static void put_json_kernel_names(struct out_buf *out, const struct cp_name_entr
 	put_bytes(out, forms->json_mangled, forms->json_mangled_len);
 }
 
-/*
- * A name or path in a text line: control bytes (< 0x20, 0x7f) as \xNN, so
- * that a record stays one line and its strings cannot drive the terminal.
- */
-static void put_text_string(struct out_buf *out, const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-	size_t n;
-
-	while (*p) {
-		for (n = 0; p[n] >= 0x20 && p[n] != 0x7f; n++)
-			;
-		if (n)
-			put_bytes(out, (const char *)p, n);
-		p += n;
-		if (*p)
-			put(out, "\\x%02x", *p++);
-	}
-}
-
-int cp_text__escape(const char *src, char *buf, size_t len)
-{
-	struct out_buf out = { .buf = buf, .len = len };
-
-	if (!src || !buf || !len)
-		return -EINVAL;
-	buf[0] = '\0';
-	put_text_string(&out, src);
-	return out.overflow ? -ENOSPC : (int)out.used;
-}
-
-static void put_json_dims(struct out_buf *out, const char *key, const __u32 dims[3])
+static void put_json_dims(struct cp_sink *out, const char *key, const __u32 dims[3])
 {
 	put_lit(out, ",\"");
 	put_str(out, key);
@@ -436,7 +57,7 @@ static void put_json_dims(struct out_buf *out, const char *key, const __u32 dims
 }
 
 /* A wait status (as the kernel keeps it), by cp_exit__decode: "signal" or "exit_status". */
-static void put_json_exit(struct out_buf *out, int wait_status)
+static void put_json_exit(struct cp_sink *out, int wait_status)
 {
 	struct cp_exit e = cp_exit__decode(wait_status);
 
@@ -471,17 +92,12 @@ static const char *proc_kind_name(__u32 kind)
 	}
 }
 
-static int finish(struct out_buf *out)
-{
-	return out->overflow ? -ENOSPC : (int)out->used;
-}
-
 /*
  * A record's fields as --json writes them, the object left open for the
  * caller to close: the one JSON writer of records (a JSON line, and the args
  * of a Perfetto trace event).
  */
-static void put_json_fields(struct out_buf *out, const union cp_event *event,
+static void put_json_fields(struct cp_sink *out, const union cp_event *event,
 			    const struct cp_names *names)
 {
 	const struct cp_event_header *hdr = &event->hdr;
@@ -733,14 +349,14 @@ static void put_json_fields(struct out_buf *out, const union cp_event *event,
 int cp_format__json(const union cp_event *event, const struct cp_names *names,
 		    char *buf, size_t len)
 {
-	struct out_buf out = { .buf = buf, .len = len };
+	struct cp_sink out = { .buf = buf, .len = len };
 
 	if (!event || !buf || !len)
 		return -EINVAL;
 	buf[0] = '\0';
 	put_json_fields(&out, event, names);
 	put_lit(&out, "}");
-	return finish(&out);
+	return cp_sink__finish(&out);
 }
 
 const char *cp_format__text_header(void)
@@ -751,7 +367,7 @@ const char *cp_format__text_header(void)
 int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		    uint64_t start_ns, char *buf, size_t len)
 {
-	struct out_buf out = { .buf = buf, .len = len };
+	struct cp_sink out = { .buf = buf, .len = len };
 	const struct cp_event_header *hdr = &event->hdr;
 	const struct cp_name_entry *name;
 	uint64_t rel;
@@ -1012,7 +628,7 @@ int cp_format__text(const union cp_event *event, const struct cp_names *names,
 	default:
 		break;
 	}
-	return finish(&out);
+	return cp_sink__finish(&out);
 }
 
 /* ---- per-process reports (cuprobe stats) --------------------------------------- */
@@ -1094,7 +710,7 @@ static const char *verdict_reason(enum cp_gpu_verdict verdict)
 }
 
 /* --timeline: GPU busy time bounds, sync waits and the verdict, per process and stream. */
-static void put_gpu_text(struct out_buf *out, const struct cp_report *r)
+static void put_gpu_text(struct cp_sink *out, const struct cp_report *r)
 {
 	const struct cp_gpu_summary *g = r->gpu;
 	uint64_t window = g->window_end_ns > g->window_start_ns ? g->window_end_ns - g->window_start_ns : 0;
@@ -1138,7 +754,7 @@ static void put_gpu_text(struct out_buf *out, const struct cp_report *r)
 	}
 }
 
-static void put_gpu_json(struct out_buf *out, const struct cp_report *r)
+static void put_gpu_json(struct cp_sink *out, const struct cp_report *r)
 {
 	const struct cp_gpu_summary *g = r->gpu;
 	size_t i;
@@ -1192,7 +808,7 @@ static void put_gpu_json(struct out_buf *out, const struct cp_report *r)
 
 int cp_format__report_text(const struct cp_report *r, struct cp_names *names, struct cp_text *text)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 	struct cp_kernel_row *kernels;
 	struct cp_api_row *apis;
 	const struct cp_mem_row *mem = r->memory;
@@ -1271,12 +887,12 @@ int cp_format__report_text(const struct cp_report *r, struct cp_names *names, st
 		put_gpu_text(&out, r);
 	free(kernels);
 	free(apis);
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__report_json(const struct cp_report *r, struct cp_names *names, struct cp_text *text)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 	struct cp_kernel_row *kernels;
 	struct cp_api_row *apis;
 	const struct cp_mem_row *mem = r->memory;
@@ -1355,12 +971,12 @@ int cp_format__report_json(const struct cp_report *r, struct cp_names *names, st
 	put(&out, "}\n");
 	free(kernels);
 	free(apis);
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *text)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 	size_t i, f;
 
 	put(&out, "  LEAK: %llu device allocations, %llu bytes still live when pid %u (",
@@ -1380,12 +996,12 @@ int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *text)
 			put(&out, "\n");
 		}
 	}
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *text)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 	size_t i, f;
 
 	put(&out, "{\"type\":\"leak_report\",\"pid\":%u", leak->pid);
@@ -1411,7 +1027,7 @@ int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *text)
 		put(&out, "]}");
 	}
 	put(&out, "]}\n");
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 /* ---- users' programs (cuprobe run): records and maps from their BTF ----------------- */
@@ -1420,7 +1036,7 @@ int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *text)
 #define STACK_FRAMES_MAX 32
 
 struct btf_walk {
-	struct out_buf *out;
+	struct cp_sink *out;
 	const struct btf *btf;
 	const struct cp_btf_names *names;
 	bool json;
@@ -1819,7 +1435,7 @@ static void put_btf_value(struct btf_walk *w, __u32 type_id, const unsigned char
 }
 
 /* Bytes without a type: hex. */
-static void put_raw(struct out_buf *out, bool json, const unsigned char *data, size_t size)
+static void put_raw(struct cp_sink *out, bool json, const unsigned char *data, size_t size)
 {
 	size_t i;
 
@@ -1844,7 +1460,7 @@ int cp_format__program_record(struct cp_text *text, bool json, const struct btf 
 			      const struct cp_program_ring_info *ring, const void *data, size_t size,
 			      const struct cp_btf_names *names)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 	struct btf_walk w = { .out = &out, .btf = btf, .names = names, .json = json,
 			      .pid = names ? names->pid : 0, .indent = "    " };
 
@@ -1856,7 +1472,7 @@ int cp_format__program_record(struct cp_text *text, bool json, const struct btf 
 		put(&out, ",\"record\":");
 		put_typed(&w, ring->type_id, data, size);
 		put(&out, "}\n");
-		return text_done(&out);
+		return cp_sink__text_done(&out);
 	}
 	put_text_string(&out, ring->name);
 	put(&out, ":");
@@ -1868,7 +1484,7 @@ int cp_format__program_record(struct cp_text *text, bool json, const struct btf 
 		put_typed(&w, ring->type_id, data, size);
 	}
 	put(&out, "\n");
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 static const char *map_type_name(int type)
@@ -1990,7 +1606,7 @@ int cp_format__program_map(struct cp_text *text, bool json, const struct btf *bt
 			   const struct cp_program_map_info *map, const struct cp_map_entries *entries,
 			   const struct cp_btf_names *names)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 	struct btf_walk w = { .out = &out, .btf = btf, .names = names, .json = json,
 			      .pid = names ? names->pid : 0, .indent = "    " };
 	unsigned char *value = NULL;
@@ -2050,13 +1666,13 @@ int cp_format__program_map(struct cp_text *text, bool json, const struct btf *bt
 	}
 	put(&out, json ? "]}\n" : "");
 	free(value);
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__program_map_unreadable(struct cp_text *text, bool json,
 				      const struct cp_program_map_info *map, int err)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 
 	if (json) {
 		put(&out, "{\"type\":\"map\",\"map\":");
@@ -2070,12 +1686,12 @@ int cp_format__program_map_unreadable(struct cp_text *text, bool json,
 		    err == -EOPNOTSUPP ? "not printed (cuprobe cannot read this map type)" :
 		    strerror(-err));
 	}
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__program_maps_header(struct cp_text *text, bool json, uint64_t elapsed_ns, bool final)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 
 	if (json)
 		put(&out, "{\"type\":\"maps\",\"elapsed_ns\":%llu,\"final\":%s}\n",
@@ -2084,7 +1700,7 @@ int cp_format__program_maps_header(struct cp_text *text, bool json, uint64_t ela
 		put(&out, "maps at exit (%.3f s):\n", elapsed_ns / 1e9);
 	else
 		put(&out, "maps at %.3f s:\n", elapsed_ns / 1e9);
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 /* ---- the GPU timeline ------------------------------------------------------------------- */
@@ -2109,7 +1725,7 @@ uint32_t cp_xid__process(const struct cp_xid_event *xid)
 }
 
 /* A launch's bound as the JSON object of a gpu_interval record (closed). */
-static void put_interval_json(struct out_buf *out, const struct cp_gpu_interval *interval,
+static void put_interval_json(struct cp_sink *out, const struct cp_gpu_interval *interval,
 			      const char *shown)
 {
 	put(out, "{\"time_ns\":%llu,\"pid\":%u,\"tid\":%u,\"type\":\"gpu_interval\","
@@ -2134,7 +1750,7 @@ static void put_interval_json(struct out_buf *out, const struct cp_gpu_interval 
 int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_interval *interval,
 			struct cp_names *names, uint64_t start_ns)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 	const char *mangled = NULL, *shown;
 	char label[64];
 
@@ -2143,7 +1759,7 @@ int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_int
 	if (json) {
 		put_interval_json(&out, interval, shown);
 		put(&out, "\n");
-		return text_done(&out);
+		return cp_sink__text_done(&out);
 	}
 	put(&out, "%12.6f %7u %7u %-26s ", interval->done_by_ns > start_ns ?
 	    (interval->done_by_ns - start_ns) / 1e9 : 0.0, interval->pid, interval->tid, "gpu");
@@ -2152,7 +1768,7 @@ int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_int
 		put(&out, " stream=0x%llx launched=%.6f: no bound (dropped from a full queue)\n",
 		    (unsigned long long)interval->stream,
 		    interval->launch_ns > start_ns ? (interval->launch_ns - start_ns) / 1e9 : 0.0);
-		return text_done(&out);
+		return cp_sink__text_done(&out);
 	}
 	put(&out, " stream=0x%llx ran within [%.6f, %.6f] (%.1f us) by %s\n",
 	    (unsigned long long)interval->stream,
@@ -2160,12 +1776,12 @@ int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_int
 	    interval->done_by_ns > start_ns ? (interval->done_by_ns - start_ns) / 1e9 : 0.0,
 	    (interval->done_by_ns - interval->start_after_ns) / 1e3,
 	    cp_done_evidence__name(interval->evidence));
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__traced_file_json(struct cp_text *text, const struct cp_traced_file *f)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 	bool live = f->status == CP_ATTACH_ATTACHED && f->probes_live_ns >= f->first_mapped_ns;
 
 	put_lit(&out, "{\"type\":\"driver_file\"");
@@ -2183,14 +1799,14 @@ int cp_format__traced_file_json(struct cp_text *text, const struct cp_traced_fil
 	put(&out, "\"early_processes\":%u,\"held_processes\":%u,\"unheld_processes\":%u}\n",
 	    f->early_processes, f->held_processes,
 	    f->early_processes > f->held_processes ? f->early_processes - f->held_processes : 0);
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xid_event *xid,
 			     const struct cp_gpu_interval *in_flight, size_t count, bool known,
 			     struct cp_names *names)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 	uint32_t pid = cp_xid__process(xid);
 	char label[64];
 	size_t i;
@@ -2212,12 +1828,12 @@ int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xi
 			    (unsigned long long)k->start_after_ns, (unsigned long long)k->seq);
 		}
 		put(&out, "]}\n");
-		return text_done(&out);
+		return cp_sink__text_done(&out);
 	}
 	if (!known) {
 		put(&out, "  Xid %u: pid %u was not traced: its kernels in flight are unknown\n",
 		    xid->error_code, pid);
-		return text_done(&out);
+		return cp_sink__text_done(&out);
 	}
 	put(&out, "  Xid %u: pid %u had %zu kernels in flight (launched, not known complete)%s\n",
 	    xid->error_code, pid, count, count ? ":" : "");
@@ -2229,7 +1845,7 @@ int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xi
 							      label, sizeof(label)));
 		put(&out, " (launch #%llu by tid %u)\n", (unsigned long long)k->seq, k->tid);
 	}
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 /* ---- metrics: the exporter's expositions ------------------------------------------------ */
@@ -2398,7 +2014,7 @@ const char *cp_exposition__content_type(enum cp_exposition exposition)
 }
 
 /* A label value: backslash, double quote and newline escaped (both text formats). */
-static void put_label_value(struct out_buf *out, const char *value)
+static void put_label_value(struct cp_sink *out, const char *value)
 {
 	const char *p = value;
 
@@ -2415,7 +2031,7 @@ static void put_label_value(struct out_buf *out, const char *value)
 }
 
 /* {a="x",b="y"} with an extra label (le) when given; nothing for no labels. */
-static void put_labels(struct out_buf *out, const struct cp_metric_family *f,
+static void put_labels(struct cp_sink *out, const struct cp_metric_family *f,
 		       const struct cp_metric_sample *s, const char *extra_name, const char *extra_value)
 {
 	size_t i;
@@ -2443,7 +2059,7 @@ static void put_labels(struct out_buf *out, const struct cp_metric_family *f,
 }
 
 /* A float the way both formats read it: integers plain, the rest %.17g. */
-static void put_number(struct out_buf *out, double value)
+static void put_number(struct cp_sink *out, double value)
 {
 	if (value == (double)(long long)value && value < 9e15 && value > -9e15) {
 		if (value < 0)
@@ -2464,7 +2080,7 @@ static double bucket_le_seconds(int b)
  * HELP text and its newline: backslash and newline escaped in both formats,
  * the double quote too in OpenMetrics (its HELP is an escaped string).
  */
-static void put_help(struct out_buf *out, const char *help, bool openmetrics)
+static void put_help(struct cp_sink *out, const char *help, bool openmetrics)
 {
 	const char *p = help;
 
@@ -2482,7 +2098,7 @@ static void put_help(struct out_buf *out, const char *help, bool openmetrics)
 }
 
 /* One line: name, labels (with le when given), a space, the value, a newline. */
-static void put_sample_line(struct out_buf *out, const struct cp_metric_family *f,
+static void put_sample_line(struct cp_sink *out, const struct cp_metric_family *f,
 			    const struct cp_metric_sample *s, const char *suffix, const char *le,
 			    uint64_t count, const double *value)
 {
@@ -2497,7 +2113,7 @@ static void put_sample_line(struct out_buf *out, const struct cp_metric_family *
 	put_str(out, "\n");
 }
 
-static void put_text_family(struct out_buf *out, const struct cp_metric_family *f, bool openmetrics)
+static void put_text_family(struct cp_sink *out, const struct cp_metric_family *f, bool openmetrics)
 {
 	const char *suffix = f->type == CP_METRIC_COUNTER ? "_total" : "";
 	const char *type = f->type == CP_METRIC_COUNTER ? "counter" :
@@ -2599,7 +2215,7 @@ static size_t varint(uint8_t *out, uint64_t value)
 	return n;
 }
 
-static int put_protobuf_family(struct out_buf *out, const struct cp_metric_family *f)
+static int put_protobuf_family(struct cp_sink *out, const struct cp_metric_family *f)
 {
 	Io__Prometheus__Client__MetricFamily family = IO__PROMETHEUS__CLIENT__METRIC_FAMILY__INIT;
 	size_t n = f->sample_count, i, j, labels = f->label_count, size;
@@ -2714,7 +2330,7 @@ out_free:
 int cp_format__metrics(struct cp_text *text, enum cp_exposition exposition,
 		       const struct cp_metric_family *families, size_t count)
 {
-	struct out_buf out = text_out(text);
+	struct cp_sink out = cp_sink__text(text);
 	size_t i;
 
 	for (i = 0; i < count; i++) {
@@ -2729,13 +2345,13 @@ int cp_format__metrics(struct cp_text *text, enum cp_exposition exposition,
 	}
 	if (exposition == CP_EXPOSITION_OPENMETRICS)
 		put(&out, "# EOF\n");
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 /* ---- Chrome trace-event JSON (cuprobe trace --perfetto) ---------------------------------- */
 
 /* Timestamps are microseconds with ns precision, from out->base_ns. */
-static void put_chrome_us(struct out_buf *out, uint64_t ns)
+static void put_chrome_us(struct cp_sink *out, uint64_t ns)
 {
 	put(out, "%llu.%03llu", (unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000));
 }
@@ -2744,7 +2360,7 @@ static void put_chrome_us(struct out_buf *out, uint64_t ns)
  * Opens one event: "[" before the first, ",\n" before every later one, so
  * that a file cut after any event holds whole events only.
  */
-static void put_chrome_start(struct out_buf *out, struct cp_chrome_out *chrome, const char *phase,
+static void put_chrome_start(struct cp_sink *out, struct cp_chrome_out *chrome, const char *phase,
 			     const char *cat, uint32_t pid, uint32_t tid, uint64_t time_ns)
 {
 	put(out, "%s{\"ph\":\"%s\",\"cat\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":",
@@ -2753,7 +2369,7 @@ static void put_chrome_start(struct out_buf *out, struct cp_chrome_out *chrome, 
 	chrome->events++;
 }
 
-static void put_chrome_metadata(struct out_buf *out, struct cp_chrome_out *chrome, bool process,
+static void put_chrome_metadata(struct cp_sink *out, struct cp_chrome_out *chrome, bool process,
 				uint32_t pid, uint32_t tid, const char *name)
 {
 	put_chrome_start(out, chrome, "M", "__metadata", pid, tid, chrome->base_ns);
@@ -2773,29 +2389,29 @@ static void task_name(char *buf, size_t len, const char *comm, const char *kind,
 
 int cp_format__chrome_process_name(struct cp_chrome_out *chrome, uint32_t pid, const char *comm)
 {
-	struct out_buf out = text_out(chrome->text);
+	struct cp_sink out = cp_sink__text(chrome->text);
 	char name[64];
 
 	task_name(name, sizeof(name), comm, "pid", pid);
 	put_chrome_metadata(&out, chrome, true, pid, pid, name);
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__chrome_thread_name(struct cp_chrome_out *chrome, uint32_t pid, uint32_t tid,
 				  const char *comm)
 {
-	struct out_buf out = text_out(chrome->text);
+	struct cp_sink out = cp_sink__text(chrome->text);
 	char name[64];
 
 	task_name(name, sizeof(name), comm, "tid", tid);
 	put_chrome_metadata(&out, chrome, false, pid, tid, name);
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__chrome_stream_name(struct cp_chrome_out *chrome, uint32_t track_pid,
 				  const struct cp_gpu_stream *stream, uint32_t pid, const char *comm)
 {
-	struct out_buf out = text_out(chrome->text);
+	struct cp_sink out = cp_sink__text(chrome->text);
 	char label[128], device[24], name[224];
 
 	if (stream->device >= 0)
@@ -2814,7 +2430,7 @@ int cp_format__chrome_stream_name(struct cp_chrome_out *chrome, uint32_t track_p
 		snprintf(name, sizeof(name), "%s, pid %u", label, pid);
 	put_chrome_metadata(&out, chrome, true, track_pid, track_pid, name);
 	put_chrome_metadata(&out, chrome, false, track_pid, track_pid, label);
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 /* Whether --json writes a "result" for records of this type. */
@@ -2829,7 +2445,7 @@ static bool json_has_result(enum cp_event_type type)
 	}
 }
 
-static void put_chrome_flow_id(struct out_buf *out, const char *key, uint64_t flow_id)
+static void put_chrome_flow_id(struct cp_sink *out, const char *key, uint64_t flow_id)
 {
 	put(out, ",\"%s\":\"0x%llx\"", key, (unsigned long long)flow_id);
 }
@@ -2838,7 +2454,7 @@ int cp_format__chrome_call(struct cp_chrome_out *chrome, const struct cp_return_
 			   const union cp_event *record, const struct cp_names *names,
 			   uint64_t flow_id)
 {
-	struct out_buf out = text_out(chrome->text);
+	struct cp_sink out = cp_sink__text(chrome->text);
 	const struct cp_event_header *hdr = &ret->hdr;
 
 	put_chrome_start(&out, chrome, "X", "cuda", hdr->pid, hdr->tid, ret->entry_ns);
@@ -2863,13 +2479,13 @@ int cp_format__chrome_call(struct cp_chrome_out *chrome, const struct cp_return_
 		put_chrome_flow_id(&out, "id", flow_id);
 		put(&out, "}");
 	}
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_interval *interval,
 			     uint32_t track_pid, uint64_t flow_id, struct cp_names *names)
 {
-	struct out_buf out = text_out(chrome->text);
+	struct cp_sink out = cp_sink__text(chrome->text);
 	const char *shown;
 	uint64_t start;
 	char label[64];
@@ -2883,7 +2499,7 @@ int cp_format__chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_i
 		put(&out, ",\"name\":\"dropped\",\"s\":\"p\",\"args\":");
 		put_interval_json(&out, interval, shown);
 		put(&out, "}");
-		return text_done(&out);
+		return cp_sink__text_done(&out);
 	}
 	/*
 	 * The kernel ran somewhere in [start_after, done_by]. The slice starts
@@ -2924,13 +2540,13 @@ int cp_format__chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_i
 	put_json_value(&out, shown);
 	put_chrome_flow_id(&out, "id", flow_id);
 	put(&out, "}");
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__chrome_counter(struct cp_chrome_out *chrome, uint32_t pid, uint64_t time_ns,
 			      const char *name, const char *series, uint64_t value)
 {
-	struct out_buf out = text_out(chrome->text);
+	struct cp_sink out = cp_sink__text(chrome->text);
 
 	put_chrome_start(&out, chrome, "C", "cuda.counter", pid, pid, time_ns);
 	put(&out, ",\"name\":");
@@ -2938,13 +2554,13 @@ int cp_format__chrome_counter(struct cp_chrome_out *chrome, uint32_t pid, uint64
 	put(&out, ",\"args\":{");
 	put_json_value(&out, series);
 	put(&out, ":%llu}}", (unsigned long long)value);
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__chrome_instant(struct cp_chrome_out *chrome, const union cp_event *event,
 			      uint32_t pid, bool global, const struct cp_names *names)
 {
-	struct out_buf out = text_out(chrome->text);
+	struct cp_sink out = cp_sink__text(chrome->text);
 	char name[64];
 
 	switch (event->hdr.type) {
@@ -2976,13 +2592,13 @@ int cp_format__chrome_instant(struct cp_chrome_out *chrome, const union cp_event
 	put(&out, ",\"s\":\"%s\",\"args\":", global ? "g" : "p");
 	put_json_fields(&out, event, names);
 	put(&out, "}}");
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
 
 int cp_format__chrome_close(struct cp_chrome_out *chrome)
 {
-	struct out_buf out = text_out(chrome->text);
+	struct cp_sink out = cp_sink__text(chrome->text);
 
 	put(&out, chrome->events ? "\n]\n" : "[]\n");
-	return text_done(&out);
+	return cp_sink__text_done(&out);
 }
