@@ -324,7 +324,7 @@ Test(install, a_program_builds_and_runs_with_pkg_config)
 Test(install, the_internal_functions_do_not_link)
 {
 	static const char *const internal[] = { "cp_opts__copy", "cp_maps__parse_line",
-						"cp_text__escape", "cp_format__report_text" };
+						"cp_text__escape", "cp_format__report" };
 	char *source = path_join(work, "internal.c"), *program = path_join(work, "internal");
 	char *pc = pkg_config(), *text = NULL, *err = NULL, *p;
 	size_t i;

@@ -400,7 +400,7 @@ int cp_cmd_run(int argc, char **argv)
 	cp_session__stop_agent(&session);
 	print_maps(&run, true);
 	report_rings(&run);
-	cp_session__report_files(&session, opts.json);
+	cp_session__report_files(&session, opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT);
 	exit_code = cp_session__finish(&session);
 cleanup:
 	cp_session__close(&session);

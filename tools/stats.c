@@ -35,7 +35,7 @@ struct comm_entry {
 
 struct stats_ctx {
 	struct cp_session *session;
-	bool json;
+	enum cp_format format;
 	bool latency;
 	bool stacks;
 	struct cp_timeline *timeline; /* --timeline */
@@ -142,8 +142,7 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 			report.gpu_device_count = GPU_DEVICES_SHOWN;
 	}
 	ctx->reports++;
-	err = ctx->json ? cp_format__report_json(&report, ctx->session->names, &ctx->text) :
-	      cp_format__report_text(&report, ctx->session->names, &ctx->text);
+	err = cp_format__report(&ctx->text, ctx->format, &report, ctx->session->names);
 	if (err)
 		cp_say("warning: a report of pid %u was cut short: %s", pid, strerror(-err));
 	emit(ctx);
@@ -245,7 +244,7 @@ static void report_leaks(struct stats_ctx *ctx, uint32_t pid)
 	}
 	leak.sites = shown;
 	leak.site_count = i;
-	err = ctx->json ? cp_format__leak_json(&leak, &ctx->text) : cp_format__leak_text(&leak, &ctx->text);
+	err = cp_format__leak(&ctx->text, ctx->format, &leak);
 	if (err)
 		cp_say("warning: the leak report of pid %u was cut short: %s", pid, strerror(-err));
 	emit(ctx);
@@ -269,16 +268,14 @@ static void report_xid(struct stats_ctx *ctx, const struct cp_xid_event *xid)
 	char line[1024];
 	int n;
 
-	n = ctx->json ? cp_format__json((const union cp_event *)xid, ctx->session->names, line,
-					sizeof(line)) :
-		cp_format__text((const union cp_event *)xid, ctx->session->names, ctx->start_ns,
-				line, sizeof(line));
+	n = cp_format__record(ctx->format, (const union cp_event *)xid, ctx->session->names,
+			      ctx->start_ns, line, sizeof(line));
 	if (n >= 0) {
 		line[n++] = '\n'; /* the formatter leaves room: n < sizeof(line) */
 		if (!cp_output__write(&ctx->session->output, line, (size_t)n, false))
 			cp_session__output_failed(ctx->session, errno);
 	}
-	cp_format__xid_in_flight(&ctx->text, ctx->json, xid, in_flight,
+	cp_format__xid_in_flight(&ctx->text, ctx->format, xid, in_flight,
 				 count < XID_IN_FLIGHT_MAX ? count : XID_IN_FLIGHT_MAX, known,
 				 ctx->session->names);
 	emit(ctx);
@@ -445,7 +442,7 @@ int cp_cmd_stats(int argc, char **argv)
 		}
 	}
 	ctx.session = &session;
-	ctx.json = opts.json;
+	ctx.format = opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
 	ctx.latency = opts.latency;
 	ctx.stacks = opts.stacks;
 	exit_code = cp_session__open(&session, CP_CMD_STATS, &opts);
@@ -475,7 +472,7 @@ int cp_cmd_stats(int argc, char **argv)
 	cp_session__stop_agent(&session);
 	report_all(&ctx, true);
 	warn_overflows(session.tracer);
-	cp_session__report_files(&session, opts.json);
+	cp_session__report_files(&session, ctx.format);
 	fprintf(stderr, "cuprobe: %llu reports, %llu leak reports\n",
 		(unsigned long long)ctx.reports, (unsigned long long)ctx.leak_reports);
 	exit_code = cp_session__finish(&session);

@@ -34,7 +34,7 @@
 /* What the agent's callback needs: runs on the agent thread only. */
 struct trace_output {
 	struct cp_session *session;
-	bool json;
+	enum cp_format format;
 	bool failed;
 	bool intervals;            /* --timeline: a gpu_interval record per launch */
 	uint64_t start_ns;
@@ -83,7 +83,7 @@ static void on_interval(void *ctx, const struct cp_gpu_interval *interval)
 	}
 	if (!output->intervals || output->failed)
 		return;
-	cp_format__interval(&text, output->json, interval, output->session->names, output->start_ns);
+	cp_format__interval(&text, output->format, interval, output->session->names, output->start_ns);
 	write_text(output, &text);
 	cp_text__free(&text);
 }
@@ -99,7 +99,7 @@ static void write_in_flight(struct trace_output *output, const struct cp_xid_eve
 						       XID_IN_FLIGHT_MAX) : 0;
 
 	cp_text__clear(&output->text);
-	cp_format__xid_in_flight(&output->text, output->json, xid, in_flight,
+	cp_format__xid_in_flight(&output->text, output->format, xid, in_flight,
 				 count < XID_IN_FLIGHT_MAX ? count : XID_IN_FLIGHT_MAX, known,
 				 output->session->names);
 	write_text(output, &output->text);
@@ -116,12 +116,8 @@ static int on_event(void *ctx, const union cp_event *event)
 		return 0; /* the output is gone: records are counted, tracing is stopping */
 	cp_names__observe(names, event);
 	/* Returns are recorded for --perfetto's slices only: the output stays as without it. */
-	if (event->hdr.type == CP_EV_RETURN)
-		n = -1;
-	else if (output->json)
-		n = cp_format__json(event, names, line, sizeof(line));
-	else
-		n = cp_format__text(event, names, output->start_ns, line, sizeof(line));
+	n = event->hdr.type == CP_EV_RETURN ? -1 :
+	    cp_format__record(output->format, event, names, output->start_ns, line, sizeof(line));
 	if (n >= 0)
 		line[n++] = '\n'; /* the formatter leaves room: n < sizeof(line) */
 	if (n >= 0 && !cp_output__write(&output->session->output, line, (size_t)n, false)) {
@@ -243,7 +239,7 @@ int cp_cmd_trace(int argc, char **argv)
 	if (exit_code)
 		goto cleanup;
 	output.session = &session;
-	output.json = opts.json;
+	output.format = opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
 	output.intervals = opts.timeline;
 	output.start_ns = monotonic_ns();
 	{
@@ -261,9 +257,9 @@ int cp_cmd_trace(int argc, char **argv)
 	exit_code = cp_session__start_agent(&session, on_event, &output);
 	if (exit_code)
 		goto cleanup;
-	if (!opts.json) {
+	if (cp_format__header(output.format)) {
 		char header[256];
-		int n = snprintf(header, sizeof(header), "%s\n", cp_format__text_header());
+		int n = snprintf(header, sizeof(header), "%s\n", cp_format__header(output.format));
 
 		/* One write: the agent may be writing records already (system-wide). */
 		if (n < 0 || (size_t)n >= sizeof(header) ||
@@ -281,7 +277,7 @@ int cp_cmd_trace(int argc, char **argv)
 	if (output.perfetto)
 		finish_perfetto(&output);
 	print_summary(&session);
-	cp_session__report_files(&session, opts.json);
+	cp_session__report_files(&session, output.format);
 	exit_code = cp_session__finish(&session);
 cleanup:
 	/* The agent (which feeds the timeline) is joined by close, before the timeline goes. */

@@ -148,45 +148,6 @@ static inline struct cp_exit cp_exit__decode(int wait_status)
 	return (struct cp_exit){ .status = WEXITSTATUS(wait_status) };
 }
 
-/* One process's counts, as cuprobe stats reports them. */
-struct cp_report {
-	uint32_t pid;
-	const char *comm;
-	uint64_t time_ns;        /* CLOCK_MONOTONIC when the rows were read */
-	double since_start_s;    /* for the text header */
-	bool final;              /* its last report */
-	bool exited;
-	int exit_code;           /* wait status, when exited */
-	bool live;               /* read while it ran: tables may differ by the calls made meanwhile */
-	bool latency;            /* the API rows carry timings */
-	const struct cp_kernel_row *kernels;
-	size_t kernel_count;
-	const struct cp_api_row *apis;
-	size_t api_count;
-	const struct cp_mem_row *memory; /* NULL when none */
-	/* --timeline: the process's GPU time and its streams; NULL when not asked. */
-	const struct cp_gpu_summary *gpu;
-	const struct cp_gpu_stream *gpu_streams;
-	size_t gpu_stream_count;
-	const struct cp_gpu_device *gpu_devices;
-	size_t gpu_device_count;
-};
-/* Appends the report as text lines, or as one JSON object and a newline. 0 or -ENOMEM. */
-int cp_format__report_text(const struct cp_report *report, struct cp_names *names,
-			   struct cp_text *out);
-int cp_format__report_json(const struct cp_report *report, struct cp_names *names,
-			   struct cp_text *out);
-
-/* One launch's bound as a trace line, or a JSON object (type gpu_interval); newline-terminated. */
-int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_interval *interval,
-			struct cp_names *names, uint64_t start_ns);
-/* After an Xid: the kernels its process had in flight (known: the process was traced). */
-/* A driver or runtime file probed while tracing ran, as one JSON line (type "driver_file"). */
-int cp_format__traced_file_json(struct cp_text *text, const struct cp_traced_file *file);
-int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xid_event *xid,
-			     const struct cp_gpu_interval *in_flight, size_t count, bool known,
-			     struct cp_names *names);
-
 /*
  * The stream a call names, as the timeline keys streams: the handle, except
  * that 0 and CU_STREAM_LEGACY (1) are the legacy default stream (0), and a
@@ -298,28 +259,6 @@ void cp_chrome_trace__forget_pid(struct cp_chrome_trace *ct, uint32_t pid);
 /* Tracing ended: the calls still waiting for their record are written, the array closed. */
 int cp_chrome_trace__finish(struct cp_chrome_trace *ct, struct cp_text *text);
 void cp_chrome_trace__stats(const struct cp_chrome_trace *ct, struct cp_chrome_trace_stats *out);
-
-/* Device memory still live when a process exited, by allocating site. */
-struct cp_leak_site {
-	uint64_t allocations;
-	uint64_t bytes;
-	uint32_t kind;             /* enum cp_mem_kind */
-	uint32_t api;
-	const char *const *frames; /* symbolized, innermost first; NULL when not captured */
-	size_t frame_count;
-};
-
-struct cp_leak {
-	uint32_t pid;
-	const char *comm;
-	uint64_t allocations;
-	uint64_t bytes;
-	bool stacks;               /* stacks were asked for */
-	const struct cp_leak_site *sites;
-	size_t site_count;
-};
-int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *out);
-int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *out);
 
 /* ---- map rows ------------------------------------------------------------------ */
 

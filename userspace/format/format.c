@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * Output formats: one text line or one JSON object per record, written into
- * a caller's buffer (the library never prints). The JSON schema is in the
- * README; handles and addresses are hex strings, since JSON numbers lose
- * precision past 2^53.
+ * The output wing's front: the table of formats (output.h) and the entry
+ * points every caller uses (format.h, and cp_format__text/json of
+ * cuprobe.h), doing what the formats share before calling the one asked
+ * for: argument checks, the sink, report rows sorted, kernel labels.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,53 +18,24 @@
 #include <linux/bpf.h>
 
 #include "cuprobe_internal.h"
-#include "sink.h"
+#include "output.h"
 #include "metrics.pb-c.h"
 
 /* What an event record's handle names: a stream, or a whole context for cuCtxRecordEvent and kin. */
-static const char *event_scope(uint32_t op)
+const char *cp_format__event_scope(uint32_t op)
 {
 	return op == CP_EVENT_RECORD_CONTEXT || op == CP_EVENT_WAIT_CONTEXT ? "context" : "stream";
 }
 
-/* "kernel" and "mangled" of a launch: the forms escaped when the name was learned. */
-static void put_json_kernel_names(struct cp_sink *out, const struct cp_name_entry *name)
+const char *cp_format__proc_kind_name(uint32_t kind)
 {
-	const struct cp_name_forms *forms;
-
-	if (!name) {
-		put_lit(out, ",\"kernel\":null,\"mangled\":null");
-		return;
+	switch (kind) {
+	case CP_PROC_CUDA_INIT: return "cuda_init";
+	case CP_PROC_FORK: return "fork";
+	case CP_PROC_EXIT: return "exit";
+	case CP_PROC_HELD_FOR_STACKS: return "held_for_stacks";
+	default: return "unknown";
 	}
-	forms = cp_names__forms(name);
-	put_lit(out, ",\"kernel\":");
-	put_bytes(out, forms->json_display, forms->json_display_len);
-	put_lit(out, ",\"mangled\":");
-	put_bytes(out, forms->json_mangled, forms->json_mangled_len);
-}
-
-static void put_json_dims(struct cp_sink *out, const char *key, const __u32 dims[3])
-{
-	put_lit(out, ",\"");
-	put_str(out, key);
-	put_lit(out, "\":[");
-	put_u64(out, dims[0]);
-	put_lit(out, ",");
-	put_u64(out, dims[1]);
-	put_lit(out, ",");
-	put_u64(out, dims[2]);
-	put_lit(out, "]");
-}
-
-/* A wait status (as the kernel keeps it), by cp_exit__decode: "signal" or "exit_status". */
-static void put_json_exit(struct cp_sink *out, int wait_status)
-{
-	struct cp_exit e = cp_exit__decode(wait_status);
-
-	if (e.signal)
-		put(out, ",\"signal\":%d", e.signal);
-	else
-		put(out, ",\"exit_status\":%d", e.status);
 }
 
 const char *cp_format__kernel_label(struct cp_names *names, uint32_t pid, uint64_t handle,
@@ -81,554 +52,57 @@ const char *cp_format__kernel_label(struct cp_names *names, uint32_t pid, uint64
 	return buf;
 }
 
-static const char *proc_kind_name(__u32 kind)
+/* The formats, by enum cp_format: a new one is a file and a row. */
+static const struct cp_format_ops *const formats[CP_FORMAT_MAX] = {
+	[CP_FORMAT_TEXT] = &cp_format_text_ops,
+	[CP_FORMAT_JSON] = &cp_format_json_ops,
+};
+
+static const struct cp_format_ops *ops_of(enum cp_format format)
 {
-	switch (kind) {
-	case CP_PROC_CUDA_INIT: return "cuda_init";
-	case CP_PROC_FORK: return "fork";
-	case CP_PROC_EXIT: return "exit";
-	case CP_PROC_HELD_FOR_STACKS: return "held_for_stacks";
-	default: return "unknown";
-	}
+	return (unsigned int)format < CP_FORMAT_MAX ? formats[format] : NULL;
 }
 
-/*
- * A record's fields as --json writes them, the object left open for the
- * caller to close: the one JSON writer of records (a JSON line, and the args
- * of a Perfetto trace event).
- */
-static void put_json_fields(struct cp_sink *out, const union cp_event *event,
-			    const struct cp_names *names)
+const char *cp_format__name(enum cp_format format)
 {
-	const struct cp_event_header *hdr = &event->hdr;
-	const struct cp_name_entry *name;
+	return ops_of(format) ? ops_of(format)->name : "unknown";
+}
 
-	put_lit(out, "{\"time_ns\":");
-	put_u64(out, hdr->time_ns);
-	put_lit(out, ",\"pid\":");
-	put_u64(out, hdr->pid);
-	put_lit(out, ",\"tid\":");
-	put_u64(out, hdr->tid);
-	put_lit(out, ",\"type\":\"");
-	put_str(out, cp_event_type__name(hdr->type));
-	put_lit(out, "\",\"api\":\"");
-	put_str(out, cp_api__name(hdr->api));
-	put_lit(out, "\"");
-	switch (hdr->type) {
-	case CP_EV_LAUNCH: {
-		const struct cp_launch_event *e = &event->launch;
+const char *cp_format__header(enum cp_format format)
+{
+	return ops_of(format) ? ops_of(format)->header : NULL;
+}
 
-		if (e->flags & CP_LAUNCH_GRAPH) {
-			put(out, ",\"graph_exec\":\"0x%llx\",\"stream\":\"0x%llx\"",
-			    (unsigned long long)e->function, (unsigned long long)e->stream);
-			break;
-		}
-		if (e->flags & CP_LAUNCH_HOST_FUNC) {
-			put(out, ",\"host_function\":\"0x%llx\",\"stream\":\"0x%llx\"",
-			    (unsigned long long)e->function, (unsigned long long)e->stream);
-			break;
-		}
-		name = cp_names__lookup(names, hdr->pid, e->function);
-		put_lit(out, ",\"function\":\"");
-		put_hex(out, e->function);
-		put_lit(out, "\"");
-		put_json_kernel_names(out, name);
-		if (name && name->source != CP_NAME_FROM_PROBE)
-			put(out, ",\"name_source\":\"%s\"", cp_name_source__name(name->source));
-		put_json_dims(out, "grid", e->grid);
-		put_json_dims(out, "block", e->block);
-		put_lit(out, ",\"shared_mem_bytes\":");
-		put_u64(out, e->shared_mem_bytes);
-		put_lit(out, ",\"stream\":\"");
-		put_hex(out, e->stream);
-		put_lit(out, "\",\"device\":");
-		put_i64(out, e->device);
-		if (e->flags & CP_LAUNCH_COOPERATIVE)
-			put(out, ",\"cooperative\":true");
-		if (e->flags & CP_LAUNCH_CONFIG_FAULT)
-			put(out, ",\"config_unreadable\":true");
-		if (e->flags & CP_LAUNCH_LEGACY)
-			put(out, ",\"legacy\":true");
-		break;
-	}
-	case CP_EV_ALLOC: {
-		const struct cp_alloc_event *e = &event->alloc;
+/* ---- records ------------------------------------------------------------------------ */
 
-		put_lit(out, ",\"ptr\":\"");
-		put_hex(out, e->ptr);
-		put_lit(out, "\",\"bytes\":");
-		put_u64(out, e->bytes);
-		put_lit(out, ",\"kind\":\"");
-		put_str(out, cp_mem_kind__name(e->kind));
-		put_lit(out, "\",\"result\":");
-		put_i64(out, e->result);
-		if (e->kind == CP_MEM_DEVICE_ASYNC) {
-			put_lit(out, ",\"stream\":\"");
-			put_hex(out, e->stream);
-			put_lit(out, "\"");
-		}
-		break;
-	}
-	case CP_EV_FREE: {
-		const struct cp_free_event *e = &event->free;
+int cp_format__record(enum cp_format format, const union cp_event *event,
+		      const struct cp_names *names, uint64_t start_ns, char *buf, size_t len)
+{
+	const struct cp_format_ops *ops = ops_of(format);
+	struct cp_sink out = { .buf = buf, .len = len };
 
-		put(out, ",\"ptr\":\"0x%llx\",\"kind\":\"%s\"", (unsigned long long)e->ptr,
-		    cp_mem_kind__name(e->kind));
-		if (e->kind == CP_MEM_DEVICE_ASYNC)
-			put(out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
-		break;
-	}
-	case CP_EV_COPY: {
-		const struct cp_copy_event *e = &event->copy;
-
-		put_lit(out, ",\"dst\":\"");
-		put_hex(out, e->dst);
-		put_lit(out, "\",\"src\":\"");
-		put_hex(out, e->src);
-		put_lit(out, "\",\"bytes\":");
-		put_u64(out, e->bytes);
-		put_lit(out, ",\"direction\":\"");
-		put_str(out, cp_copy_dir__name(e->direction));
-		if (e->async) {
-			put_lit(out, "\",\"async\":true,\"stream\":\"");
-			put_hex(out, e->stream);
-			put_lit(out, "\"");
-		} else {
-			put_lit(out, "\",\"async\":false");
-		}
-		if (e->count != 1)
-			put(out, ",\"count\":%u", e->count);
-		if (e->flags & CP_COPY_UNREADABLE)
-			put(out, ",\"unreadable\":true");
-		if (e->flags & CP_COPY_BYTES_UNKNOWN)
-			put(out, ",\"bytes_unknown\":true");
-		if (e->flags & CP_COPY_TRUNCATED)
-			put(out, ",\"bytes_of_first\":%u", CP_COPY_BATCH_READ_MAX);
-		break;
-	}
-	case CP_EV_SYNC: {
-		const struct cp_sync_event *e = &event->sync;
-
-		put_lit(out, ",\"kind\":\"");
-		put_str(out, cp_sync_kind__name(e->kind));
-		put_lit(out, "\",\"handle\":\"");
-		put_hex(out, e->handle);
-		put_lit(out, "\",\"entry_ns\":");
-		put_u64(out, e->entry_ns);
-		put_lit(out, ",\"waited_ns\":");
-		put_u64(out, hdr->time_ns > e->entry_ns ? hdr->time_ns - e->entry_ns : 0);
-		put_lit(out, ",\"result\":");
-		put_i64(out, e->result);
-		put_lit(out, ",\"device\":");
-		put_i64(out, e->device);
-		break;
-	}
-	case CP_EV_MEMSET: {
-		const struct cp_memset_event *e = &event->memset;
-
-		put(out, ",\"dst\":\"0x%llx\",\"bytes\":%llu,\"value\":%u,\"element_size\":%u,"
-		    "\"async\":%s", (unsigned long long)e->dst, (unsigned long long)e->bytes, e->value,
-		    e->element_size, e->async ? "true" : "false");
-		if (e->pitch)
-			put(out, ",\"pitch\":%llu", (unsigned long long)e->pitch);
-		if (e->async)
-			put(out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
-		break;
-	}
-	case CP_EV_EVENT: {
-		const struct cp_event_event *e = &event->event;
-
-		put(out, ",\"op\":\"%s\",\"event\":\"0x%llx\",\"%s\":\"0x%llx\",\"device\":%d",
-		    cp_event_op__name(e->op), (unsigned long long)e->event, event_scope(e->op),
-		    (unsigned long long)e->stream, e->device);
-		break;
-	}
-	case CP_EV_MODULE: {
-		const struct cp_module_event *e = &event->module;
-
-		put(out, ",\"op\":\"%s\",\"handle\":\"0x%llx\",\"result\":%d",
-		    cp_module_op__name(e->op), (unsigned long long)e->handle, e->result);
-		if (e->path_len)
-			put_json_string(out, "path", e->path);
-		break;
-	}
-	case CP_EV_VMM: {
-		const struct cp_vmm_event *e = &event->vmm;
-
-		put(out, ",\"op\":\"%s\",\"result\":%d,\"bytes\":%llu", cp_vmm_op__name(e->op),
-		    e->result, (unsigned long long)e->bytes);
-		if (e->op == CP_VMM_CREATE || e->op == CP_VMM_RELEASE || e->op == CP_VMM_RETAIN ||
-		    e->op == CP_VMM_MAP)
-			put(out, ",\"handle\":\"0x%llx\"", (unsigned long long)e->handle);
-		if (e->op != CP_VMM_CREATE && e->op != CP_VMM_RELEASE)
-			put(out, ",\"ptr\":\"0x%llx\"", (unsigned long long)e->ptr);
-		if (e->op == CP_VMM_CREATE)
-			put(out, ",\"device\":%d", e->device);
-		if (e->op == CP_VMM_CREATE || e->op == CP_VMM_RELEASE || e->op == CP_VMM_UNMAP)
-			put(out, ",\"physical_bytes\":%llu", (unsigned long long)e->physical_bytes);
-		break;
-	}
-	case CP_EV_CONTEXT: {
-		const struct cp_context_event *e = &event->context;
-
-		put(out, ",\"op\":\"%s\",\"context\":\"0x%llx\",\"device\":%d,\"result\":%d",
-		    cp_context_op__name(e->op), (unsigned long long)e->context, e->device, e->result);
-		break;
-	}
-	case CP_EV_ATTACH: {
-		const struct cp_attach_event *e = &event->attach;
-
-		put(out, ",\"library\":\"%s\"", e->flags & CP_ATTACH_RUNTIME ? "runtime" : "driver");
-		put_json_string(out, "file", e->name);
-		put(out, ",\"dev\":%u,\"inode\":%llu,\"held\":%s,\"status\":\"%s\",\"probes\":%u",
-		    e->dev, (unsigned long long)e->inode, e->flags & CP_ATTACH_HELD ? "true" : "false",
-		    cp_attach_status__name(e->status), e->probes);
-		if (e->path[0])
-			put_json_string(out, "path", e->path);
-		if (e->probes_live_ns)
-			put(out, ",\"probes_live_ns\":%llu", (unsigned long long)e->probes_live_ns);
-		if (e->probes_live_ns >= e->hdr.time_ns && e->status == CP_ATTACH_ATTACHED)
-			put(out, ",\"delay_ns\":%llu",
-			    (unsigned long long)(e->probes_live_ns - e->hdr.time_ns));
-		if (e->status == CP_ATTACH_FAILED)
-			put(out, ",\"error\":\"%s\"", strerror(-e->error));
-		break;
-	}
-	case CP_EV_NAME: {
-		const struct cp_name_event *e = &event->name;
-		char display[1024];
-
-		put(out, ",\"handle\":\"0x%llx\",\"result\":%d", (unsigned long long)e->handle,
-		    e->result);
-		if (e->hdr.api == CP_API_cuKernelGetFunction) {
-			put(out, ",\"alias_of\":\"0x%llx\"", (unsigned long long)e->alias_of);
-			break;
-		}
-		cp_demangle(e->name, display, sizeof(display));
-		put_json_string(out, "name", display);
-		put_json_string(out, "mangled", e->name);
-		break;
-	}
-	case CP_EV_PROC: {
-		const struct cp_proc_event *e = &event->proc;
-
-		put(out, ",\"kind\":\"%s\"", proc_kind_name(e->kind));
-		if (e->kind == CP_PROC_FORK)
-			put(out, ",\"child_pid\":%u", e->child_pid);
-		if (e->kind == CP_PROC_EXIT)
-			put_json_exit(out, e->exit_code);
-		break;
-	}
-	case CP_EV_RETURN:
-		put(out, ",\"entry_ns\":%llu,\"duration_ns\":%llu,\"result\":%d",
-		    (unsigned long long)event->ret.entry_ns,
-		    (unsigned long long)(hdr->time_ns - event->ret.entry_ns), event->ret.result);
-		break;
-	case CP_EV_XID:
-		put(out, ",\"xid\":%u,\"process\":%u", event->xid.error_code, cp_xid__process(&event->xid));
-		put_json_string(out, "dev", event->xid.dev);
-		put_json_string(out, "message", event->xid.msg);
-		break;
-	case CP_EV_RT_LAUNCH: {
-		const struct cp_rt_launch_event *e = &event->rt_launch;
-
-		name = cp_names__lookup_stub(names, hdr->pid, e->stub);
-		put(out, ",\"stub\":\"0x%llx\"", (unsigned long long)e->stub);
-		put_json_kernel_names(out, name);
-		put_json_dims(out, "grid", e->grid);
-		put_json_dims(out, "block", e->block);
-		put(out, ",\"shared_mem_bytes\":%u,\"stream\":\"0x%llx\"", e->shared_mem_bytes,
-		    (unsigned long long)e->stream);
-		break;
-	}
-	default:
-		break;
-	}
+	if (!ops || !event || !buf || !len)
+		return -EINVAL;
+	buf[0] = '\0';
+	ops->record(&out, event, names, start_ns);
+	return cp_sink__finish(&out);
 }
 
 int cp_format__json(const union cp_event *event, const struct cp_names *names,
 		    char *buf, size_t len)
 {
-	struct cp_sink out = { .buf = buf, .len = len };
-
-	if (!event || !buf || !len)
-		return -EINVAL;
-	buf[0] = '\0';
-	put_json_fields(&out, event, names);
-	put_lit(&out, "}");
-	return cp_sink__finish(&out);
-}
-
-const char *cp_format__text_header(void)
-{
-	return "        TIME     PID     TID API                        DETAILS";
+	return cp_format__record(CP_FORMAT_JSON, event, names, 0, buf, len);
 }
 
 int cp_format__text(const union cp_event *event, const struct cp_names *names,
 		    uint64_t start_ns, char *buf, size_t len)
 {
-	struct cp_sink out = { .buf = buf, .len = len };
-	const struct cp_event_header *hdr = &event->hdr;
-	const struct cp_name_entry *name;
-	uint64_t rel;
+	return cp_format__record(CP_FORMAT_TEXT, event, names, start_ns, buf, len);
+}
 
-	if (!event || !buf || !len)
-		return -EINVAL;
-	buf[0] = '\0';
-	rel = hdr->time_ns >= start_ns ? hdr->time_ns - start_ns : 0;
-	{
-		/* "%5llu.%06llu %7u %7u %-26s", by hand: this line is the hot path. */
-		uint64_t micros = rel % 1000000000ull / 1000;
-		const char *api = cp_api__name(hdr->api);
-		size_t api_len = strlen(api);
-		char fraction[7];
-		int i;
-
-		put_u64_width(&out, rel / 1000000000ull, 5);
-		for (i = 5; i >= 0; i--, micros /= 10)
-			fraction[i] = (char)('0' + micros % 10);
-		fraction[6] = '\0';
-		put_lit(&out, ".");
-		put_bytes(&out, fraction, 6);
-		put_lit(&out, " ");
-		put_u64_width(&out, hdr->pid, 7);
-		put_lit(&out, " ");
-		put_u64_width(&out, hdr->tid, 7);
-		put_lit(&out, " ");
-		put_bytes(&out, api, api_len);
-		if (api_len < 26)
-			put_spaces(&out, 26 - api_len);
-	}
-	switch (hdr->type) {
-	case CP_EV_LAUNCH: {
-		const struct cp_launch_event *e = &event->launch;
-
-		if (e->flags & CP_LAUNCH_GRAPH) {
-			put(&out, " graph=0x%llx stream=0x%llx", (unsigned long long)e->function,
-			    (unsigned long long)e->stream);
-			break;
-		}
-		if (e->flags & CP_LAUNCH_HOST_FUNC) {
-			put(&out, " host_function=0x%llx stream=0x%llx", (unsigned long long)e->function,
-			    (unsigned long long)e->stream);
-			break;
-		}
-		{
-			const struct cp_name_entry *name =
-				cp_names__resolve((struct cp_names *)names, hdr->pid, e->function);
-			char label[64];
-
-			put_lit(&out, " ");
-			if (name) {
-				const struct cp_name_forms *forms = cp_names__forms(name);
-
-				put_bytes(&out, forms->text_display, forms->text_display_len);
-			} else {
-				put_text_string(&out, cp_format__kernel_label(NULL, hdr->pid, e->function,
-									    false, NULL, label,
-									    sizeof(label)));
-			}
-		}
-		put_lit(&out, " grid=(");
-		put_u64(&out, e->grid[0]);
-		put_lit(&out, ",");
-		put_u64(&out, e->grid[1]);
-		put_lit(&out, ",");
-		put_u64(&out, e->grid[2]);
-		put_lit(&out, ") block=(");
-		put_u64(&out, e->block[0]);
-		put_lit(&out, ",");
-		put_u64(&out, e->block[1]);
-		put_lit(&out, ",");
-		put_u64(&out, e->block[2]);
-		put_lit(&out, ") smem=");
-		put_u64(&out, e->shared_mem_bytes);
-		put_lit(&out, " stream=");
-		put_hex(&out, e->stream);
-		if (e->flags & CP_LAUNCH_CONFIG_FAULT)
-			put(&out, " (config unreadable)");
-		break;
-	}
-	case CP_EV_ALLOC: {
-		const struct cp_alloc_event *e = &event->alloc;
-
-		put_lit(&out, " ptr=");
-		put_hex(&out, e->ptr);
-		put_lit(&out, " bytes=");
-		put_u64(&out, e->bytes);
-		put_lit(&out, " kind=");
-		put_str(&out, cp_mem_kind__name(e->kind));
-		if (e->result) {
-			put_lit(&out, " failed=");
-			put_i64(&out, e->result);
-		}
-		break;
-	}
-	case CP_EV_FREE:
-		put(&out, " ptr=0x%llx kind=%s", (unsigned long long)event->free.ptr,
-		    cp_mem_kind__name(event->free.kind));
-		break;
-	case CP_EV_COPY: {
-		const struct cp_copy_event *e = &event->copy;
-
-		put_lit(&out, " ");
-		put_str(&out, cp_copy_dir__name(e->direction));
-		put_lit(&out, " bytes=");
-		put_u64(&out, e->bytes);
-		put_lit(&out, " dst=");
-		put_hex(&out, e->dst);
-		put_lit(&out, " src=");
-		put_hex(&out, e->src);
-		if (e->async) {
-			put_lit(&out, " stream=");
-			put_hex(&out, e->stream);
-		}
-		if (e->count != 1)
-			put(&out, " count=%u", e->count);
-		break;
-	}
-	case CP_EV_SYNC:
-		if (event->sync.kind == CP_SYNC_CONTEXT && !event->sync.handle)
-			put(&out, " context");
-		else if (event->sync.kind == CP_SYNC_COPY)
-			put(&out, " blocking copy returned");
-		else {
-			put_lit(&out, " ");
-			put_str(&out, cp_sync_kind__name(event->sync.kind));
-			put_lit(&out, "=");
-			put_hex(&out, event->sync.handle);
-		}
-		if (event->sync.kind == CP_SYNC_QUERY_STREAM || event->sync.kind == CP_SYNC_QUERY_EVENT ||
-		    event->sync.result) {
-			put_lit(&out, " result=");
-			put_i64(&out, event->sync.result);
-		}
-		put_lit(&out, " waited=");
-		put_u64(&out, event->hdr.time_ns > event->sync.entry_ns ?
-			      (event->hdr.time_ns - event->sync.entry_ns) / 1000 : 0);
-		put_lit(&out, "us");
-		break;
-	case CP_EV_MEMSET: {
-		const struct cp_memset_event *e = &event->memset;
-
-		put(&out, " dst=0x%llx bytes=%llu value=%u size=%u", (unsigned long long)e->dst,
-		    (unsigned long long)e->bytes, e->value, e->element_size);
-		if (e->pitch)
-			put(&out, " pitch=%llu", (unsigned long long)e->pitch);
-		if (e->async)
-			put(&out, " stream=0x%llx", (unsigned long long)e->stream);
-		break;
-	}
-	case CP_EV_EVENT:
-		put(&out, " %s event=0x%llx %s=0x%llx", cp_event_op__name(event->event.op),
-		    (unsigned long long)event->event.event, event_scope(event->event.op),
-		    (unsigned long long)event->event.stream);
-		break;
-	case CP_EV_MODULE: {
-		const struct cp_module_event *e = &event->module;
-
-		put(&out, " %s handle=0x%llx", cp_module_op__name(e->op), (unsigned long long)e->handle);
-		if (e->path_len) {
-			put(&out, " path=");
-			put_text_string(&out, e->path);
-		}
-		if (e->result)
-			put(&out, " failed=%d", e->result);
-		break;
-	}
-	case CP_EV_VMM: {
-		const struct cp_vmm_event *e = &event->vmm;
-
-		put(&out, " %s bytes=%llu", cp_vmm_op__name(e->op), (unsigned long long)e->bytes);
-		if (e->op == CP_VMM_CREATE || e->op == CP_VMM_RELEASE || e->op == CP_VMM_RETAIN ||
-		    e->op == CP_VMM_MAP)
-			put(&out, " handle=0x%llx", (unsigned long long)e->handle);
-		if (e->op != CP_VMM_CREATE && e->op != CP_VMM_RELEASE)
-			put(&out, " ptr=0x%llx", (unsigned long long)e->ptr);
-		if (e->physical_bytes)
-			put(&out, " physical=%llu", (unsigned long long)e->physical_bytes);
-		if (e->result)
-			put(&out, " failed=%d", e->result);
-		break;
-	}
-	case CP_EV_CONTEXT:
-		put(&out, " %s context=0x%llx device=%d", cp_context_op__name(event->context.op),
-		    (unsigned long long)event->context.context, event->context.device);
-		if (event->context.result)
-			put(&out, " failed=%d", event->context.result);
-		break;
-	case CP_EV_ATTACH: {
-		const struct cp_attach_event *e = &event->attach;
-
-		put(&out, " ");
-		put_text_string(&out, e->name);
-		put(&out, " %s", cp_attach_status__name(e->status));
-		if (e->status == CP_ATTACH_ATTACHED)
-			put(&out, " probes=%u after=%.3fms", e->probes,
-			    (e->probes_live_ns - e->hdr.time_ns) / 1e6);
-		if (e->flags & CP_ATTACH_HELD)
-			put(&out, " (held)");
-		if (e->status == CP_ATTACH_FAILED)
-			put(&out, " error=%s", strerror(-e->error));
-		break;
-	}
-	case CP_EV_NAME: {
-		const struct cp_name_event *e = &event->name;
-		char display[1024];
-
-		if (e->result) {
-			put(&out, " failed=%d", e->result);
-			break;
-		}
-		if (e->hdr.api == CP_API_cuKernelGetFunction) {
-			put(&out, " function=0x%llx from kernel=0x%llx", (unsigned long long)e->handle,
-			    (unsigned long long)e->alias_of);
-			break;
-		}
-		cp_demangle(e->name, display, sizeof(display));
-		put(&out, " handle=0x%llx ", (unsigned long long)e->handle);
-		put_text_string(&out, display);
-		break;
-	}
-	case CP_EV_PROC: {
-		const struct cp_proc_event *e = &event->proc;
-
-		if (e->kind == CP_PROC_FORK)
-			put(&out, " child=%u", e->child_pid);
-		else if (e->kind == CP_PROC_EXIT && cp_exit__decode(e->exit_code).signal)
-			put(&out, " exit signal=%d", cp_exit__decode(e->exit_code).signal);
-		else if (e->kind == CP_PROC_EXIT)
-			put(&out, " exit status=%d", cp_exit__decode(e->exit_code).status);
-		break;
-	}
-	case CP_EV_RETURN:
-		put(&out, " returned result=%d after %lluus", event->ret.result,
-		    (unsigned long long)((hdr->time_ns - event->ret.entry_ns) / 1000));
-		break;
-	case CP_EV_XID:
-		put(&out, " Xid %u process=%u dev=", event->xid.error_code, cp_xid__process(&event->xid));
-		put_text_string(&out, event->xid.dev);
-		put(&out, " ");
-		put_text_string(&out, event->xid.msg);
-		break;
-	case CP_EV_RT_LAUNCH: {
-		const struct cp_rt_launch_event *e = &event->rt_launch;
-
-		name = cp_names__lookup_stub(names, hdr->pid, e->stub);
-		put(&out, " ");
-		if (name)
-			put_text_string(&out, name->display);
-		else
-			put(&out, "<unnamed stub 0x%llx>", (unsigned long long)e->stub);
-		put(&out, " grid=(%u,%u,%u) block=(%u,%u,%u) smem=%u stream=0x%llx",
-		    e->grid[0], e->grid[1], e->grid[2], e->block[0], e->block[1], e->block[2],
-		    e->shared_mem_bytes, (unsigned long long)e->stream);
-		break;
-	}
-	default:
-		break;
-	}
-	return cp_sink__finish(&out);
+const char *cp_format__text_header(void)
+{
+	return cp_format_text_ops.header;
 }
 
 /* ---- per-process reports (cuprobe stats) --------------------------------------- */
@@ -647,386 +121,94 @@ static int by_calls_desc(const void *a, const void *b)
 	return x->calls < y->calls ? 1 : x->calls > y->calls ? -1 : 0;
 }
 
-/* The report's rows, most used first (copies: the caller's arrays stay as they are). */
-static int sorted_rows(const struct cp_report *r, struct cp_kernel_row **kernels,
-		       struct cp_api_row **apis)
+int cp_format__report(struct cp_text *text, enum cp_format format, const struct cp_report *report,
+		      struct cp_names *names)
 {
-	*kernels = calloc(r->kernel_count + 1, sizeof(**kernels));
-	*apis = calloc(r->api_count + 1, sizeof(**apis));
-	if (!*kernels || !*apis) {
-		free(*kernels);
-		free(*apis);
-		return -ENOMEM;
-	}
-	memcpy(*kernels, r->kernels, r->kernel_count * sizeof(**kernels));
-	memcpy(*apis, r->apis, r->api_count * sizeof(**apis));
-	qsort(*kernels, r->kernel_count, sizeof(**kernels), by_launches_desc);
-	qsort(*apis, r->api_count, sizeof(**apis), by_calls_desc);
-	return 0;
-}
-
-static void human_bytes(unsigned long long bytes, char *buf, size_t len)
-{
-	if (bytes >= (1ull << 30))
-		snprintf(buf, len, "%.2f GiB", bytes / (double)(1ull << 30));
-	else if (bytes >= (1ull << 20))
-		snprintf(buf, len, "%.2f MiB", bytes / (double)(1ull << 20));
-	else if (bytes >= (1ull << 10))
-		snprintf(buf, len, "%.2f KiB", bytes / 1024.0);
-	else
-		snprintf(buf, len, "%llu B", bytes);
-}
-
-static void human_ns(unsigned long long ns, char *buf, size_t len)
-{
-	if (!ns)
-		snprintf(buf, len, "-");
-	else if (ns >= 1000000000ull)
-		snprintf(buf, len, "%.1fs", ns / 1e9);
-	else if (ns >= 1000000ull)
-		snprintf(buf, len, "%.1fms", ns / 1e6);
-	else if (ns >= 1000ull)
-		snprintf(buf, len, "%.1fus", ns / 1e3);
-	else
-		snprintf(buf, len, "%lluns", ns);
-}
-
-#define REPORT_KERNELS_SHOWN 10
-
-/* The share of part in whole, as a percentage (0 for an empty whole). */
-static double share(uint64_t part, uint64_t whole)
-{
-	return whole ? 100.0 * (double)part / (double)whole : 0.0;
-}
-
-static const char *verdict_reason(enum cp_gpu_verdict verdict)
-{
-	switch (verdict) {
-	case CP_GPU_VERDICT_GPU_BOUND: return "the CPU waited on the GPU at least half the time";
-	case CP_GPU_VERDICT_LAUNCH_BOUND: return "the GPU waited for the CPU: its queue drained";
-	case CP_GPU_VERDICT_MIXED: return "neither waited on the other most of the time";
-	default: return "no synchronization evidence yet";
-	}
-}
-
-/* --timeline: GPU busy time bounds, sync waits and the verdict, per process and stream. */
-static void put_gpu_text(struct cp_sink *out, const struct cp_report *r)
-{
-	const struct cp_gpu_summary *g = r->gpu;
-	uint64_t window = g->window_end_ns > g->window_start_ns ? g->window_end_ns - g->window_start_ns : 0;
-	size_t i;
-
-	put(out, "  gpu time (bounded from host evidence): window %.6f s, %llu launches (%llu bounded, "
-	    "%llu pending, %llu dropped)\n", window / 1e9, (unsigned long long)g->launches,
-	    (unsigned long long)g->bounded, (unsigned long long)g->pending,
-	    (unsigned long long)g->dropped);
-	put(out, "    busy at least %.6f s (%.1f%%), at most %.6f s (%.1f%%); waited in syncs %.6f s "
-	    "(%llu of %llu syncs waited for launches, %llu found them done)\n", g->busy_min_ns / 1e9,
-	    share(g->busy_min_ns, window), g->busy_max_ns / 1e9, share(g->busy_max_ns, window),
-	    g->sync_wait_ns / 1e9, (unsigned long long)g->syncs_waited,
-	    (unsigned long long)g->syncs, (unsigned long long)g->waits_immediate);
-	put(out, "    verdict: %s (%s)\n", cp_gpu_verdict__name(g->verdict), verdict_reason(g->verdict));
-	for (i = 0; i < r->gpu_stream_count; i++) {
-		const struct cp_gpu_stream *st = &r->gpu_streams[i];
-
-		if (st->per_thread_tid)
-			put(out, "    per-thread stream of tid %u", st->per_thread_tid);
-		else if (st->stream == 0 || st->stream == 1)
-			put(out, "    legacy default stream");
-		else
-			put(out, "    stream 0x%llx", (unsigned long long)st->stream);
-		put(out, " (device %d): %llu launches, busy at most %.6f s, waited in its syncs %.6f s "
-		    "(%llu of %llu)\n", st->device, (unsigned long long)st->summary.launches,
-		    st->summary.busy_max_ns / 1e9, st->summary.sync_wait_ns / 1e9,
-		    (unsigned long long)st->summary.syncs_waited,
-		    (unsigned long long)st->summary.syncs);
-	}
-	for (i = 0; i < r->gpu_device_count; i++) {
-		const struct cp_gpu_summary *d = &r->gpu_devices[i].summary;
-		uint64_t span = d->window_end_ns > d->window_start_ns ?
-				d->window_end_ns - d->window_start_ns : 0;
-
-		put(out, "    device %d: %llu launches, busy at least %.6f s (%.1f%%), at most %.6f s "
-		    "(%.1f%%) of %.6f s; waited in syncs %.6f s; verdict: %s\n",
-		    r->gpu_devices[i].device, (unsigned long long)d->launches, d->busy_min_ns / 1e9,
-		    share(d->busy_min_ns, span), d->busy_max_ns / 1e9, share(d->busy_max_ns, span),
-		    span / 1e9, d->sync_wait_ns / 1e9, cp_gpu_verdict__name(d->verdict));
-	}
-}
-
-static void put_gpu_json(struct cp_sink *out, const struct cp_report *r)
-{
-	const struct cp_gpu_summary *g = r->gpu;
-	size_t i;
-
-	put(out, ",\"gpu\":{\"window_start_ns\":%llu,\"window_end_ns\":%llu,\"launches\":%llu,"
-	    "\"bounded\":%llu,\"pending\":%llu,\"dropped\":%llu,\"busy_min_ns\":%llu,"
-	    "\"busy_max_ns\":%llu,\"sync_wait_ns\":%llu,\"syncs\":%llu,\"syncs_waited\":%llu,"
-	    "\"waits_immediate\":%llu,\"sync_overhead_ns\":%llu,\"verdict\":\"%s\",\"streams\":[",
-	    (unsigned long long)g->window_start_ns, (unsigned long long)g->window_end_ns,
-	    (unsigned long long)g->launches, (unsigned long long)g->bounded,
-	    (unsigned long long)g->pending, (unsigned long long)g->dropped,
-	    (unsigned long long)g->busy_min_ns, (unsigned long long)g->busy_max_ns,
-	    (unsigned long long)g->sync_wait_ns, (unsigned long long)g->syncs,
-	    (unsigned long long)g->syncs_waited, (unsigned long long)g->waits_immediate,
-	    (unsigned long long)g->sync_overhead_ns, cp_gpu_verdict__name(g->verdict));
-	for (i = 0; i < r->gpu_stream_count; i++) {
-		const struct cp_gpu_stream *st = &r->gpu_streams[i];
-
-		put(out, "%s{\"stream\":\"0x%llx\",\"device\":%d,\"per_thread_tid\":%u,"
-		    "\"launches\":%llu,\"bounded\":%llu,\"busy_max_ns\":%llu,"
-		    "\"syncs\":%llu,\"syncs_waited\":%llu,\"sync_wait_ns\":%llu,"
-		    "\"window_start_ns\":%llu,\"window_end_ns\":%llu}", i ? "," : "",
-		    (unsigned long long)st->stream, st->device, st->per_thread_tid,
-		    (unsigned long long)st->summary.launches, (unsigned long long)st->summary.bounded,
-		    (unsigned long long)st->summary.busy_max_ns,
-		    (unsigned long long)st->summary.syncs,
-		    (unsigned long long)st->summary.syncs_waited,
-		    (unsigned long long)st->summary.sync_wait_ns,
-		    (unsigned long long)st->summary.window_start_ns,
-		    (unsigned long long)st->summary.window_end_ns);
-	}
-	put(out, "],\"devices\":[");
-	for (i = 0; i < r->gpu_device_count; i++) {
-		const struct cp_gpu_summary *d = &r->gpu_devices[i].summary;
-
-		put(out, "%s{\"device\":%d,\"launches\":%llu,\"bounded\":%llu,\"pending\":%llu,"
-		    "\"dropped\":%llu,\"busy_min_ns\":%llu,\"busy_max_ns\":%llu,"
-		    "\"sync_wait_ns\":%llu,\"syncs\":%llu,\"syncs_waited\":%llu,"
-		    "\"waits_immediate\":%llu,\"window_start_ns\":%llu,\"window_end_ns\":%llu,"
-		    "\"verdict\":\"%s\"}", i ? "," : "", r->gpu_devices[i].device,
-		    (unsigned long long)d->launches, (unsigned long long)d->bounded,
-		    (unsigned long long)d->pending, (unsigned long long)d->dropped,
-		    (unsigned long long)d->busy_min_ns, (unsigned long long)d->busy_max_ns,
-		    (unsigned long long)d->sync_wait_ns, (unsigned long long)d->syncs,
-		    (unsigned long long)d->syncs_waited, (unsigned long long)d->waits_immediate,
-		    (unsigned long long)d->window_start_ns, (unsigned long long)d->window_end_ns,
-		    cp_gpu_verdict__name(d->verdict));
-	}
-	put(out, "]}");
-}
-
-int cp_format__report_text(const struct cp_report *r, struct cp_names *names, struct cp_text *text)
-{
+	const struct cp_format_ops *ops = ops_of(format);
 	struct cp_sink out = cp_sink__text(text);
+	struct cp_report sorted = *report;
 	struct cp_kernel_row *kernels;
 	struct cp_api_row *apis;
-	const struct cp_mem_row *mem = r->memory;
-	char label[128], a[32], b[32], c[32], d[32];
-	size_t i;
 
-	if (sorted_rows(r, &kernels, &apis))
+	if (!ops)
+		return -EINVAL;
+	/* Most used first, in copies: the caller's arrays stay as they are. */
+	kernels = calloc(report->kernel_count + 1, sizeof(*kernels));
+	apis = calloc(report->api_count + 1, sizeof(*apis));
+	if (!kernels || !apis) {
+		free(kernels);
+		free(apis);
 		return -ENOMEM;
-	put(&out, "== pid %u (", r->pid);
-	put_text_string(&out, r->comm ? r->comm : "?");
-	if (r->exited && cp_exit__decode(r->exit_code).signal)
-		put(&out, ") exited on signal %d, at %.3f s ==\n", cp_exit__decode(r->exit_code).signal,
-		    r->since_start_s);
-	else if (r->exited)
-		put(&out, ") exited with status %d, at %.3f s ==\n", cp_exit__decode(r->exit_code).status,
-		    r->since_start_s);
-	else
-		put(&out, ")%s at %.3f s%s ==\n", r->final ? " when tracing stopped," : "",
-		    r->since_start_s,
-		    r->live ? " (read while it runs: tables may differ by the calls made during the read)" : "");
-	put(&out, "  kernels: %zu%s\n", r->kernel_count,
-	    r->kernel_count > REPORT_KERNELS_SHOWN ? " (top 10 by launches)" : "");
-	if (r->kernel_count)
-		put(&out, "    %12s %16s  %s\n", "launches", "threads", "kernel");
-	for (i = 0; i < r->kernel_count && i < REPORT_KERNELS_SHOWN; i++) {
-		const char *shown = cp_format__kernel_label(names, r->pid, kernels[i].handle,
-							    kernels[i].graph, NULL, label,
-							    sizeof(label));
-
-		put(&out, "    %12llu %16llu  ", (unsigned long long)kernels[i].launches,
-		    (unsigned long long)kernels[i].threads);
-		put_text_string(&out, shown);
-		put(&out, "\n");
 	}
-	put(&out, "  api calls:\n");
-	if (r->latency)
-		put(&out, "    %12s %8s %9s %9s %9s %9s  %s\n", "calls", "errors", "mean", "p50<=",
-		    "p99<=", "max<=", "api");
-	else if (r->api_count)
-		put(&out, "    %12s  %s\n", "calls", "api");
-	for (i = 0; i < r->api_count; i++) {
-		const struct cp_api_row *st = &apis[i];
-
-		if (!r->latency) {
-			put(&out, "    %12llu  %s\n", (unsigned long long)st->calls,
-			    cp_api__name(apis[i].api));
-			continue;
-		}
-		human_ns(st->timed ? st->total_ns / st->timed : 0, a, sizeof(a));
-		human_ns(cp_histogram__percentile(st->histogram, 0.5), b, sizeof(b));
-		human_ns(cp_histogram__percentile(st->histogram, 0.99), c, sizeof(c));
-		human_ns(cp_histogram__percentile(st->histogram, 1.0), d, sizeof(d));
-		put(&out, "    %12llu %8llu %9s %9s %9s %9s  %s\n", (unsigned long long)st->calls,
-		    (unsigned long long)st->errors, a, b, c, d, cp_api__name(apis[i].api));
-	}
-	if (mem) {
-		human_bytes(mem->live_bytes, a, sizeof(a));
-		human_bytes(mem->peak_bytes, b, sizeof(b));
-		put(&out, "  device memory: %s live in %llu allocations, peak %s", a,
-		    (unsigned long long)mem->live_allocations, b);
-		if (mem->vmm_live_bytes || mem->vmm_peak_bytes || mem->reserved_bytes) {
-			human_bytes(mem->vmm_live_bytes, c, sizeof(c));
-			human_bytes(mem->reserved_bytes, d, sizeof(d));
-			put(&out, " (VMM physical %s live, %s of addresses reserved)", c, d);
-		}
-		put(&out, "; %llu allocations, %llu frees", (unsigned long long)mem->allocations,
-		    (unsigned long long)mem->frees);
-		if (mem->unknown_frees)
-			put(&out, " (%llu of pointers allocated before tracing)",
-			    (unsigned long long)mem->unknown_frees);
-		human_bytes(mem->host_live_bytes, c, sizeof(c));
-		put(&out, "\n  pinned host memory: %s live in %llu allocations\n", c,
-		    (unsigned long long)mem->host_live_allocations);
-	}
-	if (r->gpu)
-		put_gpu_text(&out, r);
+	memcpy(kernels, report->kernels, report->kernel_count * sizeof(*kernels));
+	memcpy(apis, report->apis, report->api_count * sizeof(*apis));
+	qsort(kernels, report->kernel_count, sizeof(*kernels), by_launches_desc);
+	qsort(apis, report->api_count, sizeof(*apis), by_calls_desc);
+	sorted.kernels = kernels;
+	sorted.apis = apis;
+	if (ops->report)
+		ops->report(&out, &sorted, names);
 	free(kernels);
 	free(apis);
 	return cp_sink__text_done(&out);
 }
 
-int cp_format__report_json(const struct cp_report *r, struct cp_names *names, struct cp_text *text)
+int cp_format__leak(struct cp_text *text, enum cp_format format, const struct cp_leak *leak)
 {
+	const struct cp_format_ops *ops = ops_of(format);
 	struct cp_sink out = cp_sink__text(text);
-	struct cp_kernel_row *kernels;
-	struct cp_api_row *apis;
-	const struct cp_mem_row *mem = r->memory;
-	char label[128];
-	size_t i;
-	int bucket;
 
-	if (sorted_rows(r, &kernels, &apis))
-		return -ENOMEM;
-	put(&out, "{\"type\":\"stats\",\"time_ns\":%llu,\"pid\":%u", (unsigned long long)r->time_ns,
-	    r->pid);
-	put_json_string(&out, "comm", r->comm);
-	put(&out, ",\"final\":%s,\"exited\":%s,\"live_read\":%s", r->final ? "true" : "false",
-	    r->exited ? "true" : "false", r->live ? "true" : "false");
-	if (r->exited)
-		put_json_exit(&out, r->exit_code);
-	put(&out, ",\"kernels\":[");
-	for (i = 0; i < r->kernel_count; i++) {
-		const char *mangled, *shown = cp_format__kernel_label(names, r->pid, kernels[i].handle,
-								     kernels[i].graph, &mangled,
-								     label, sizeof(label));
-
-		put(&out, "%s{\"handle\":\"0x%llx\"", i ? "," : "", (unsigned long long)kernels[i].handle);
-		put_json_string(&out, "kernel", shown);
-		put_json_string(&out, "mangled", mangled);
-		put(&out, ",\"launches\":%llu,\"threads\":%llu,\"graph\":%s,\"device\":%d}",
-		    (unsigned long long)kernels[i].launches,
-		    (unsigned long long)kernels[i].threads, kernels[i].graph ? "true" : "false",
-		    kernels[i].device);
-	}
-	put(&out, "],\"apis\":[");
-	for (i = 0; i < r->api_count; i++) {
-		const struct cp_api_row *st = &apis[i];
-		bool first = true;
-
-		put(&out, "%s{\"api\":\"%s\",\"calls\":%llu", i ? "," : "", cp_api__name(apis[i].api),
-		    (unsigned long long)st->calls);
-		if (r->latency) {
-			put(&out, ",\"timed\":%llu,\"errors\":%llu,\"mean_ns\":%llu,\"p50_ns\":%llu,"
-			    "\"p90_ns\":%llu,\"p99_ns\":%llu,\"max_ns\":%llu,\"histogram\":[",
-			    (unsigned long long)st->timed, (unsigned long long)st->errors,
-			    (unsigned long long)(st->timed ? st->total_ns / st->timed : 0),
-			    (unsigned long long)cp_histogram__percentile(st->histogram, 0.5),
-			    (unsigned long long)cp_histogram__percentile(st->histogram, 0.9),
-			    (unsigned long long)cp_histogram__percentile(st->histogram, 0.99),
-			    (unsigned long long)cp_histogram__percentile(st->histogram, 1.0));
-			for (bucket = 0; bucket < CP_HIST_BUCKETS; bucket++) {
-				if (!st->histogram[bucket])
-					continue;
-				put(&out, "%s{\"le_ns\":%llu,\"count\":%llu}", first ? "" : ",",
-				    bucket ? 1ull << bucket : 1ull,
-				    (unsigned long long)st->histogram[bucket]);
-				first = false;
-			}
-			put(&out, "]");
-		}
-		put(&out, "}");
-	}
-	put(&out, "]");
-	if (mem)
-		put(&out, ",\"memory\":{\"live_bytes\":%llu,\"peak_bytes\":%llu,\"live_allocations\":%llu,"
-		    "\"vmm_live_bytes\":%llu,\"vmm_peak_bytes\":%llu,\"reserved_bytes\":%llu,"
-		    "\"host_live_bytes\":%llu,\"host_live_allocations\":%llu,\"allocations\":%llu,"
-		    "\"frees\":%llu,\"unknown_frees\":%llu}",
-		    (unsigned long long)mem->live_bytes, (unsigned long long)mem->peak_bytes,
-		    (unsigned long long)mem->live_allocations, (unsigned long long)mem->vmm_live_bytes,
-		    (unsigned long long)mem->vmm_peak_bytes, (unsigned long long)mem->reserved_bytes,
-		    (unsigned long long)mem->host_live_bytes,
-		    (unsigned long long)mem->host_live_allocations,
-		    (unsigned long long)mem->allocations, (unsigned long long)mem->frees,
-		    (unsigned long long)mem->unknown_frees);
-	else
-		put(&out, ",\"memory\":null");
-	if (r->gpu)
-		put_gpu_json(&out, r);
-	put(&out, "}\n");
-	free(kernels);
-	free(apis);
+	if (!ops)
+		return -EINVAL;
+	if (ops->leak)
+		ops->leak(&out, leak);
 	return cp_sink__text_done(&out);
 }
 
-int cp_format__leak_text(const struct cp_leak *leak, struct cp_text *text)
+/* ---- the GPU timeline, Xid and traced files ---------------------------------------- */
+
+int cp_format__interval(struct cp_text *text, enum cp_format format,
+			const struct cp_gpu_interval *interval, struct cp_names *names,
+			uint64_t start_ns)
 {
+	const struct cp_format_ops *ops = ops_of(format);
 	struct cp_sink out = cp_sink__text(text);
-	size_t i, f;
+	char label[64];
 
-	put(&out, "  LEAK: %llu device allocations, %llu bytes still live when pid %u (",
-	    (unsigned long long)leak->allocations, (unsigned long long)leak->bytes, leak->pid);
-	put_text_string(&out, leak->comm ? leak->comm : "?");
-	put(&out, ") exited\n");
-	for (i = 0; i < leak->site_count; i++) {
-		const struct cp_leak_site *site = &leak->sites[i];
-
-		put(&out, "    %llu bytes in %llu allocations (%s, %s)%s\n",
-		    (unsigned long long)site->bytes, (unsigned long long)site->allocations,
-		    cp_mem_kind__name(site->kind), cp_api__name(site->api),
-		    site->frames ? "" : leak->stacks ? " stack not captured" : " (--stacks shows where)");
-		for (f = 0; site->frames && f < site->frame_count; f++) {
-			put(&out, "        #%zu ", f);
-			put_text_string(&out, site->frames[f]);
-			put(&out, "\n");
-		}
-	}
+	if (!ops)
+		return -EINVAL;
+	if (ops->interval)
+		ops->interval(&out, interval,
+			      cp_format__kernel_label(names, interval->pid, interval->function,
+						      interval->graph, NULL, label, sizeof(label)),
+			      start_ns);
 	return cp_sink__text_done(&out);
 }
 
-int cp_format__leak_json(const struct cp_leak *leak, struct cp_text *text)
+int cp_format__xid_in_flight(struct cp_text *text, enum cp_format format,
+			     const struct cp_xid_event *xid, const struct cp_gpu_interval *in_flight,
+			     size_t count, bool known, struct cp_names *names)
 {
+	const struct cp_format_ops *ops = ops_of(format);
 	struct cp_sink out = cp_sink__text(text);
-	size_t i, f;
 
-	put(&out, "{\"type\":\"leak_report\",\"pid\":%u", leak->pid);
-	put_json_string(&out, "comm", leak->comm);
-	put(&out, ",\"allocations\":%llu,\"bytes\":%llu,\"sites\":[",
-	    (unsigned long long)leak->allocations, (unsigned long long)leak->bytes);
-	for (i = 0; i < leak->site_count; i++) {
-		const struct cp_leak_site *site = &leak->sites[i];
+	if (!ops)
+		return -EINVAL;
+	if (ops->xid_in_flight)
+		ops->xid_in_flight(&out, xid, cp_xid__process(xid), in_flight, count, known, names);
+	return cp_sink__text_done(&out);
+}
 
-		put(&out, "%s{\"allocations\":%llu,\"bytes\":%llu,\"kind\":\"%s\",\"api\":\"%s\",\"stack\":",
-		    i ? "," : "", (unsigned long long)site->allocations,
-		    (unsigned long long)site->bytes, cp_mem_kind__name(site->kind),
-		    cp_api__name(site->api));
-		if (!site->frames) {
-			put(&out, "null}");
-			continue;
-		}
-		put(&out, "[");
-		for (f = 0; f < site->frame_count; f++) {
-			put(&out, "%s", f ? "," : "");
-			put_json_value(&out, site->frames[f]);
-		}
-		put(&out, "]}");
-	}
-	put(&out, "]}\n");
+int cp_format__traced_file(struct cp_text *text, enum cp_format format,
+			   const struct cp_traced_file *file)
+{
+	const struct cp_format_ops *ops = ops_of(format);
+	struct cp_sink out = cp_sink__text(text);
+
+	if (!ops)
+		return -EINVAL;
+	if (ops->traced_file)
+		ops->traced_file(&out, file);
 	return cp_sink__text_done(&out);
 }
 
@@ -1724,130 +906,6 @@ uint32_t cp_xid__process(const struct cp_xid_event *xid)
 	return xid->hdr.pid;
 }
 
-/* A launch's bound as the JSON object of a gpu_interval record (closed). */
-static void put_interval_json(struct cp_sink *out, const struct cp_gpu_interval *interval,
-			      const char *shown)
-{
-	put(out, "{\"time_ns\":%llu,\"pid\":%u,\"tid\":%u,\"type\":\"gpu_interval\","
-	    "\"api\":\"%s\",\"seq\":%llu,\"function\":\"0x%llx\"",
-	    (unsigned long long)interval->done_by_ns, interval->pid, interval->tid,
-	    cp_api__name(interval->api), (unsigned long long)interval->seq,
-	    (unsigned long long)interval->function);
-	put_json_string(out, "kernel", shown);
-	put(out, ",\"graph\":%s,\"stream\":\"0x%llx\",\"device\":%d,\"launch_ns\":%llu,"
-	    "\"start_after_ns\":%llu,\"done_by_ns\":%llu,\"evidence\":\"%s\"",
-	    interval->graph ? "true" : "false", (unsigned long long)interval->stream,
-	    interval->device, (unsigned long long)interval->launch_ns,
-	    (unsigned long long)interval->start_after_ns,
-	    (unsigned long long)interval->done_by_ns,
-	    cp_done_evidence__name(interval->evidence));
-	if (interval->evidence != CP_DONE_NONE)
-		put(out, ",\"evidence_api\":\"%s\",\"evidence_tid\":%u",
-		    cp_api__name(interval->evidence_api), interval->evidence_tid);
-	put(out, "}");
-}
-
-int cp_format__interval(struct cp_text *text, bool json, const struct cp_gpu_interval *interval,
-			struct cp_names *names, uint64_t start_ns)
-{
-	struct cp_sink out = cp_sink__text(text);
-	const char *mangled = NULL, *shown;
-	char label[64];
-
-	shown = cp_format__kernel_label(names, interval->pid, interval->function, interval->graph,
-					&mangled, label, sizeof(label));
-	if (json) {
-		put_interval_json(&out, interval, shown);
-		put(&out, "\n");
-		return cp_sink__text_done(&out);
-	}
-	put(&out, "%12.6f %7u %7u %-26s ", interval->done_by_ns > start_ns ?
-	    (interval->done_by_ns - start_ns) / 1e9 : 0.0, interval->pid, interval->tid, "gpu");
-	put_text_string(&out, shown);
-	if (interval->evidence == CP_DONE_NONE) {
-		put(&out, " stream=0x%llx launched=%.6f: no bound (dropped from a full queue)\n",
-		    (unsigned long long)interval->stream,
-		    interval->launch_ns > start_ns ? (interval->launch_ns - start_ns) / 1e9 : 0.0);
-		return cp_sink__text_done(&out);
-	}
-	put(&out, " stream=0x%llx ran within [%.6f, %.6f] (%.1f us) by %s\n",
-	    (unsigned long long)interval->stream,
-	    interval->start_after_ns > start_ns ? (interval->start_after_ns - start_ns) / 1e9 : 0.0,
-	    interval->done_by_ns > start_ns ? (interval->done_by_ns - start_ns) / 1e9 : 0.0,
-	    (interval->done_by_ns - interval->start_after_ns) / 1e3,
-	    cp_done_evidence__name(interval->evidence));
-	return cp_sink__text_done(&out);
-}
-
-int cp_format__traced_file_json(struct cp_text *text, const struct cp_traced_file *f)
-{
-	struct cp_sink out = cp_sink__text(text);
-	bool live = f->status == CP_ATTACH_ATTACHED && f->probes_live_ns >= f->first_mapped_ns;
-
-	put_lit(&out, "{\"type\":\"driver_file\"");
-	put_json_string(&out, "path", f->path);
-	put(&out, ",\"runtime\":%s,\"dev\":%u,\"inode\":%llu,\"status\":\"%s\",\"error\":%d,"
-	    "\"probes\":%u,\"first_mapped_ns\":%llu,\"probes_live_ns\":%llu,",
-	    f->runtime ? "true" : "false", f->dev, (unsigned long long)f->inode,
-	    cp_attach_status__name(f->status), f->error, f->probes,
-	    (unsigned long long)f->first_mapped_ns, (unsigned long long)f->probes_live_ns);
-	if (live)
-		put(&out, "\"attach_delay_ns\":%llu,",
-		    (unsigned long long)(f->probes_live_ns - f->first_mapped_ns));
-	else
-		put_lit(&out, "\"attach_delay_ns\":null,");
-	put(&out, "\"early_processes\":%u,\"held_processes\":%u,\"unheld_processes\":%u}\n",
-	    f->early_processes, f->held_processes,
-	    f->early_processes > f->held_processes ? f->early_processes - f->held_processes : 0);
-	return cp_sink__text_done(&out);
-}
-
-int cp_format__xid_in_flight(struct cp_text *text, bool json, const struct cp_xid_event *xid,
-			     const struct cp_gpu_interval *in_flight, size_t count, bool known,
-			     struct cp_names *names)
-{
-	struct cp_sink out = cp_sink__text(text);
-	uint32_t pid = cp_xid__process(xid);
-	char label[64];
-	size_t i;
-
-	if (json) {
-		put(&out, "{\"time_ns\":%llu,\"pid\":%u,\"type\":\"xid_in_flight\",\"xid\":%u,"
-		    "\"known\":%s,\"kernels\":[", (unsigned long long)xid->hdr.time_ns, pid,
-		    xid->error_code, known ? "true" : "false");
-		for (i = 0; i < count; i++) {
-			const struct cp_gpu_interval *k = &in_flight[i];
-
-			put(&out, "%s{\"function\":\"0x%llx\"", i ? "," : "",
-			    (unsigned long long)k->function);
-			put_json_string(&out, "kernel", cp_format__kernel_label(names, pid, k->function,
-						k->graph, NULL, label, sizeof(label)));
-			put(&out, ",\"stream\":\"0x%llx\",\"device\":%d,\"tid\":%u,\"launch_ns\":%llu,"
-			    "\"start_after_ns\":%llu,\"seq\":%llu}", (unsigned long long)k->stream,
-			    k->device, k->tid, (unsigned long long)k->launch_ns,
-			    (unsigned long long)k->start_after_ns, (unsigned long long)k->seq);
-		}
-		put(&out, "]}\n");
-		return cp_sink__text_done(&out);
-	}
-	if (!known) {
-		put(&out, "  Xid %u: pid %u was not traced: its kernels in flight are unknown\n",
-		    xid->error_code, pid);
-		return cp_sink__text_done(&out);
-	}
-	put(&out, "  Xid %u: pid %u had %zu kernels in flight (launched, not known complete)%s\n",
-	    xid->error_code, pid, count, count ? ":" : "");
-	for (i = 0; i < count; i++) {
-		const struct cp_gpu_interval *k = &in_flight[i];
-
-		put(&out, "    stream 0x%llx: ", (unsigned long long)k->stream);
-		put_text_string(&out, cp_format__kernel_label(names, pid, k->function, k->graph, NULL,
-							      label, sizeof(label)));
-		put(&out, " (launch #%llu by tid %u)\n", (unsigned long long)k->seq, k->tid);
-	}
-	return cp_sink__text_done(&out);
-}
-
 /* ---- metrics: the exporter's expositions ------------------------------------------------ */
 
 /* FNV-1a over the label values, each ended by a byte no UTF-8 text holds. */
@@ -2468,7 +1526,7 @@ int cp_format__chrome_call(struct cp_chrome_out *chrome, const struct cp_return_
 	}
 	/* The args: the call's record as --json writes it, and what the call returned. */
 	put(&out, ",\"args\":");
-	put_json_fields(&out, record ? record : (const union cp_event *)ret, names);
+	cp_json__record_fields(&out, record ? record : (const union cp_event *)ret, names);
 	if (record && !json_has_result(record->hdr.type) && ret->result)
 		put(&out, ",\"result\":%d", ret->result);
 	put(&out, "}}");
@@ -2497,7 +1555,7 @@ int cp_format__chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_i
 		put_chrome_start(&out, chrome, "i", "cuda.event", track_pid, track_pid,
 				 interval->launch_ns);
 		put(&out, ",\"name\":\"dropped\",\"s\":\"p\",\"args\":");
-		put_interval_json(&out, interval, shown);
+		cp_json__interval(&out, interval, shown);
 		put(&out, "}");
 		return cp_sink__text_done(&out);
 	}
@@ -2520,7 +1578,7 @@ int cp_format__chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_i
 		put(&out, ",\"flow_in\":true");
 	}
 	put(&out, ",\"args\":");
-	put_interval_json(&out, interval, shown);
+	cp_json__interval(&out, interval, shown);
 	put(&out, "}");
 	if (flow_id) {
 		/*
@@ -2579,7 +1637,7 @@ int cp_format__chrome_instant(struct cp_chrome_out *chrome, const union cp_event
 			snprintf(name, sizeof(name), "exit (status %d)",
 				 cp_exit__decode(event->proc.exit_code).status);
 		else
-			snprintf(name, sizeof(name), "%s", proc_kind_name(event->proc.kind));
+			snprintf(name, sizeof(name), "%s", cp_format__proc_kind_name(event->proc.kind));
 		break;
 	default:
 		snprintf(name, sizeof(name), "%s", cp_event_type__name(event->hdr.type));
@@ -2590,7 +1648,7 @@ int cp_format__chrome_instant(struct cp_chrome_out *chrome, const union cp_event
 	put(&out, ",\"name\":");
 	put_json_value(&out, name);
 	put(&out, ",\"s\":\"%s\",\"args\":", global ? "g" : "p");
-	put_json_fields(&out, event, names);
+	cp_json__record_fields(&out, event, names);
 	put(&out, "}}");
 	return cp_sink__text_done(&out);
 }

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-/* A growable string the formatters append to. */
+/* A growable string the formatters append to (they never print). */
 struct cp_text {
 	char *data;
 	size_t len;
@@ -28,6 +28,97 @@ struct cp_text {
 };
 void cp_text__clear(struct cp_text *text);
 void cp_text__free(struct cp_text *text);
+
+/*
+ * The formats (a file each in userspace/format/, output.h says how one is
+ * made). Every formatter below takes one; the commands pick it from their
+ * options.
+ */
+enum cp_format {
+	CP_FORMAT_TEXT,  /* lines for a terminal or a text file */
+	CP_FORMAT_JSON,  /* one JSON object a line (schema in the README) */
+	CP_FORMAT_MAX,
+};
+const char *cp_format__name(enum cp_format format);
+/* The line a format writes before its records (the text columns), or NULL. */
+const char *cp_format__header(enum cp_format format);
+
+/*
+ * One record in format, no newline, into buf: the length written, or
+ * -ENOSPC when it does not fit (then buf holds no valid line), -EINVAL.
+ * Kernel names come from names (may be NULL); start_ns is subtracted from
+ * the record's time where the format shows relative times.
+ * (cp_format__text and cp_format__json of cuprobe.h are these two.)
+ */
+int cp_format__record(enum cp_format format, const union cp_event *event,
+		      const struct cp_names *names, uint64_t start_ns, char *buf, size_t len);
+
+/*
+ * The formatters below append to text, growing it: 0, -ENOMEM (text->failed
+ * set, text holds what fit) or -EINVAL for an unknown format. What they
+ * write ends with a newline; a format with nothing to say of a kind writes
+ * nothing.
+ */
+
+/* One process's counts, as cuprobe stats reports them. */
+struct cp_report {
+	uint32_t pid;
+	const char *comm;
+	uint64_t time_ns;        /* CLOCK_MONOTONIC when the rows were read */
+	double since_start_s;    /* for the text header */
+	bool final;              /* its last report */
+	bool exited;
+	int exit_code;           /* wait status, when exited */
+	bool live;               /* read while it ran: tables may differ by the calls made meanwhile */
+	bool latency;            /* the API rows carry timings */
+	const struct cp_kernel_row *kernels;
+	size_t kernel_count;
+	const struct cp_api_row *apis;
+	size_t api_count;
+	const struct cp_mem_row *memory; /* NULL when none */
+	/* --timeline: the process's GPU time and its streams; NULL when not asked. */
+	const struct cp_gpu_summary *gpu;
+	const struct cp_gpu_stream *gpu_streams;
+	size_t gpu_stream_count;
+	const struct cp_gpu_device *gpu_devices;
+	size_t gpu_device_count;
+};
+/* Text lines, or one JSON object; rows most used first (the caller's arrays untouched). */
+int cp_format__report(struct cp_text *text, enum cp_format format, const struct cp_report *report,
+		      struct cp_names *names);
+
+/* Device memory still live when a process exited, by allocating site. */
+struct cp_leak_site {
+	uint64_t allocations;
+	uint64_t bytes;
+	uint32_t kind;             /* enum cp_mem_kind */
+	uint32_t api;
+	const char *const *frames; /* symbolized, innermost first; NULL when not captured */
+	size_t frame_count;
+};
+
+struct cp_leak {
+	uint32_t pid;
+	const char *comm;
+	uint64_t allocations;
+	uint64_t bytes;
+	bool stacks;               /* stacks were asked for */
+	const struct cp_leak_site *sites;
+	size_t site_count;
+};
+int cp_format__leak(struct cp_text *text, enum cp_format format, const struct cp_leak *leak);
+
+/* One launch's bound as a trace line, or a JSON object (type gpu_interval). */
+int cp_format__interval(struct cp_text *text, enum cp_format format,
+			const struct cp_gpu_interval *interval, struct cp_names *names,
+			uint64_t start_ns);
+/* After an Xid: the kernels its process had in flight (known: the process was traced). */
+int cp_format__xid_in_flight(struct cp_text *text, enum cp_format format,
+			     const struct cp_xid_event *xid, const struct cp_gpu_interval *in_flight,
+			     size_t count, bool known, struct cp_names *names);
+/* A driver or runtime file probed while tracing ran (JSON: type "driver_file"; text: nothing). */
+int cp_format__traced_file(struct cp_text *text, enum cp_format format,
+			   const struct cp_traced_file *file);
 
 #ifdef __cplusplus
 }
