@@ -39,7 +39,7 @@ struct ring_ctx {
 struct run_ctx {
 	struct cp_session *session;
 	const struct btf *btf;
-	bool json;
+	enum cp_format format;
 	bool failed;
 	uint64_t start_ns;
 	/* Agent thread and main thread both write: one line (or map) at a time. */
@@ -85,7 +85,7 @@ static int on_record(void *arg, const void *data, size_t size)
 	}
 	pthread_mutex_lock(&run->lock);
 	cp_text__clear(&run->text);
-	cp_format__program_record(&run->text, run->json, run->btf, &ring->info, data, size, &names);
+	cp_format__program_record(&run->text, run->format, run->btf, &ring->info, data, size, &names);
 	flush_text(run, &run->text);
 	if (!run->failed)
 		ring->printed++;
@@ -137,16 +137,16 @@ static void print_maps(struct run_ctx *run, bool final)
 	if (!count)
 		return;
 	pthread_mutex_lock(&run->lock);
-	cp_format__program_maps_header(&text, run->json, monotonic_ns() - run->start_ns, final);
+	cp_format__program_maps_header(&text, run->format, monotonic_ns() - run->start_ns, final);
 	for (i = 0; i < count; i++) {
 		if (cp_program__map(program, i, &info))
 			continue;
 		err = cp_program__read_map(program, i, &entries);
 		if (err) {
-			cp_format__program_map_unreadable(&text, run->json, &info, err);
+			cp_format__program_map_unreadable(&text, run->format, &info, err);
 			continue;
 		}
-		cp_format__program_map(&text, run->json, run->btf, &info, &entries, &names);
+		cp_format__program_map(&text, run->format, run->btf, &info, &entries, &names);
 		cp_map_entries__release(&entries);
 	}
 	flush_text(run, &text);
@@ -374,7 +374,7 @@ int cp_cmd_run(int argc, char **argv)
 		goto cleanup;
 	run.session = &session;
 	run.btf = cp_program__btf(session.program);
-	run.json = opts.json;
+	run.format = opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
 	run.start_ns = monotonic_ns();
 	if (set_up_rings(&run, &session_rings)) {
 		cp_say("out of memory");
@@ -400,7 +400,7 @@ int cp_cmd_run(int argc, char **argv)
 	cp_session__stop_agent(&session);
 	print_maps(&run, true);
 	report_rings(&run);
-	cp_session__report_files(&session, opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT);
+	cp_session__report_files(&session, run.format);
 	exit_code = cp_session__finish(&session);
 cleanup:
 	cp_session__close(&session);

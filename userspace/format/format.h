@@ -120,6 +120,35 @@ int cp_format__xid_in_flight(struct cp_text *text, enum cp_format format,
 int cp_format__traced_file(struct cp_text *text, enum cp_format format,
 			   const struct cp_traced_file *file);
 
+/*
+ * Users' programs (cuprobe run): their records and maps printed from BTF,
+ * as JSON, or as text in the other formats. Types cuprobe.bpf.h declares
+ * print their meaning: cuprobe_kernel_t as the kernel's name and
+ * cuprobe_stack_t as symbolized frames (both of the process in an integer
+ * member "pid" beside them, or in the map's key, else of names->pid),
+ * struct cuprobe_hist as a log2 histogram.
+ */
+struct cp_btf_names {
+	struct cp_names *names;            /* kernel names; may be NULL */
+	struct cp_symbolizer *symbolizer;  /* stack frames; may be NULL */
+	const struct cp_tracer *tracer;    /* where stacks are read; may be NULL */
+	uint32_t pid;                      /* when no "pid" is beside a value; 0 = none */
+};
+/* One record of a ring, a text line or a JSON object. */
+int cp_format__program_record(struct cp_text *text, enum cp_format format, const struct btf *btf,
+			      const struct cp_program_ring_info *ring, const void *data, size_t size,
+			      const struct cp_btf_names *names);
+/* One map's entries: a header line and a line (or block) per entry, or one JSON object. */
+int cp_format__program_map(struct cp_text *text, enum cp_format format, const struct btf *btf,
+			   const struct cp_program_map_info *map, const struct cp_map_entries *entries,
+			   const struct cp_btf_names *names);
+/* The line before the maps printed at one moment (final: at exit). */
+int cp_format__program_maps_header(struct cp_text *text, enum cp_format format,
+				   uint64_t elapsed_ns, bool final);
+/* A map that cannot be read (err from cp_program__read_map). */
+int cp_format__program_map_unreadable(struct cp_text *text, enum cp_format format,
+				      const struct cp_program_map_info *map, int err);
+
 #ifdef __cplusplus
 }
 #endif
