@@ -149,6 +149,54 @@ int cp_format__program_maps_header(struct cp_text *text, enum cp_format format,
 int cp_format__program_map_unreadable(struct cp_text *text, enum cp_format format,
 				      const struct cp_program_map_info *map, int err);
 
+/* ---- Chrome trace-event JSON (cuprobe trace --perfetto): format/chrome_trace.c ---- */
+
+/*
+ * The writer of a Chrome trace-event JSON file (cuprobe trace --perfetto):
+ * fed every record in ring order (before the timeline sees it) and every
+ * interval of the timeline, it appends events to a caller's text. Memory is
+ * bounded by what lives: per process (its name, launch count, live
+ * allocations, up to a cap), per thread (its name, at most one entry record
+ * waiting for its call's return, or one return waiting for the record its
+ * call writes at return, and its latest slices), per stream (its queue
+ * depth); a process's state goes with cp_chrome_trace__forget_pid.
+ *
+ * Layout: per process "comm (pid)", its threads with an "X" per API call
+ * (from CP_EV_RETURN: the tracer needs return_records), counters of live
+ * device memory; per GPU stream a process of its own (pid 2^30 + n, never a
+ * real pid) whose async slices are the kernels' bounds, with a flow from
+ * each launch call; instants for process start, fork, exit and Xid errors.
+ * A launch's flow and slice id is (process serial << 40 | its seq), unique
+ * in the trace: seq counts the process's kernel and graph launches from 1,
+ * as the timeline numbers them.
+ */
+struct cp_chrome_trace;
+
+struct cp_chrome_trace_stats {
+	uint64_t events;              /* trace events written */
+	uint64_t calls;               /* API slices */
+	uint64_t calls_overlapping;   /* returns left out: their slice would partly overlap an
+				       * earlier one of the thread (an entry time gone wrong) */
+	uint64_t flows;               /* launch slices with a flow to their kernel */
+	uint64_t kernels;             /* kernel slices */
+	uint64_t kernels_unbounded;   /* launches without a bound (instants "dropped") */
+	uint64_t allocations_untracked; /* allocations past a process's cap: not in the counter */
+};
+
+/* base_ns: CLOCK_MONOTONIC of ts 0, no later than any record (taken before attaching). */
+struct cp_chrome_trace *cp_chrome_trace__new(struct cp_names *names, uint64_t base_ns);
+void cp_chrome_trace__free(struct cp_chrome_trace *ct);
+/* Each returns 0, or -ENOMEM (text->failed set). */
+int cp_chrome_trace__record(struct cp_chrome_trace *ct, const union cp_event *event,
+			    struct cp_text *text);
+int cp_chrome_trace__interval(struct cp_chrome_trace *ct, const struct cp_gpu_interval *interval,
+			      struct cp_text *text);
+/* After pid's exit record and the intervals it settled: its state goes. */
+void cp_chrome_trace__forget_pid(struct cp_chrome_trace *ct, uint32_t pid);
+/* Tracing ended: the calls still waiting for their record are written, the array closed. */
+int cp_chrome_trace__finish(struct cp_chrome_trace *ct, struct cp_text *text);
+void cp_chrome_trace__stats(const struct cp_chrome_trace *ct, struct cp_chrome_trace_stats *out);
+
 #ifdef __cplusplus
 }
 #endif
