@@ -152,66 +152,6 @@ int cp_tracer__name_request_fd(const struct cp_tracer *tracer);
 int cp_tracer__answer_name_request(struct cp_tracer *tracer, struct cp_names *names,
 				   const void *record, size_t size);
 
-/* ---- metrics (cuprobe exporter): OpenMetrics, Prometheus text and protobuf --- */
-
-enum cp_metric_type { CP_METRIC_COUNTER, CP_METRIC_GAUGE, CP_METRIC_HISTOGRAM };
-
-#define CP_METRIC_LABELS_MAX 12
-
-/* One series: its label values (in the family's label order) and its value. */
-struct cp_metric_sample {
-	char *values[CP_METRIC_LABELS_MAX];
-	double value;                   /* counters and gauges */
-	/* Histograms: log2 buckets of nanoseconds (bucket b: (2^(b-1), 2^b] ns, the
-	 * last one everything above), their count and their sum in seconds. */
-	uint64_t buckets[CP_HIST_BUCKETS];
-	uint64_t count;
-	double sum;
-};
-
-struct cp_metric_family {
-	const char *name;               /* base units; counters without _total */
-	const char *help;
-	const char *unit;               /* "seconds", "bytes", or NULL */
-	enum cp_metric_type type;
-	const char *const *label_names;
-	size_t label_count;
-	struct cp_metric_sample *samples;
-	size_t sample_count, sample_capacity;
-	/* Open-addressing index over the label values: sample position + 1, 0 empty. */
-	size_t *index;
-	size_t index_capacity;          /* a power of two, at least twice sample_count */
-};
-
-/* A new series (label values copied); NULL when out of memory. */
-struct cp_metric_sample *cp_metric_family__add(struct cp_metric_family *family,
-					       const char *const *values);
-/* The series with these label values (found through the index), added when new. */
-struct cp_metric_sample *cp_metric_family__find(struct cp_metric_family *family,
-						const char *const *values);
-/* Every series removed (the arrays kept for reuse). */
-void cp_metric_family__clear(struct cp_metric_family *family);
-/* Every series removed and the arrays freed. */
-void cp_metric_family__release(struct cp_metric_family *family);
-
-enum cp_exposition {
-	CP_EXPOSITION_PROMETHEUS_TEXT, /* text/plain; version=0.0.4 */
-	CP_EXPOSITION_OPENMETRICS,     /* application/openmetrics-text; version=1.0.0 */
-	CP_EXPOSITION_PROTOBUF,        /* delimited io.prometheus.client.MetricFamily */
-};
-/* What a scraper's Accept header asks for (NULL: Prometheus text). */
-enum cp_exposition cp_exposition__from_accept(const char *accept);
-const char *cp_exposition__content_type(enum cp_exposition exposition);
-/*
- * Every family in one exposition, appended to out (binary for protobuf:
- * out->len counts the bytes). Histograms are exact classic ones (le at
- * each 2^b ns) in every format; protobuf adds a native histogram of schema
- * 0, each log2 bucket counted in the native bucket holding its upper bound.
- * 0 or -ENOMEM.
- */
-int cp_format__metrics(struct cp_text *out, enum cp_exposition exposition,
-		       const struct cp_metric_family *families, size_t count);
-
 #ifdef __cplusplus
 }
 #endif

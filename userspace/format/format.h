@@ -28,6 +28,13 @@ struct cp_text {
 };
 void cp_text__clear(struct cp_text *text);
 void cp_text__free(struct cp_text *text);
+/*
+ * Appending from outside the wing (the exporter's expositions): 0, or
+ * -ENOMEM with text->failed set (then nothing more is appended).
+ */
+int cp_text__append(struct cp_text *text, const void *bytes, size_t n);
+int cp_text__appendf(struct cp_text *text, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
 
 /*
  * The formats (a file each in userspace/format/, output.h says how one is

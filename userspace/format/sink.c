@@ -33,7 +33,7 @@ int cp_sink__text_done(struct cp_sink *out)
 	return 0;
 }
 
-void put(struct cp_sink *out, const char *fmt, ...)
+static void put_va(struct cp_sink *out, const char *fmt, va_list args)
 {
 	va_list ap;
 	int n;
@@ -41,7 +41,7 @@ void put(struct cp_sink *out, const char *fmt, ...)
 	if (out->overflow)
 		return;
 	for (;;) {
-		va_start(ap, fmt);
+		va_copy(ap, args);
 		n = out->len > out->used ?
 		    vsnprintf(out->buf + out->used, out->len - out->used, fmt, ap) : -1;
 		va_end(ap);
@@ -55,6 +55,15 @@ void put(struct cp_sink *out, const char *fmt, ...)
 	out->used += n;
 	if (out->text)
 		out->text->len = out->used;
+}
+
+void put(struct cp_sink *out, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	put_va(out, fmt, ap);
+	va_end(ap);
 }
 
 void cp_sink__bytes_growing(struct cp_sink *out, const char *s, size_t n)
@@ -138,4 +147,27 @@ void cp_text__free(struct cp_text *text)
 {
 	free(text->data);
 	memset(text, 0, sizeof(*text));
+}
+
+int cp_text__append(struct cp_text *text, const void *bytes, size_t n)
+{
+	struct cp_sink out = cp_sink__text(text);
+
+	if (text->failed)
+		return -ENOMEM;
+	put_bytes(&out, (const char *)bytes, n);
+	return cp_sink__text_done(&out);
+}
+
+int cp_text__appendf(struct cp_text *text, const char *fmt, ...)
+{
+	struct cp_sink out = cp_sink__text(text);
+	va_list ap;
+
+	if (text->failed)
+		return -ENOMEM;
+	va_start(ap, fmt);
+	put_va(&out, fmt, ap);
+	va_end(ap);
+	return cp_sink__text_done(&out);
 }
