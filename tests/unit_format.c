@@ -645,3 +645,29 @@ Test(text, control_bytes_in_names_and_paths_are_escaped)
 	cr_assert_not_null(strstr(buf, "path=/home/jos\xc3\xa9/m.cubin"), "%s", buf);
 	cp_names__free(names);
 }
+
+/* Every record type of the catalogue has a writer in both formats: more than the common part. */
+Test(formats, every_record_type_is_written_in_every_format)
+{
+	char buf[8192], common[256];
+	int n;
+
+#define CHECK(NAME, value, member, type, name) \
+	{ \
+		union cp_event ev = blank(CP_EV_##NAME, CP_API_UNKNOWN); \
+		json_t *obj; \
+\
+		ev.proc.kind = CP_EV_##NAME == CP_EV_PROC ? CP_PROC_EXIT : ev.proc.kind; \
+		obj = to_json(&ev, NULL); \
+		cr_assert_gt(json_object_size(obj), 5, #NAME ": no fields of its own in JSON"); \
+		json_decref(obj); \
+		n = cp_format__text(&ev, NULL, 0, buf, sizeof(buf)); \
+		snprintf(common, sizeof(common), "%5u.%06u %7u %7u %-26s", 9000000, 123456, 1234, \
+			 1240, "unknown"); \
+		cr_assert_gt(n, (int)strlen(common), #NAME ": no details in text: %s", buf); \
+		cr_assert_eq(strncmp(buf, common, strlen(common)), 0, "%s", buf); \
+	}
+	CP_RECORD_TYPES(CHECK)
+#undef CHECK
+}
+

@@ -126,18 +126,6 @@ static int chrome_stream_name(struct cp_chrome_out *chrome, uint32_t track_pid,
 	return cp_sink__text_done(&out);
 }
 
-/* Whether --json writes a "result" for records of this type. */
-static bool json_has_result(enum cp_event_type type)
-{
-	switch (type) {
-	case CP_EV_ALLOC: case CP_EV_SYNC: case CP_EV_NAME: case CP_EV_MODULE:
-	case CP_EV_VMM: case CP_EV_CONTEXT: case CP_EV_RETURN:
-		return true;
-	default:
-		return false;
-	}
-}
-
 static void put_chrome_flow_id(struct cp_sink *out, const char *key, uint64_t flow_id)
 {
 	put(out, ",\"%s\":\"0x%llx\"", key, (unsigned long long)flow_id);
@@ -167,8 +155,8 @@ static int chrome_call(struct cp_chrome_out *chrome, const struct cp_return_even
 	}
 	/* The args: the call's record as --json writes it, and what the call returned. */
 	put(&out, ",\"args\":");
-	cp_json__record_fields(&out, record ? record : (const union cp_event *)ret, names);
-	if (record && !json_has_result(record->hdr.type) && ret->result)
+	if (!cp_json__record_fields(&out, record ? record : (const union cp_event *)ret, names) &&
+	    ret->result)
 		put(&out, ",\"result\":%d", ret->result);
 	put(&out, "}}");
 	if (flow_id) {

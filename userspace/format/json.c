@@ -52,7 +52,7 @@ static void put_json_exit(struct cp_sink *out, int wait_status)
 
 /* ---- records ---------------------------------------------------------------------- */
 
-static void json_launch(struct cp_sink *out, const union cp_event *event,
+static bool json_launch(struct cp_sink *out, const union cp_event *event,
 			const struct cp_names *names)
 {
 	const struct cp_event_header *hdr = &event->hdr;
@@ -62,12 +62,12 @@ static void json_launch(struct cp_sink *out, const union cp_event *event,
 	if (e->flags & CP_LAUNCH_GRAPH) {
 		put(out, ",\"graph_exec\":\"0x%llx\",\"stream\":\"0x%llx\"",
 		    (unsigned long long)e->function, (unsigned long long)e->stream);
-		return;
+		return false;
 	}
 	if (e->flags & CP_LAUNCH_HOST_FUNC) {
 		put(out, ",\"host_function\":\"0x%llx\",\"stream\":\"0x%llx\"",
 		    (unsigned long long)e->function, (unsigned long long)e->stream);
-		return;
+		return false;
 	}
 	name = cp_names__lookup(names, hdr->pid, e->function);
 	put_lit(out, ",\"function\":\"");
@@ -90,9 +90,10 @@ static void json_launch(struct cp_sink *out, const union cp_event *event,
 		put(out, ",\"config_unreadable\":true");
 	if (e->flags & CP_LAUNCH_LEGACY)
 		put(out, ",\"legacy\":true");
+	return false;
 }
 
-static void json_alloc(struct cp_sink *out, const union cp_event *event,
+static bool json_alloc(struct cp_sink *out, const union cp_event *event,
 		       const struct cp_names *names)
 {
 	const struct cp_alloc_event *e = &event->alloc;
@@ -110,9 +111,10 @@ static void json_alloc(struct cp_sink *out, const union cp_event *event,
 		put_hex(out, e->stream);
 		put_lit(out, "\"");
 	}
+	return true;
 }
 
-static void json_free(struct cp_sink *out, const union cp_event *event,
+static bool json_free(struct cp_sink *out, const union cp_event *event,
 		      const struct cp_names *names)
 {
 	const struct cp_free_event *e = &event->free;
@@ -121,9 +123,10 @@ static void json_free(struct cp_sink *out, const union cp_event *event,
 	    cp_mem_kind__name(e->kind));
 	if (e->kind == CP_MEM_DEVICE_ASYNC)
 		put(out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+	return false;
 }
 
-static void json_copy(struct cp_sink *out, const union cp_event *event,
+static bool json_copy(struct cp_sink *out, const union cp_event *event,
 		      const struct cp_names *names)
 {
 	const struct cp_copy_event *e = &event->copy;
@@ -151,9 +154,10 @@ static void json_copy(struct cp_sink *out, const union cp_event *event,
 		put(out, ",\"bytes_unknown\":true");
 	if (e->flags & CP_COPY_TRUNCATED)
 		put(out, ",\"bytes_of_first\":%u", CP_COPY_BATCH_READ_MAX);
+	return false;
 }
 
-static void json_sync(struct cp_sink *out, const union cp_event *event,
+static bool json_sync(struct cp_sink *out, const union cp_event *event,
 		      const struct cp_names *names)
 {
 	const struct cp_event_header *hdr = &event->hdr;
@@ -171,9 +175,10 @@ static void json_sync(struct cp_sink *out, const union cp_event *event,
 	put_i64(out, e->result);
 	put_lit(out, ",\"device\":");
 	put_i64(out, e->device);
+	return true;
 }
 
-static void json_memset(struct cp_sink *out, const union cp_event *event,
+static bool json_memset(struct cp_sink *out, const union cp_event *event,
 			const struct cp_names *names)
 {
 	const struct cp_memset_event *e = &event->memset;
@@ -185,9 +190,10 @@ static void json_memset(struct cp_sink *out, const union cp_event *event,
 		put(out, ",\"pitch\":%llu", (unsigned long long)e->pitch);
 	if (e->async)
 		put(out, ",\"stream\":\"0x%llx\"", (unsigned long long)e->stream);
+	return false;
 }
 
-static void json_event(struct cp_sink *out, const union cp_event *event,
+static bool json_event(struct cp_sink *out, const union cp_event *event,
 		       const struct cp_names *names)
 {
 	const struct cp_event_event *e = &event->event;
@@ -195,9 +201,10 @@ static void json_event(struct cp_sink *out, const union cp_event *event,
 	put(out, ",\"op\":\"%s\",\"event\":\"0x%llx\",\"%s\":\"0x%llx\",\"device\":%d",
 	    cp_event_op__name(e->op), (unsigned long long)e->event, cp_format__event_scope(e->op),
 	    (unsigned long long)e->stream, e->device);
+	return false;
 }
 
-static void json_module(struct cp_sink *out, const union cp_event *event,
+static bool json_module(struct cp_sink *out, const union cp_event *event,
 			const struct cp_names *names)
 {
 	const struct cp_module_event *e = &event->module;
@@ -206,9 +213,10 @@ static void json_module(struct cp_sink *out, const union cp_event *event,
 	    cp_module_op__name(e->op), (unsigned long long)e->handle, e->result);
 	if (e->path_len)
 		put_json_string(out, "path", e->path);
+	return true;
 }
 
-static void json_vmm(struct cp_sink *out, const union cp_event *event,
+static bool json_vmm(struct cp_sink *out, const union cp_event *event,
 		     const struct cp_names *names)
 {
 	const struct cp_vmm_event *e = &event->vmm;
@@ -224,18 +232,20 @@ static void json_vmm(struct cp_sink *out, const union cp_event *event,
 		put(out, ",\"device\":%d", e->device);
 	if (e->op == CP_VMM_CREATE || e->op == CP_VMM_RELEASE || e->op == CP_VMM_UNMAP)
 		put(out, ",\"physical_bytes\":%llu", (unsigned long long)e->physical_bytes);
+	return true;
 }
 
-static void json_context(struct cp_sink *out, const union cp_event *event,
+static bool json_context(struct cp_sink *out, const union cp_event *event,
 			 const struct cp_names *names)
 {
 	const struct cp_context_event *e = &event->context;
 
 	put(out, ",\"op\":\"%s\",\"context\":\"0x%llx\",\"device\":%d,\"result\":%d",
 	    cp_context_op__name(e->op), (unsigned long long)e->context, e->device, e->result);
+	return true;
 }
 
-static void json_attach(struct cp_sink *out, const union cp_event *event,
+static bool json_attach(struct cp_sink *out, const union cp_event *event,
 			const struct cp_names *names)
 {
 	const struct cp_attach_event *e = &event->attach;
@@ -254,9 +264,10 @@ static void json_attach(struct cp_sink *out, const union cp_event *event,
 		    (unsigned long long)(e->probes_live_ns - e->hdr.time_ns));
 	if (e->status == CP_ATTACH_FAILED)
 		put(out, ",\"error\":\"%s\"", strerror(-e->error));
+	return false;
 }
 
-static void json_name(struct cp_sink *out, const union cp_event *event,
+static bool json_name(struct cp_sink *out, const union cp_event *event,
 		      const struct cp_names *names)
 {
 	const struct cp_name_event *e = &event->name;
@@ -266,14 +277,15 @@ static void json_name(struct cp_sink *out, const union cp_event *event,
 	    e->result);
 	if (e->hdr.api == CP_API_cuKernelGetFunction) {
 		put(out, ",\"alias_of\":\"0x%llx\"", (unsigned long long)e->alias_of);
-		return;
+		return true;
 	}
 	cp_demangle(e->name, display, sizeof(display));
 	put_json_string(out, "name", display);
 	put_json_string(out, "mangled", e->name);
+	return true;
 }
 
-static void json_proc(struct cp_sink *out, const union cp_event *event,
+static bool json_proc(struct cp_sink *out, const union cp_event *event,
 		      const struct cp_names *names)
 {
 	const struct cp_proc_event *e = &event->proc;
@@ -283,9 +295,10 @@ static void json_proc(struct cp_sink *out, const union cp_event *event,
 		put(out, ",\"child_pid\":%u", e->child_pid);
 	if (e->kind == CP_PROC_EXIT)
 		put_json_exit(out, e->exit_code);
+	return false;
 }
 
-static void json_ret(struct cp_sink *out, const union cp_event *event,
+static bool json_ret(struct cp_sink *out, const union cp_event *event,
 		     const struct cp_names *names)
 {
 	const struct cp_event_header *hdr = &event->hdr;
@@ -293,17 +306,19 @@ static void json_ret(struct cp_sink *out, const union cp_event *event,
 	put(out, ",\"entry_ns\":%llu,\"duration_ns\":%llu,\"result\":%d",
 	    (unsigned long long)event->ret.entry_ns,
 	    (unsigned long long)(hdr->time_ns - event->ret.entry_ns), event->ret.result);
+	return true;
 }
 
-static void json_xid(struct cp_sink *out, const union cp_event *event,
+static bool json_xid(struct cp_sink *out, const union cp_event *event,
 		     const struct cp_names *names)
 {
 	put(out, ",\"xid\":%u,\"process\":%u", event->xid.error_code, cp_xid__process(&event->xid));
 	put_json_string(out, "dev", event->xid.dev);
 	put_json_string(out, "message", event->xid.msg);
+	return false;
 }
 
-static void json_rt_launch(struct cp_sink *out, const union cp_event *event,
+static bool json_rt_launch(struct cp_sink *out, const union cp_event *event,
 			   const struct cp_names *names)
 {
 	const struct cp_event_header *hdr = &event->hdr;
@@ -317,34 +332,26 @@ static void json_rt_launch(struct cp_sink *out, const union cp_event *event,
 	put_json_dims(out, "block", e->block);
 	put(out, ",\"shared_mem_bytes\":%u,\"stream\":\"0x%llx\"", e->shared_mem_bytes,
 	    (unsigned long long)e->stream);
+	return false;
 }
 
-/* Each record type's own fields. */
-static const cp_record_writer json_records[CP_EV_TYPE_MAX] = {
-	[CP_EV_LAUNCH] = json_launch,
-	[CP_EV_ALLOC] = json_alloc,
-	[CP_EV_FREE] = json_free,
-	[CP_EV_COPY] = json_copy,
-	[CP_EV_SYNC] = json_sync,
-	[CP_EV_NAME] = json_name,
-	[CP_EV_PROC] = json_proc,
-	[CP_EV_RT_LAUNCH] = json_rt_launch,
-	[CP_EV_MEMSET] = json_memset,
-	[CP_EV_EVENT] = json_event,
-	[CP_EV_MODULE] = json_module,
-	[CP_EV_VMM] = json_vmm,
-	[CP_EV_ATTACH] = json_attach,
-	[CP_EV_CONTEXT] = json_context,
-	[CP_EV_RETURN] = json_ret,
-	[CP_EV_XID] = json_xid,
-};
+/*
+ * Each record type's own fields: json_MEMBER for each line of
+ * CP_RECORD_TYPES. Each says whether it wrote the call's "result" (the
+ * Chrome trace adds the return's when it did not).
+ */
+typedef bool (*json_record_writer)(struct cp_sink *out, const union cp_event *event,
+				   const struct cp_names *names);
+#define JSON_WRITER(NAME, value, member, type, name) [CP_EV_##NAME] = json_##member,
+static const json_record_writer json_records[CP_EV_TYPE_MAX] = { CP_RECORD_TYPES(JSON_WRITER) };
+#undef JSON_WRITER
 
 /*
  * A record's fields as --json writes them, the object left open for the
  * caller to close: the one JSON writer of records (a JSON line, and the args
  * of a Perfetto trace event).
  */
-void cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
+bool cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
 			    const struct cp_names *names)
 {
 	const struct cp_event_header *hdr = &event->hdr;
@@ -360,8 +367,8 @@ void cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
 	put_lit(out, "\",\"api\":\"");
 	put_str(out, cp_api__name(hdr->api));
 	put_lit(out, "\"");
-	if (hdr->type < CP_EV_TYPE_MAX && json_records[hdr->type])
-		json_records[hdr->type](out, event, names);
+	return hdr->type < CP_EV_TYPE_MAX && json_records[hdr->type] &&
+	       json_records[hdr->type](out, event, names);
 }
 
 static void json_record(struct cp_sink *out, const union cp_event *event,

@@ -5,7 +5,8 @@
  * (text.c, json.c), a row per format in format.c's table. Adding a format
  * is a file defining a struct cp_format_ops and its row (and its enum
  * cp_format value); a writer left NULL means the format writes nothing of
- * that kind. format.c does what every format shares (argument checks, the
+ * that kind. Inside a format, records go through a table by record type
+ * generated from CP_RECORD_TYPES (cuprobe_events.h): a writer per type. format.c does what every format shares (argument checks, the
  * sink, sorting report rows, kernel labels) before it calls them.
  */
 #ifndef CUPROBE_FORMAT_OUTPUT_H
@@ -13,10 +14,6 @@
 
 #include "cuprobe_internal.h"
 #include "sink.h"
-
-/* One record's own fields, as a format writes them after its common part. */
-typedef void (*cp_record_writer)(struct cp_sink *out, const union cp_event *event,
-				 const struct cp_names *names);
 
 struct cp_format_ops {
 	const char *name;
@@ -50,9 +47,10 @@ const char *cp_format__event_scope(uint32_t op);
 /*
  * The JSON writers the Chrome trace's events reuse for their args: a
  * record's fields as --json writes them (the object left open for the
- * caller to close), and a launch's bound as a gpu_interval record (closed).
+ * caller to close; true when they include the call's "result"), and a
+ * launch's bound as a gpu_interval record (closed).
  */
-void cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
+bool cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
 			    const struct cp_names *names);
 void cp_json__interval(struct cp_sink *out, const struct cp_gpu_interval *interval,
 		       const char *kernel);

@@ -281,25 +281,12 @@ static void text_rt_launch(struct cp_sink *out, const union cp_event *event,
 	    e->shared_mem_bytes, (unsigned long long)e->stream);
 }
 
-/* Each record type's own details. */
-static const cp_record_writer text_records[CP_EV_TYPE_MAX] = {
-	[CP_EV_LAUNCH] = text_launch,
-	[CP_EV_ALLOC] = text_alloc,
-	[CP_EV_FREE] = text_free,
-	[CP_EV_COPY] = text_copy,
-	[CP_EV_SYNC] = text_sync,
-	[CP_EV_NAME] = text_name,
-	[CP_EV_PROC] = text_proc,
-	[CP_EV_RT_LAUNCH] = text_rt_launch,
-	[CP_EV_MEMSET] = text_memset,
-	[CP_EV_EVENT] = text_event,
-	[CP_EV_MODULE] = text_module,
-	[CP_EV_VMM] = text_vmm,
-	[CP_EV_ATTACH] = text_attach,
-	[CP_EV_CONTEXT] = text_context,
-	[CP_EV_RETURN] = text_ret,
-	[CP_EV_XID] = text_xid,
-};
+/* Each record type's own details: text_MEMBER for each line of CP_RECORD_TYPES. */
+typedef void (*text_record_writer)(struct cp_sink *out, const union cp_event *event,
+				   const struct cp_names *names);
+#define TEXT_WRITER(NAME, value, member, type, name) [CP_EV_##NAME] = text_##member,
+static const text_record_writer text_records[CP_EV_TYPE_MAX] = { CP_RECORD_TYPES(TEXT_WRITER) };
+#undef TEXT_WRITER
 
 static void text_record(struct cp_sink *out, const union cp_event *event,
 			const struct cp_names *names, uint64_t start_ns)
