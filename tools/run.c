@@ -19,6 +19,7 @@
 
 #include "cli_options.h"
 #include "cuprobe_internal.h"
+#include "record_path.h"
 #include "run.h"
 #include "session.h"
 #include "spawn.h"
@@ -49,6 +50,7 @@ struct run_ctx {
 	struct cp_text text;
 	uint32_t exited[EXITED_NAMES_KEPT];
 	size_t exited_count;
+	struct cp_record_path path;
 };
 
 static uint64_t monotonic_ns(void)
@@ -94,30 +96,21 @@ static int on_record(void *arg, const void *data, size_t size)
 }
 
 /*
- * cuprobe's own records: names learned, mappings read at cuInit (stacks),
- * exits. An exited process's names stay for the maps printed later, the
- * last EXITED_NAMES_KEPT of them.
+ * cuprobe's own records (the session learns their names and reads mappings
+ * at cuInit): an exited process stays for the maps printed later, the last
+ * EXITED_NAMES_KEPT of them; older ones go.
  */
-static int on_event(void *arg, const union cp_event *event)
+static int on_settled(void *arg, const union cp_event *event)
 {
 	struct run_ctx *run = arg;
-	struct cp_session *s = run->session;
-	uint32_t pid = event->hdr.pid;
 
-	pthread_mutex_lock(&run->lock);
-	cp_names__observe(s->names, event);
-	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_CUDA_INIT) {
-		cp_symbolizer__refresh(s->symbolizer, pid);
-	} else if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
 		size_t slot = run->exited_count++ % EXITED_NAMES_KEPT;
 
-		if (run->exited_count > EXITED_NAMES_KEPT) {
-			cp_names__forget_pid(s->names, run->exited[slot]);
-			cp_symbolizer__forget(s->symbolizer, run->exited[slot]);
-		}
-		run->exited[slot] = pid;
+		if (run->exited_count > EXITED_NAMES_KEPT)
+			cp_record_path__forget(&run->path, run->exited[slot]);
+		run->exited[slot] = event->hdr.pid;
 	}
-	pthread_mutex_unlock(&run->lock);
 	return 0;
 }
 
@@ -383,7 +376,9 @@ int cp_cmd_run(int argc, char **argv)
 	}
 	session.rings = session_rings;
 	session.ring_count = run.ring_count + 1;
-	exit_code = cp_session__start_agent(&session, on_event, &run);
+	run.path = (struct cp_record_path){ .on_settled = on_settled, .ctx = &run, .lock = &run.lock,
+					    .forget_later = true };
+	exit_code = cp_record_path__start(&run.path, &session);
 	if (!exit_code)
 		exit_code = cp_session__start_command(&session);
 	if (exit_code)

@@ -5,8 +5,8 @@
  * exit. Only names and lifecycle records cross the ring buffer.
  *
  * Two threads report: the agent (a process exited: its final report, then
- * its rows are removed) and the main thread (interval ticks). One lock
- * keeps their output and the name table whole.
+ * the session's record path removes its rows) and the main thread
+ * (interval ticks). One lock keeps their output and the name table whole.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,6 +20,7 @@
 #include "cli_options.h"
 #include "cuprobe_internal.h"
 #include "output_file.h"
+#include "record_path.h"
 #include "session.h"
 #include "stats.h"
 
@@ -283,24 +284,29 @@ static void report_xid(struct stats_ctx *ctx, const struct cp_xid_event *xid)
 
 /* ---- the two reporting threads ------------------------------------------------------ */
 
-static int on_event(void *arg, const union cp_event *event)
+/* A process starting: its command name, read while it lives (its mappings the session reads). */
+static int on_record(void *arg, const union cp_event *event)
+{
+	struct stats_ctx *ctx = arg;
+
+	if (event->hdr.type == CP_EV_PROC && (event->proc.kind == CP_PROC_CUDA_INIT ||
+					      event->proc.kind == CP_PROC_HELD_FOR_STACKS))
+		comm_of(ctx, event->hdr.pid);
+	return 0;
+}
+
+/*
+ * The timeline has the record: an Xid's report, and an exit's final report
+ * and leak check (then the session forgets the process, rows included).
+ */
+static int on_settled(void *arg, const union cp_event *event)
 {
 	struct stats_ctx *ctx = arg;
 	struct cp_stats_snapshot snap;
 
-	pthread_mutex_lock(&ctx->lock);
-	cp_names__observe(ctx->session->names, event);
-	cp_timeline__observe(ctx->timeline, event);
 	if (event->hdr.type == CP_EV_XID)
 		report_xid(ctx, &event->xid);
-	if (event->hdr.type == CP_EV_PROC && (event->proc.kind == CP_PROC_CUDA_INIT ||
-					      event->proc.kind == CP_PROC_HELD_FOR_STACKS)) {
-		/* Alive (held, or in cuInit): its libraries are mapped; keep them for leak stacks. */
-		cp_tracer__maps_reading(ctx->session->tracer, event->hdr.pid);
-		cp_symbolizer__refresh(ctx->session->symbolizer, event->hdr.pid);
-		cp_tracer__maps_read(ctx->session->tracer, event->hdr.pid);
-		comm_of(ctx, event->hdr.pid);
-	} else if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
 		struct exit_info info = { .exited = true, .exit_code = event->proc.exit_code };
 		uint32_t pid = event->hdr.pid;
 
@@ -311,13 +317,7 @@ static int on_event(void *arg, const union cp_event *event)
 			}
 			cp_stats_snapshot__release(&snap);
 		}
-		/* Read, reported: now it goes, so the maps and tables stay bounded by live processes. */
-		cp_tracer__forget_pid(ctx->session->tracer, pid);
-		cp_symbolizer__forget(ctx->session->symbolizer, pid);
-		cp_names__forget_pid(ctx->session->names, pid);
-		cp_timeline__forget_pid(ctx->timeline, pid);
 	}
-	pthread_mutex_unlock(&ctx->lock);
 	return 0;
 }
 
@@ -415,6 +415,8 @@ int cp_cmd_stats(int argc, char **argv)
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_wait_hooks hooks = { 0 };
 	struct stats_ctx ctx = { 0 };
+	struct cp_record_path path = { .on_record = on_record, .on_settled = on_settled,
+				       .ctx = &ctx, .lock = &ctx.lock };
 	struct cp_trace_options opts;
 	struct cp_session session;
 	size_t i;
@@ -455,7 +457,8 @@ int cp_cmd_stats(int argc, char **argv)
 		comm_of(&ctx, opts.pids[i]);
 	}
 	ctx.start_ns = monotonic_ns();
-	exit_code = cp_session__start_agent(&session, on_event, &ctx);
+	path.timeline = ctx.timeline;
+	exit_code = cp_record_path__start(&path, &session);
 	if (!exit_code)
 		exit_code = cp_session__start_command(&session);
 	if (exit_code)

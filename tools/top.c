@@ -16,6 +16,7 @@
 
 #include "cli_options.h"
 #include "cuprobe_internal.h"
+#include "record_path.h"
 #include "session.h"
 #include "stats.h"
 
@@ -37,6 +38,7 @@ struct top_ctx {
 	struct cp_session *session;
 	struct cp_names *names;
 	pthread_mutex_t lock;   /* names, between the agent and the drawing thread */
+	struct cp_record_path path;
 	struct top_row previous[MAX_ROWS];
 	size_t previous_count;
 	unsigned long long previous_ns;
@@ -53,19 +55,13 @@ static unsigned long long monotonic_ns(void)
 	return (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static int on_event(void *arg, const union cp_event *event)
+/* An exit: gone from the view (the session forgets it, its rows too: the maps stay bounded). */
+static int on_record(void *arg, const union cp_event *event)
 {
 	struct top_ctx *ctx = arg;
 
-	pthread_mutex_lock(&ctx->lock);
-	cp_names__observe(ctx->names, event);
-	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
-		/* Gone from the view, and its rows from the maps: they stay bounded. */
-		cp_tracer__forget_pid(ctx->session->tracer, event->hdr.pid);
-		cp_names__forget_pid(ctx->names, event->hdr.pid);
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT)
 		ctx->exited++;
-	}
-	pthread_mutex_unlock(&ctx->lock);
 	return 0;
 }
 
@@ -292,7 +288,8 @@ int cp_cmd_top(int argc, char **argv)
 		goto cleanup;
 	ctx->session = &session;
 	ctx->names = session.names;
-	exit_code = cp_session__start_agent(&session, on_event, ctx);
+	ctx->path = (struct cp_record_path){ .on_record = on_record, .ctx = ctx, .lock = &ctx->lock };
+	exit_code = cp_record_path__start(&ctx->path, &session);
 	if (exit_code)
 		goto cleanup;
 	exit_code = CP_EXIT_SETUP;

@@ -24,6 +24,7 @@
 #include "cli_options.h"
 #include "cuprobe_internal.h"
 #include "output_file.h"
+#include "record_path.h"
 #include "session.h"
 #include "trace.h"
 
@@ -77,6 +78,8 @@ static void on_interval(void *ctx, const struct cp_gpu_interval *interval)
 	struct trace_output *output = ctx;
 	struct cp_text text = { 0 };
 
+	if (output->failed)
+		return; /* as for records: the session is stopping */
 	if (output->perfetto && !output->perfetto_failed) {
 		cp_chrome_trace__interval(output->perfetto, interval, &output->perfetto_text);
 		write_perfetto(output);
@@ -105,7 +108,8 @@ static void write_in_flight(struct trace_output *output, const struct cp_xid_eve
 	write_text(output, &output->text);
 }
 
-static int on_event(void *ctx, const union cp_event *event)
+/* A record, as the format writes it, and its Perfetto events: names already learned from it. */
+static int on_record(void *ctx, const union cp_event *event)
 {
 	struct trace_output *output = ctx;
 	struct cp_names *names = output->session->names;
@@ -114,7 +118,6 @@ static int on_event(void *ctx, const union cp_event *event)
 
 	if (output->failed)
 		return 0; /* the output is gone: records are counted, tracing is stopping */
-	cp_names__observe(names, event);
 	/* Returns are recorded for --perfetto's slices only: the output stays as without it. */
 	n = event->hdr.type == CP_EV_RETURN ? -1 :
 	    cp_format__record(output->format, event, names, output->start_ns, line, sizeof(line));
@@ -131,17 +134,22 @@ static int on_event(void *ctx, const union cp_event *event)
 		cp_chrome_trace__record(output->perfetto, event, &output->perfetto_text);
 		write_perfetto(output);
 	}
-	/* The evidence it brings, after the record itself: bounds complete now. */
-	cp_timeline__observe(output->timeline, event);
+	output->written++;
+	return 0;
+}
+
+/* After the timeline has seen it: an Xid's kernels in flight; an exit's Perfetto state goes. */
+static int on_settled(void *ctx, const union cp_event *event)
+{
+	struct trace_output *output = ctx;
+
+	if (output->failed)
+		return 0;
 	if (event->hdr.type == CP_EV_XID)
 		write_in_flight(output, &event->xid);
-	/* Forgotten only once its exit record was written: later records still name. */
-	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
-		cp_names__forget_pid(names, event->hdr.pid);
-		cp_timeline__forget_pid(output->timeline, event->hdr.pid);
+	/* Its exit record and the intervals it settled are written: the session forgets the rest. */
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT)
 		cp_chrome_trace__forget_pid(output->perfetto, event->hdr.pid);
-	}
-	output->written++;
 	return 0;
 }
 
@@ -222,6 +230,8 @@ int cp_cmd_trace(int argc, char **argv)
 {
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct trace_output output = { 0 };
+	struct cp_record_path path = { .on_record = on_record, .on_settled = on_settled,
+				       .ctx = &output };
 	struct cp_trace_options opts;
 	struct cp_session session;
 	uint64_t perfetto_base_ns;
@@ -254,7 +264,8 @@ int cp_cmd_trace(int argc, char **argv)
 		exit_code = CP_EXIT_SETUP;
 		goto cleanup;
 	}
-	exit_code = cp_session__start_agent(&session, on_event, &output);
+	path.timeline = output.timeline;
+	exit_code = cp_record_path__start(&path, &session);
 	if (exit_code)
 		goto cleanup;
 	if (cp_format__header(output.format)) {
