@@ -4,7 +4,8 @@
  * cuprobe command line (tools/) and the tests share beyond the public API
  * (cuprobe.h). Not installed, not exported from libcuprobe.so: these are
  * reachable only by linking the static libcuprobe.a, and may change at any
- * time.
+ * time. The output wing's part (formats, reports, the Chrome trace writer)
+ * is format/format.h, included here.
  */
 #ifndef CUPROBE_INTERNAL_H
 #define CUPROBE_INTERNAL_H
@@ -87,7 +88,7 @@ int cp_kernel_name_from_device_stub(const char *symbol, char *out, size_t out_le
 /* Demangles an Itanium C++ ABI name into out; a plain C name is copied as is. */
 int cp_demangle(const char *mangled, char *out, size_t out_len);
 
-/* ---- the output wing's forms of names ------------------------------------------ */
+/* ---- names as the formats write them ------------------------------------------ */
 
 /*
  * A learned name as the record formatters write it, escaped once when the

@@ -6,8 +6,11 @@
  * is a file defining a struct cp_format_ops and its row (and its enum
  * cp_format value); a writer left NULL means the format writes nothing of
  * that kind. Inside a format, records go through a table by record type
- * generated from CP_RECORD_TYPES (cuprobe_events.h): a writer per type. format.c does what every format shares (argument checks, the
- * sink, sorting report rows, kernel labels) before it calls them.
+ * generated from CP_RECORD_TYPES (cuprobe_events.h): a writer per type.
+ * format.c does what every format shares (argument checks, the sink,
+ * sorting report rows, kernel labels) before it calls them. The BTF values
+ * of cuprobe run (btf.c) and the Chrome trace (chrome_trace.c) are formats
+ * of their own kind, with their own entry points in format.h.
  */
 #ifndef CUPROBE_FORMAT_OUTPUT_H
 #define CUPROBE_FORMAT_OUTPUT_H
