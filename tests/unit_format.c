@@ -671,3 +671,16 @@ Test(formats, every_record_type_is_written_in_every_format)
 #undef CHECK
 }
 
+
+/* Sizes for a person: the reports' form, and top's compact one. */
+Test(formats, bytes_for_a_person)
+{
+	char buf[32];
+
+	cr_assert_str_eq(cp_format__bytes(512, false, buf, sizeof(buf)), "512 B");
+	cr_assert_str_eq(cp_format__bytes(512, true, buf, sizeof(buf)), "512");
+	cr_assert_str_eq(cp_format__bytes(1536, false, buf, sizeof(buf)), "1.50 KiB");
+	cr_assert_str_eq(cp_format__bytes(1536, true, buf, sizeof(buf)), "1.5K");
+	cr_assert_str_eq(cp_format__bytes(5ull << 20, false, buf, sizeof(buf)), "5.00 MiB");
+	cr_assert_str_eq(cp_format__bytes(3ull << 30, true, buf, sizeof(buf)), "3.0G");
+}

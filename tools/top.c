@@ -103,18 +103,6 @@ static int by_rate_desc(const void *a, const void *b)
 	return x->launches < y->launches ? 1 : x->launches > y->launches ? -1 : 0;
 }
 
-static void bytes_text(unsigned long long bytes, char *buf, size_t len)
-{
-	if (bytes >= (1ull << 30))
-		snprintf(buf, len, "%.1fG", bytes / (double)(1ull << 30));
-	else if (bytes >= (1ull << 20))
-		snprintf(buf, len, "%.1fM", bytes / (double)(1ull << 20));
-	else if (bytes >= (1ull << 10))
-		snprintf(buf, len, "%.1fK", bytes / 1024.0);
-	else
-		snprintf(buf, len, "%llu", bytes);
-}
-
 /*
  * Puts text on screen row y from column 0, cut to what the row shows: nothing
  * on a row past the bottom, nothing past the last column, and never the
@@ -222,8 +210,8 @@ static void refresh_view(void *arg)
 		char live[16], peak[16], label[64];
 		const char *kernel = "-";
 
-		bytes_text(rows[i].live_bytes, live, sizeof(live));
-		bytes_text(rows[i].peak_bytes, peak, sizeof(peak));
+		cp_format__bytes(rows[i].live_bytes, true, live, sizeof(live));
+		cp_format__bytes(rows[i].peak_bytes, true, peak, sizeof(peak));
 		/* The one naming path: probe-learned, stub, or the driver's record of a late attach. */
 		if (rows[i].top_launches)
 			kernel = cp_format__kernel_label(ctx->names, rows[i].pid, rows[i].top_handle,

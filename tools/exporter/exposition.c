@@ -48,13 +48,13 @@ const char *cp_exposition__content_type(enum cp_exposition exposition)
 	}
 }
 
-/* A label value: backslash, double quote and newline escaped (both text formats). */
-static void put_label_value(struct cp_text *out, const char *value)
+/* s with the characters of escaped (backslash, newline, double quote) backslash-escaped. */
+static void put_escaped(struct cp_text *out, const char *s, const char *escaped)
 {
-	const char *p = value;
+	const char *p = s;
 
 	while (*p) {
-		size_t plain = strcspn(p, "\\\"\n");
+		size_t plain = strcspn(p, escaped);
 
 		put_bytes(out, p, plain);
 		p += plain;
@@ -63,6 +63,12 @@ static void put_label_value(struct cp_text *out, const char *value)
 		put_str(out, *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : "\\n");
 		p++;
 	}
+}
+
+/* A label value: backslash, double quote and newline escaped (both text formats). */
+static void put_label_value(struct cp_text *out, const char *value)
+{
+	put_escaped(out, value, "\\\"\n");
 }
 
 /* {a="x",b="y"} with an extra label (le) when given; nothing for no labels. */
@@ -117,18 +123,7 @@ static double bucket_le_seconds(int b)
  */
 static void put_help(struct cp_text *out, const char *help, bool openmetrics)
 {
-	const char *p = help;
-
-	while (*p) {
-		size_t plain = strcspn(p, openmetrics ? "\\\n\"" : "\\\n");
-
-		put_bytes(out, p, plain);
-		p += plain;
-		if (!*p)
-			break;
-		put_str(out, *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : "\\n");
-		p++;
-	}
+	put_escaped(out, help, openmetrics ? "\\\n\"" : "\\\n");
 	put_str(out, "\n");
 }
 

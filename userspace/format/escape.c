@@ -60,30 +60,25 @@ int cp_json__escape(const char *src, char *buf, size_t len)
 {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)src;
-	size_t used = 0, run, step;
+	size_t used = 0, run;
 
 	if (!src || !buf || !len)
 		return -EINVAL;
 	while (*p) {
-		/* The common case, names and paths: a run copied at once. */
+		/*
+		 * The common case, names and paths: a run copied at once; and a
+		 * valid UTF-8 sequence as it is.
+		 */
 		for (run = 0; json_plain(p[run]); run++)
 			;
+		if (!run && *p >= 0x80)
+			run = utf8_sequence_len(p);
 		if (run) {
 			if (used + run >= len)
 				return -ENOSPC;
 			memcpy(buf + used, p, run);
 			used += run;
 			p += run;
-			continue;
-		}
-		step = *p >= 0x80 ? utf8_sequence_len(p) : 0;
-		if (step) {
-			/* Valid UTF-8 as it is. */
-			if (used + step >= len)
-				return -ENOSPC;
-			memcpy(buf + used, p, step);
-			used += step;
-			p += step;
 			continue;
 		}
 		if (used + 6 >= len)

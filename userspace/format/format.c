@@ -64,6 +64,21 @@ const char *cp_format__header(enum cp_format format)
 	return ops_of(format) ? ops_of(format)->header : NULL;
 }
 
+/*
+ * Appends to text what format's writer (a member of its ops) writes of the
+ * arguments: 0, -ENOMEM or -EINVAL (an unknown format). A format without
+ * that writer writes nothing.
+ */
+#define WRITE_TEXT(text, format, writer, ...)						\
+	__extension__ ({								\
+		const struct cp_format_ops *ops_ = ops_of(format);			\
+		struct cp_sink out_ = cp_sink__text(text);				\
+											\
+		if (ops_ && ops_->writer)						\
+			ops_->writer(&out_, __VA_ARGS__);				\
+		ops_ ? cp_sink__text_done(&out_) : -EINVAL;				\
+	})
+
 /* ---- records ------------------------------------------------------------------------ */
 
 int cp_format__record(enum cp_format format, const union cp_event *event,
@@ -115,14 +130,11 @@ static int by_calls_desc(const void *a, const void *b)
 int cp_format__report(struct cp_text *text, enum cp_format format, const struct cp_report *report,
 		      struct cp_names *names)
 {
-	const struct cp_format_ops *ops = ops_of(format);
-	struct cp_sink out = cp_sink__text(text);
 	struct cp_report sorted = *report;
 	struct cp_kernel_row *kernels;
 	struct cp_api_row *apis;
+	int err;
 
-	if (!ops)
-		return -EINVAL;
 	/* Most used first, in copies: the caller's arrays stay as they are. */
 	kernels = calloc(report->kernel_count + 1, sizeof(*kernels));
 	apis = calloc(report->api_count + 1, sizeof(*apis));
@@ -137,23 +149,15 @@ int cp_format__report(struct cp_text *text, enum cp_format format, const struct 
 	qsort(apis, report->api_count, sizeof(*apis), by_calls_desc);
 	sorted.kernels = kernels;
 	sorted.apis = apis;
-	if (ops->report)
-		ops->report(&out, &sorted, names);
+	err = WRITE_TEXT(text, format, report, &sorted, names);
 	free(kernels);
 	free(apis);
-	return cp_sink__text_done(&out);
+	return err;
 }
 
 int cp_format__leak(struct cp_text *text, enum cp_format format, const struct cp_leak *leak)
 {
-	const struct cp_format_ops *ops = ops_of(format);
-	struct cp_sink out = cp_sink__text(text);
-
-	if (!ops)
-		return -EINVAL;
-	if (ops->leak)
-		ops->leak(&out, leak);
-	return cp_sink__text_done(&out);
+	return WRITE_TEXT(text, format, leak, leak);
 }
 
 /* ---- the GPU timeline, Xid and traced files ---------------------------------------- */
@@ -162,43 +166,23 @@ int cp_format__interval(struct cp_text *text, enum cp_format format,
 			const struct cp_gpu_interval *interval, struct cp_names *names,
 			uint64_t start_ns)
 {
-	const struct cp_format_ops *ops = ops_of(format);
-	struct cp_sink out = cp_sink__text(text);
 	char label[64];
+	const char *kernel = cp_format__kernel_label(names, interval->pid, interval->function,
+						     interval->graph, NULL, label, sizeof(label));
 
-	if (!ops)
-		return -EINVAL;
-	if (ops->interval)
-		ops->interval(&out, interval,
-			      cp_format__kernel_label(names, interval->pid, interval->function,
-						      interval->graph, NULL, label, sizeof(label)),
-			      start_ns);
-	return cp_sink__text_done(&out);
+	return WRITE_TEXT(text, format, interval, interval, kernel, start_ns);
 }
 
 int cp_format__xid_in_flight(struct cp_text *text, enum cp_format format,
 			     const struct cp_xid_event *xid, const struct cp_gpu_interval *in_flight,
 			     size_t count, bool known, struct cp_names *names)
 {
-	const struct cp_format_ops *ops = ops_of(format);
-	struct cp_sink out = cp_sink__text(text);
-
-	if (!ops)
-		return -EINVAL;
-	if (ops->xid_in_flight)
-		ops->xid_in_flight(&out, xid, cp_xid__process(xid), in_flight, count, known, names);
-	return cp_sink__text_done(&out);
+	return WRITE_TEXT(text, format, xid_in_flight, xid, cp_xid__process(xid), in_flight, count,
+			  known, names);
 }
 
 int cp_format__traced_file(struct cp_text *text, enum cp_format format,
 			   const struct cp_traced_file *file)
 {
-	const struct cp_format_ops *ops = ops_of(format);
-	struct cp_sink out = cp_sink__text(text);
-
-	if (!ops)
-		return -EINVAL;
-	if (ops->traced_file)
-		ops->traced_file(&out, file);
-	return cp_sink__text_done(&out);
+	return WRITE_TEXT(text, format, traced_file, file);
 }

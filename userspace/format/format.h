@@ -47,6 +47,8 @@ enum cp_format {
 	CP_FORMAT_MAX,
 };
 const char *cp_format__name(enum cp_format format);
+/* Bytes for a person: "1.50 MiB", compact "1.5M" (under a KiB: "512 B", "512"), into buf. */
+const char *cp_format__bytes(uint64_t bytes, bool compact, char *buf, size_t len);
 /* The line a format writes before its records (the text columns), or NULL. */
 const char *cp_format__header(enum cp_format format);
 

@@ -10,6 +10,17 @@
 
 #include "output.h"
 
+/*
+ * ,"key":value, key a string literal: hex strings, numbers, and names of
+ * cuprobe's own (enum names: nothing to escape).
+ */
+#define put_json_hex(out, key, v) \
+	(put_lit(out, ",\"" key "\":\""), put_hex(out, v), put_lit(out, "\""))
+#define put_json_u64(out, key, v) (put_lit(out, ",\"" key "\":"), put_u64(out, v))
+#define put_json_i64(out, key, v) (put_lit(out, ",\"" key "\":"), put_i64(out, v))
+#define put_json_name(out, key, v) \
+	(put_lit(out, ",\"" key "\":\""), put_str(out, v), put_lit(out, "\""))
+
 /* "kernel" and "mangled" of a launch: the forms escaped when the name was learned. */
 static void put_json_kernel_names(struct cp_sink *out, const struct cp_name_entry *name)
 {
@@ -70,20 +81,15 @@ static bool json_launch(struct cp_sink *out, const union cp_event *event,
 		return false;
 	}
 	name = cp_names__lookup(names, hdr->pid, e->function);
-	put_lit(out, ",\"function\":\"");
-	put_hex(out, e->function);
-	put_lit(out, "\"");
+	put_json_hex(out, "function", e->function);
 	put_json_kernel_names(out, name);
 	if (name && name->source != CP_NAME_FROM_PROBE)
-		put(out, ",\"name_source\":\"%s\"", cp_name_source__name(name->source));
+		put_json_name(out, "name_source", cp_name_source__name(name->source));
 	put_json_dims(out, "grid", e->grid);
 	put_json_dims(out, "block", e->block);
-	put_lit(out, ",\"shared_mem_bytes\":");
-	put_u64(out, e->shared_mem_bytes);
-	put_lit(out, ",\"stream\":\"");
-	put_hex(out, e->stream);
-	put_lit(out, "\",\"device\":");
-	put_i64(out, e->device);
+	put_json_u64(out, "shared_mem_bytes", e->shared_mem_bytes);
+	put_json_hex(out, "stream", e->stream);
+	put_json_i64(out, "device", e->device);
 	if (e->flags & CP_LAUNCH_COOPERATIVE)
 		put(out, ",\"cooperative\":true");
 	if (e->flags & CP_LAUNCH_CONFIG_FAULT)
@@ -98,19 +104,12 @@ static bool json_alloc(struct cp_sink *out, const union cp_event *event,
 {
 	const struct cp_alloc_event *e = &event->alloc;
 
-	put_lit(out, ",\"ptr\":\"");
-	put_hex(out, e->ptr);
-	put_lit(out, "\",\"bytes\":");
-	put_u64(out, e->bytes);
-	put_lit(out, ",\"kind\":\"");
-	put_str(out, cp_mem_kind__name(e->kind));
-	put_lit(out, "\",\"result\":");
-	put_i64(out, e->result);
-	if (e->kind == CP_MEM_DEVICE_ASYNC) {
-		put_lit(out, ",\"stream\":\"");
-		put_hex(out, e->stream);
-		put_lit(out, "\"");
-	}
+	put_json_hex(out, "ptr", e->ptr);
+	put_json_u64(out, "bytes", e->bytes);
+	put_json_name(out, "kind", cp_mem_kind__name(e->kind));
+	put_json_i64(out, "result", e->result);
+	if (e->kind == CP_MEM_DEVICE_ASYNC)
+		put_json_hex(out, "stream", e->stream);
 	return true;
 }
 
@@ -131,20 +130,15 @@ static bool json_copy(struct cp_sink *out, const union cp_event *event,
 {
 	const struct cp_copy_event *e = &event->copy;
 
-	put_lit(out, ",\"dst\":\"");
-	put_hex(out, e->dst);
-	put_lit(out, "\",\"src\":\"");
-	put_hex(out, e->src);
-	put_lit(out, "\",\"bytes\":");
-	put_u64(out, e->bytes);
-	put_lit(out, ",\"direction\":\"");
-	put_str(out, cp_copy_dir__name(e->direction));
+	put_json_hex(out, "dst", e->dst);
+	put_json_hex(out, "src", e->src);
+	put_json_u64(out, "bytes", e->bytes);
+	put_json_name(out, "direction", cp_copy_dir__name(e->direction));
 	if (e->async) {
-		put_lit(out, "\",\"async\":true,\"stream\":\"");
-		put_hex(out, e->stream);
-		put_lit(out, "\"");
+		put_lit(out, ",\"async\":true");
+		put_json_hex(out, "stream", e->stream);
 	} else {
-		put_lit(out, "\",\"async\":false");
+		put_lit(out, ",\"async\":false");
 	}
 	if (e->count != 1)
 		put(out, ",\"count\":%u", e->count);
@@ -163,18 +157,12 @@ static bool json_sync(struct cp_sink *out, const union cp_event *event,
 	const struct cp_event_header *hdr = &event->hdr;
 	const struct cp_sync_event *e = &event->sync;
 
-	put_lit(out, ",\"kind\":\"");
-	put_str(out, cp_sync_kind__name(e->kind));
-	put_lit(out, "\",\"handle\":\"");
-	put_hex(out, e->handle);
-	put_lit(out, "\",\"entry_ns\":");
-	put_u64(out, e->entry_ns);
-	put_lit(out, ",\"waited_ns\":");
-	put_u64(out, hdr->time_ns > e->entry_ns ? hdr->time_ns - e->entry_ns : 0);
-	put_lit(out, ",\"result\":");
-	put_i64(out, e->result);
-	put_lit(out, ",\"device\":");
-	put_i64(out, e->device);
+	put_json_name(out, "kind", cp_sync_kind__name(e->kind));
+	put_json_hex(out, "handle", e->handle);
+	put_json_u64(out, "entry_ns", e->entry_ns);
+	put_json_u64(out, "waited_ns", hdr->time_ns > e->entry_ns ? hdr->time_ns - e->entry_ns : 0);
+	put_json_i64(out, "result", e->result);
+	put_json_i64(out, "device", e->device);
 	return true;
 }
 
@@ -321,12 +309,10 @@ static bool json_xid(struct cp_sink *out, const union cp_event *event,
 static bool json_rt_launch(struct cp_sink *out, const union cp_event *event,
 			   const struct cp_names *names)
 {
-	const struct cp_event_header *hdr = &event->hdr;
-	const struct cp_name_entry *name;
 	const struct cp_rt_launch_event *e = &event->rt_launch;
+	const struct cp_name_entry *name = cp_names__lookup_stub(names, e->hdr.pid, e->stub);
 
-	name = cp_names__lookup_stub(names, hdr->pid, e->stub);
-	put(out, ",\"stub\":\"0x%llx\"", (unsigned long long)e->stub);
+	put_json_hex(out, "stub", e->stub);
 	put_json_kernel_names(out, name);
 	put_json_dims(out, "grid", e->grid);
 	put_json_dims(out, "block", e->block);
@@ -618,11 +604,7 @@ static void json_traced_file(struct cp_sink *out, const struct cp_traced_file *f
 }
 
 const struct cp_format_ops cp_format_json_ops = {
-	.name = "json",
-	.record = json_record,
-	.report = json_report,
-	.leak = json_leak,
-	.interval = json_interval,
-	.xid_in_flight = json_xid_in_flight,
+	.name = "json", .record = json_record, .report = json_report, .leak = json_leak,
+	.interval = json_interval, .xid_in_flight = json_xid_in_flight,
 	.traced_file = json_traced_file,
 };

@@ -13,6 +13,25 @@
 
 /* ---- records ---------------------------------------------------------------------- */
 
+/* " key=value", the details of a record line; key a string literal. */
+#define put_field_u64(out, key, v) (put_lit(out, " " key "="), put_u64(out, v))
+#define put_field_i64(out, key, v) (put_lit(out, " " key "="), put_i64(out, v))
+#define put_field_hex(out, key, v) (put_lit(out, " " key "="), put_hex(out, v))
+#define put_field_str(out, key, v) (put_lit(out, " " key "="), put_str(out, v))
+#define put_field_dims(out, key, v) (put_lit(out, " " key "="), put_dims(out, v))
+
+/* "(x,y,z)" */
+static void put_dims(struct cp_sink *out, const __u32 dims[3])
+{
+	put_lit(out, "(");
+	put_u64(out, dims[0]);
+	put_lit(out, ",");
+	put_u64(out, dims[1]);
+	put_lit(out, ",");
+	put_u64(out, dims[2]);
+	put_lit(out, ")");
+}
+
 static void text_launch(struct cp_sink *out, const union cp_event *event,
 			const struct cp_names *names)
 {
@@ -45,22 +64,10 @@ static void text_launch(struct cp_sink *out, const union cp_event *event,
 								    sizeof(label)));
 		}
 	}
-	put_lit(out, " grid=(");
-	put_u64(out, e->grid[0]);
-	put_lit(out, ",");
-	put_u64(out, e->grid[1]);
-	put_lit(out, ",");
-	put_u64(out, e->grid[2]);
-	put_lit(out, ") block=(");
-	put_u64(out, e->block[0]);
-	put_lit(out, ",");
-	put_u64(out, e->block[1]);
-	put_lit(out, ",");
-	put_u64(out, e->block[2]);
-	put_lit(out, ") smem=");
-	put_u64(out, e->shared_mem_bytes);
-	put_lit(out, " stream=");
-	put_hex(out, e->stream);
+	put_field_dims(out, "grid", e->grid);
+	put_field_dims(out, "block", e->block);
+	put_field_u64(out, "smem", e->shared_mem_bytes);
+	put_field_hex(out, "stream", e->stream);
 	if (e->flags & CP_LAUNCH_CONFIG_FAULT)
 		put(out, " (config unreadable)");
 }
@@ -70,15 +77,11 @@ static void text_alloc(struct cp_sink *out, const union cp_event *event,
 {
 	const struct cp_alloc_event *e = &event->alloc;
 
-	put_lit(out, " ptr=");
-	put_hex(out, e->ptr);
-	put_lit(out, " bytes=");
-	put_u64(out, e->bytes);
-	put_lit(out, " kind=");
-	put_str(out, cp_mem_kind__name(e->kind));
+	put_field_hex(out, "ptr", e->ptr);
+	put_field_u64(out, "bytes", e->bytes);
+	put_field_str(out, "kind", cp_mem_kind__name(e->kind));
 	if (e->result) {
-		put_lit(out, " failed=");
-		put_i64(out, e->result);
+		put_field_i64(out, "failed", e->result);
 	}
 }
 
@@ -96,15 +99,11 @@ static void text_copy(struct cp_sink *out, const union cp_event *event,
 
 	put_lit(out, " ");
 	put_str(out, cp_copy_dir__name(e->direction));
-	put_lit(out, " bytes=");
-	put_u64(out, e->bytes);
-	put_lit(out, " dst=");
-	put_hex(out, e->dst);
-	put_lit(out, " src=");
-	put_hex(out, e->src);
+	put_field_u64(out, "bytes", e->bytes);
+	put_field_hex(out, "dst", e->dst);
+	put_field_hex(out, "src", e->src);
 	if (e->async) {
-		put_lit(out, " stream=");
-		put_hex(out, e->stream);
+		put_field_hex(out, "stream", e->stream);
 	}
 	if (e->count != 1)
 		put(out, " count=%u", e->count);
@@ -124,10 +123,8 @@ static void text_sync(struct cp_sink *out, const union cp_event *event,
 		put_hex(out, event->sync.handle);
 	}
 	if (event->sync.kind == CP_SYNC_QUERY_STREAM || event->sync.kind == CP_SYNC_QUERY_EVENT ||
-	    event->sync.result) {
-		put_lit(out, " result=");
-		put_i64(out, event->sync.result);
-	}
+	    event->sync.result)
+		put_field_i64(out, "result", event->sync.result);
 	put_lit(out, " waited=");
 	put_u64(out, event->hdr.time_ns > event->sync.entry_ns ?
 		      (event->hdr.time_ns - event->sync.entry_ns) / 1000 : 0);
@@ -266,19 +263,17 @@ static void text_xid(struct cp_sink *out, const union cp_event *event,
 static void text_rt_launch(struct cp_sink *out, const union cp_event *event,
 			   const struct cp_names *names)
 {
-	const struct cp_event_header *hdr = &event->hdr;
-	const struct cp_name_entry *name;
 	const struct cp_rt_launch_event *e = &event->rt_launch;
+	const struct cp_name_entry *name = cp_names__lookup_stub(names, e->hdr.pid, e->stub);
 
-	name = cp_names__lookup_stub(names, hdr->pid, e->stub);
 	put(out, " ");
 	if (name)
 		put_text_string(out, name->display);
 	else
 		put(out, "<unnamed stub 0x%llx>", (unsigned long long)e->stub);
-	put(out, " grid=(%u,%u,%u) block=(%u,%u,%u) smem=%u stream=0x%llx",
-	    e->grid[0], e->grid[1], e->grid[2], e->block[0], e->block[1], e->block[2],
-	    e->shared_mem_bytes, (unsigned long long)e->stream);
+	put_field_dims(out, "grid", e->grid);
+	put_field_dims(out, "block", e->block);
+	put(out, " smem=%u stream=0x%llx", e->shared_mem_bytes, (unsigned long long)e->stream);
 }
 
 /* Each record type's own details: text_MEMBER for each line of CP_RECORD_TYPES. */
@@ -320,16 +315,22 @@ static void text_record(struct cp_sink *out, const union cp_event *event,
 
 /* ---- reports (cuprobe stats) ---------------------------------------------------------- */
 
-static void human_bytes(unsigned long long bytes, char *buf, size_t len)
+const char *cp_format__bytes(uint64_t bytes, bool compact, char *buf, size_t len)
 {
-	if (bytes >= (1ull << 30))
-		snprintf(buf, len, "%.2f GiB", bytes / (double)(1ull << 30));
-	else if (bytes >= (1ull << 20))
-		snprintf(buf, len, "%.2f MiB", bytes / (double)(1ull << 20));
-	else if (bytes >= (1ull << 10))
-		snprintf(buf, len, "%.2f KiB", bytes / 1024.0);
-	else
-		snprintf(buf, len, "%llu B", bytes);
+	static const struct {
+		uint64_t size;
+		const char *name, *letter;
+	} units[] = { { 1ull << 30, "GiB", "G" }, { 1ull << 20, "MiB", "M" }, { 1ull << 10, "KiB", "K" } };
+	size_t i;
+
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		if (bytes >= units[i].size) {
+			snprintf(buf, len, compact ? "%.1f%s" : "%.2f %s", bytes / (double)units[i].size,
+				 compact ? units[i].letter : units[i].name);
+			return buf;
+		}
+	snprintf(buf, len, compact ? "%llu" : "%llu B", (unsigned long long)bytes);
+	return buf;
 }
 
 static void human_ns(unsigned long long ns, char *buf, size_t len)
@@ -465,13 +466,13 @@ static void text_report(struct cp_sink *out, const struct cp_report *r, struct c
 		    (unsigned long long)st->errors, a, b, c, d, cp_api__name(apis[i].api));
 	}
 	if (mem) {
-		human_bytes(mem->live_bytes, a, sizeof(a));
-		human_bytes(mem->peak_bytes, b, sizeof(b));
+		cp_format__bytes(mem->live_bytes, false, a, sizeof(a));
+		cp_format__bytes(mem->peak_bytes, false, b, sizeof(b));
 		put(out, "  device memory: %s live in %llu allocations, peak %s", a,
 		    (unsigned long long)mem->live_allocations, b);
 		if (mem->vmm_live_bytes || mem->vmm_peak_bytes || mem->reserved_bytes) {
-			human_bytes(mem->vmm_live_bytes, c, sizeof(c));
-			human_bytes(mem->reserved_bytes, d, sizeof(d));
+			cp_format__bytes(mem->vmm_live_bytes, false, c, sizeof(c));
+			cp_format__bytes(mem->reserved_bytes, false, d, sizeof(d));
 			put(out, " (VMM physical %s live, %s of addresses reserved)", c, d);
 		}
 		put(out, "; %llu allocations, %llu frees", (unsigned long long)mem->allocations,
@@ -479,7 +480,7 @@ static void text_report(struct cp_sink *out, const struct cp_report *r, struct c
 		if (mem->unknown_frees)
 			put(out, " (%llu of pointers allocated before tracing)",
 			    (unsigned long long)mem->unknown_frees);
-		human_bytes(mem->host_live_bytes, c, sizeof(c));
+		cp_format__bytes(mem->host_live_bytes, false, c, sizeof(c));
 		put(out, "\n  pinned host memory: %s live in %llu allocations\n", c,
 		    (unsigned long long)mem->host_live_allocations);
 	}
@@ -558,11 +559,7 @@ static void text_xid_in_flight(struct cp_sink *out, const struct cp_xid_event *x
 
 /* Traced files are said on stderr in text (the session's lines), not in the output. */
 const struct cp_format_ops cp_format_text_ops = {
-	.name = "text",
-	.header = "        TIME     PID     TID API                        DETAILS",
-	.record = text_record,
-	.report = text_report,
-	.leak = text_leak,
-	.interval = text_interval,
-	.xid_in_flight = text_xid_in_flight,
+	.name = "text", .header = "        TIME     PID     TID API                        DETAILS",
+	.record = text_record, .report = text_report, .leak = text_leak,
+	.interval = text_interval, .xid_in_flight = text_xid_in_flight,
 };
