@@ -2,9 +2,10 @@
 /*
  * The writer of cuprobe trace --perfetto: which Chrome trace-event JSON
  * events the records and the timeline's intervals become, in what order,
- * with the little state that takes (cuprobe_internal.h says what is kept;
- * format.c writes every event). Streamed: nothing grows with the length of
- * the trace, only with what is alive in it.
+ * with the little state that takes (format.h says what is kept), and the
+ * events themselves, their args as --json writes the records (json.c).
+ * Streamed: nothing grows with the length of the trace, only with what is
+ * alive in it.
  *
  * An API call's slice comes from its CP_EV_RETURN (entry_ns to return). Its
  * args come from the call's own record: written at entry (launches, copies,
@@ -20,7 +21,289 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cuprobe_internal.h"
+#include "output.h"
+
+/* ---- the events, written ------------------------------------------------------------ */
+
+/*
+ * The events of one JSON array, streamed: the first event opens the array
+ * ("[") and each later one follows ",\n", so a file cut after any event
+ * holds whole events only (the Perfetto UI opens an unterminated array);
+ * chrome_close ends it. "ts" is in microseconds with ns precision
+ * ("1234.567"), from base_ns.
+ */
+struct cp_chrome_out {
+	struct cp_text *text;  /* where the next events are appended */
+	uint64_t base_ns;      /* CLOCK_MONOTONIC of ts 0 */
+	uint64_t events;       /* written so far */
+};
+
+/* Timestamps are microseconds with ns precision, from out->base_ns. */
+static void put_chrome_us(struct cp_sink *out, uint64_t ns)
+{
+	put(out, "%llu.%03llu", (unsigned long long)(ns / 1000), (unsigned long long)(ns % 1000));
+}
+
+/*
+ * Opens one event: "[" before the first, ",\n" before every later one, so
+ * that a file cut after any event holds whole events only.
+ */
+static void put_chrome_start(struct cp_sink *out, struct cp_chrome_out *chrome, const char *phase,
+			     const char *cat, uint32_t pid, uint32_t tid, uint64_t time_ns)
+{
+	put(out, "%s{\"ph\":\"%s\",\"cat\":\"%s\",\"pid\":%u,\"tid\":%u,\"ts\":",
+	    chrome->events ? ",\n" : "[\n", phase, cat, pid, tid);
+	put_chrome_us(out, time_ns > chrome->base_ns ? time_ns - chrome->base_ns : 0);
+	chrome->events++;
+}
+
+static void put_chrome_metadata(struct cp_sink *out, struct cp_chrome_out *chrome, bool process,
+				uint32_t pid, uint32_t tid, const char *name)
+{
+	put_chrome_start(out, chrome, "M", "__metadata", pid, tid, chrome->base_ns);
+	put(out, ",\"name\":\"%s\",\"args\":{\"name\":", process ? "process_name" : "thread_name");
+	put_json_value(out, name);
+	put(out, "}}");
+}
+
+/* "comm (id)", or "pid id" / "tid id" when the command name is not known. */
+static void task_name(char *buf, size_t len, const char *comm, const char *kind, uint32_t id)
+{
+	if (comm && comm[0])
+		snprintf(buf, len, "%s (%u)", comm, id);
+	else
+		snprintf(buf, len, "%s %u", kind, id);
+}
+
+/* "M" events: a process "comm (pid)", a thread "comm (tid)" ("pid N"/"tid N" without comm). */
+static int chrome_process_name(struct cp_chrome_out *chrome, uint32_t pid, const char *comm)
+{
+	struct cp_sink out = cp_sink__text(chrome->text);
+	char name[64];
+
+	task_name(name, sizeof(name), comm, "pid", pid);
+	put_chrome_metadata(&out, chrome, true, pid, pid, name);
+	return cp_sink__text_done(&out);
+}
+
+static int chrome_thread_name(struct cp_chrome_out *chrome, uint32_t pid, uint32_t tid,
+			      const char *comm)
+{
+	struct cp_sink out = cp_sink__text(chrome->text);
+	char name[64];
+
+	task_name(name, sizeof(name), comm, "tid", tid);
+	put_chrome_metadata(&out, chrome, false, pid, tid, name);
+	return cp_sink__text_done(&out);
+}
+
+/*
+ * A GPU stream's own process and thread, track_pid (both ids): named
+ * "GPU stream 0x... (device N), comm (pid)" and "GPU stream 0x... (device N)".
+ */
+static int chrome_stream_name(struct cp_chrome_out *chrome, uint32_t track_pid,
+			      const struct cp_gpu_stream *stream, uint32_t pid, const char *comm)
+{
+	struct cp_sink out = cp_sink__text(chrome->text);
+	char label[128], device[24], name[224];
+
+	if (stream->device >= 0)
+		snprintf(device, sizeof(device), "device %d", stream->device);
+	else
+		snprintf(device, sizeof(device), "device ?");
+	if (stream->per_thread_tid)
+		snprintf(label, sizeof(label), "GPU stream 0x%llx of thread %u (%s)",
+			 (unsigned long long)stream->stream, stream->per_thread_tid, device);
+	else
+		snprintf(label, sizeof(label), "GPU stream 0x%llx (%s)",
+			 (unsigned long long)stream->stream, device);
+	if (comm && comm[0])
+		snprintf(name, sizeof(name), "%s, %s (%u)", label, comm, pid);
+	else
+		snprintf(name, sizeof(name), "%s, pid %u", label, pid);
+	put_chrome_metadata(&out, chrome, true, track_pid, track_pid, name);
+	put_chrome_metadata(&out, chrome, false, track_pid, track_pid, label);
+	return cp_sink__text_done(&out);
+}
+
+static void put_chrome_flow_id(struct cp_sink *out, const char *key, uint64_t flow_id)
+{
+	put(out, ",\"%s\":\"0x%llx\"", key, (unsigned long long)flow_id);
+}
+
+/*
+ * An API call, an "X" slice from its entry to its return on its thread;
+ * args: record (the call's entry or return-side record; NULL: ret itself) as
+ * --json writes it, with ret's result. A flow_id (non-zero) starts the flow
+ * to its kernel: bind_id/flow_out (Perfetto) and an "s" (DevTools).
+ */
+static int chrome_call(struct cp_chrome_out *chrome, const struct cp_return_event *ret,
+		       const union cp_event *record, const struct cp_names *names,
+		       uint64_t flow_id)
+{
+	struct cp_sink out = cp_sink__text(chrome->text);
+	const struct cp_event_header *hdr = &ret->hdr;
+
+	put_chrome_start(&out, chrome, "X", "cuda", hdr->pid, hdr->tid, ret->entry_ns);
+	put(&out, ",\"dur\":");
+	put_chrome_us(&out, hdr->time_ns > ret->entry_ns ? hdr->time_ns - ret->entry_ns : 0);
+	put(&out, ",\"name\":\"%s\"", cp_api__name(hdr->api));
+	if (flow_id) {
+		/* Perfetto binds a flow by these (its JSON "v2" flows)... */
+		put_chrome_flow_id(&out, "bind_id", flow_id);
+		put(&out, ",\"flow_out\":true");
+	}
+	/* The args: the call's record as --json writes it, and what the call returned. */
+	put(&out, ",\"args\":");
+	if (!cp_json__record_fields(&out, record ? record : (const union cp_event *)ret, names) &&
+	    ret->result)
+		put(&out, ",\"result\":%d", ret->result);
+	put(&out, "}}");
+	if (flow_id) {
+		/* ...the DevTools trace engine by an "s" of the same ts, pid, tid and cat. */
+		put_chrome_start(&out, chrome, "s", "cuda", hdr->pid, hdr->tid, ret->entry_ns);
+		put(&out, ",\"name\":\"launch\"");
+		put_chrome_flow_id(&out, "id", flow_id);
+		put(&out, "}");
+	}
+	return cp_sink__text_done(&out);
+}
+
+/*
+ * A kernel's bound on its stream's track (pid and tid track_pid): "b"/"e"
+ * with id flow_id, named by the kernel, args the gpu_interval record, and
+ * the end of the flow from its launch ("f", bind_id/flow_in). Without a
+ * bound (CP_DONE_NONE), an instant "dropped" at its launch.
+ */
+static int chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_interval *interval,
+			 uint32_t track_pid, uint64_t flow_id, struct cp_names *names)
+{
+	struct cp_sink out = cp_sink__text(chrome->text);
+	const char *shown;
+	uint64_t start;
+	char label[64];
+
+	shown = cp_format__kernel_label(names, interval->pid, interval->function, interval->graph,
+					NULL, label, sizeof(label));
+	if (interval->evidence == CP_DONE_NONE || interval->done_by_ns < interval->launch_ns) {
+		/* No bound: nothing to draw but where it was launched. */
+		put_chrome_start(&out, chrome, "i", "cuda.event", track_pid, track_pid,
+				 interval->launch_ns);
+		put(&out, ",\"name\":\"dropped\",\"s\":\"p\",\"args\":");
+		cp_json__interval(&out, interval, shown);
+		put(&out, "}");
+		return cp_sink__text_done(&out);
+	}
+	/*
+	 * The kernel ran somewhere in [start_after, done_by]. The slice starts
+	 * 1 ns after the launch call's entry at the earliest: the flow's two
+	 * ends must have distinct timestamps for the DevTools engine, and no
+	 * kernel starts the very nanosecond its launch call is entered.
+	 */
+	start = interval->start_after_ns > interval->launch_ns ? interval->start_after_ns :
+		interval->launch_ns + 1;
+	if (start > interval->done_by_ns)
+		start = interval->done_by_ns;
+	put_chrome_start(&out, chrome, "b", "cuda", track_pid, track_pid, start);
+	put(&out, ",\"name\":");
+	put_json_value(&out, shown);
+	put_chrome_flow_id(&out, "id", flow_id);
+	if (flow_id) {
+		put_chrome_flow_id(&out, "bind_id", flow_id);
+		put(&out, ",\"flow_in\":true");
+	}
+	put(&out, ",\"args\":");
+	cp_json__interval(&out, interval, shown);
+	put(&out, "}");
+	if (flow_id) {
+		/*
+		 * The DevTools engine binds the flow's end to the event of the
+		 * same ts, pid, tid and cat: the "b". No "bp":"e": Perfetto would
+		 * look for an enclosing slice on this pid's thread track (a
+		 * kernel is an async slice, never there) and count an error;
+		 * it draws the arrow from bind_id/flow_in instead.
+		 */
+		put_chrome_start(&out, chrome, "f", "cuda", track_pid, track_pid, start);
+		put(&out, ",\"name\":\"launch\"");
+		put_chrome_flow_id(&out, "id", flow_id);
+		put(&out, "}");
+	}
+	put_chrome_start(&out, chrome, "e", "cuda", track_pid, track_pid, interval->done_by_ns);
+	put(&out, ",\"name\":");
+	put_json_value(&out, shown);
+	put_chrome_flow_id(&out, "id", flow_id);
+	put(&out, "}");
+	return cp_sink__text_done(&out);
+}
+
+/* A "C" sample of one series of a process counter. */
+static int chrome_counter(struct cp_chrome_out *chrome, uint32_t pid, uint64_t time_ns,
+			  const char *name, const char *series, uint64_t value)
+{
+	struct cp_sink out = cp_sink__text(chrome->text);
+
+	put_chrome_start(&out, chrome, "C", "cuda.counter", pid, pid, time_ns);
+	put(&out, ",\"name\":");
+	put_json_value(&out, name);
+	put(&out, ",\"args\":{");
+	put_json_value(&out, series);
+	put(&out, ":%llu}}", (unsigned long long)value);
+	return cp_sink__text_done(&out);
+}
+
+/*
+ * A record as an "i" instant, args the record as --json writes it: process
+ * start (cuInit), fork, exit, Xid. On pid's process track ("s":"p"), or
+ * global ("s":"g") for an Xid whose process is not traced.
+ */
+static int chrome_instant(struct cp_chrome_out *chrome, const union cp_event *event,
+			  uint32_t pid, bool global, const struct cp_names *names)
+{
+	struct cp_sink out = cp_sink__text(chrome->text);
+	char name[64];
+
+	switch (event->hdr.type) {
+	case CP_EV_XID:
+		snprintf(name, sizeof(name), "Xid %u", event->xid.error_code);
+		break;
+	case CP_EV_PROC:
+		if (event->proc.kind == CP_PROC_CUDA_INIT)
+			snprintf(name, sizeof(name), "process start (cuInit)");
+		else if (event->proc.kind == CP_PROC_FORK)
+			snprintf(name, sizeof(name), "fork %u", event->proc.child_pid);
+		else if (event->proc.kind == CP_PROC_EXIT && cp_exit__decode(event->proc.exit_code).signal)
+			snprintf(name, sizeof(name), "exit (signal %d)",
+				 cp_exit__decode(event->proc.exit_code).signal);
+		else if (event->proc.kind == CP_PROC_EXIT)
+			snprintf(name, sizeof(name), "exit (status %d)",
+				 cp_exit__decode(event->proc.exit_code).status);
+		else
+			snprintf(name, sizeof(name), "%s", cp_format__proc_kind_name(event->proc.kind));
+		break;
+	default:
+		snprintf(name, sizeof(name), "%s", cp_event_type__name(event->hdr.type));
+		break;
+	}
+	put_chrome_start(&out, chrome, "i", "cuda.event", pid, global ? event->hdr.tid : pid,
+			 event->hdr.time_ns);
+	put(&out, ",\"name\":");
+	put_json_value(&out, name);
+	put(&out, ",\"s\":\"%s\",\"args\":", global ? "g" : "p");
+	cp_json__record_fields(&out, event, names);
+	put(&out, "}}");
+	return cp_sink__text_done(&out);
+}
+
+/* Ends the array ("[]" when no event was written). */
+static int chrome_close(struct cp_chrome_out *chrome)
+{
+	struct cp_sink out = cp_sink__text(chrome->text);
+
+	put(&out, chrome->events ? "\n]\n" : "[]\n");
+	return cp_sink__text_done(&out);
+}
+
+/* ---- the writer's state --------------------------------------------------------------- */
 
 /* GPU streams get processes of their own: above any pid (PID_MAX_LIMIT is 2^22). */
 #define STREAM_PID_BASE (1u << 30)
@@ -154,7 +437,7 @@ static struct process *process_of(struct cp_chrome_trace *ct, uint32_t pid, cons
 		free(p);
 		return NULL;
 	}
-	cp_format__chrome_process_name(&ct->out, pid, p->comm);
+	chrome_process_name(&ct->out, pid, p->comm);
 	return p;
 }
 
@@ -175,7 +458,7 @@ static struct thread *thread_of(struct cp_chrome_trace *ct, struct process *p, u
 	}
 	snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", p->pid, tid);
 	read_comm(path, comm, sizeof(comm));
-	cp_format__chrome_thread_name(&ct->out, p->pid, tid, comm[0] ? comm : p->comm);
+	chrome_thread_name(&ct->out, p->pid, tid, comm[0] ? comm : p->comm);
 	return t;
 }
 
@@ -201,7 +484,7 @@ static struct stream *stream_of(struct cp_chrome_trace *ct, struct process *p, i
 	named.device = device;
 	named.stream = handle;
 	named.per_thread_tid = cp_stream__per_thread_tid(key);
-	cp_format__chrome_stream_name(&ct->out, s->track_pid, &named, p->pid, p->comm);
+	chrome_stream_name(&ct->out, s->track_pid, &named, p->pid, p->comm);
 	return s;
 }
 
@@ -257,7 +540,7 @@ static void write_call(struct cp_chrome_trace *ct, struct process *p, struct thr
 		ct->stats.calls_overlapping++;
 		return;
 	}
-	cp_format__chrome_call(&ct->out, ret, record, ct->names, id);
+	chrome_call(&ct->out, ret, record, ct->names, id);
 	ct->stats.calls++;
 	ct->stats.flows += id != 0;
 }
@@ -320,8 +603,8 @@ static void on_return(struct cp_chrome_trace *ct, struct process *p, struct thre
 
 static void write_memory(struct cp_chrome_trace *ct, struct process *p, uint64_t time_ns)
 {
-	cp_format__chrome_counter(&ct->out, p->pid, time_ns, "live device memory", "bytes",
-				  p->allocated_bytes + p->physical_bytes);
+	chrome_counter(&ct->out, p->pid, time_ns, "live device memory", "bytes",
+		       p->allocated_bytes + p->physical_bytes);
 }
 
 static bool device_kind(uint32_t kind)
@@ -397,7 +680,7 @@ static void on_vmm(struct cp_chrome_trace *ct, struct process *p, const struct c
 
 static void write_depth(struct cp_chrome_trace *ct, const struct stream *s, uint64_t time_ns)
 {
-	cp_format__chrome_counter(&ct->out, s->track_pid, time_ns, "queue", "depth", s->depth);
+	chrome_counter(&ct->out, s->track_pid, time_ns, "queue", "depth", s->depth);
 }
 
 static void on_launch(struct cp_chrome_trace *ct, struct process *p, struct thread *t,
@@ -456,7 +739,7 @@ int cp_chrome_trace__record(struct cp_chrome_trace *ct, const union cp_event *ev
 		uint32_t pid = cp_xid__process(&event->xid);
 
 		p = find_process(ct, pid);
-		cp_format__chrome_instant(&ct->out, event, p ? pid : hdr->pid, !p, ct->names);
+		chrome_instant(&ct->out, event, p ? pid : hdr->pid, !p, ct->names);
 		return text->failed ? -ENOMEM : 0;
 	}
 	case CP_EV_ATTACH:
@@ -505,7 +788,7 @@ int cp_chrome_trace__record(struct cp_chrome_trace *ct, const union cp_event *ev
 		if (event->proc.kind == CP_PROC_EXIT)
 			settle_threads(ct, p);
 		if (event->proc.kind != CP_PROC_HELD_FOR_STACKS)
-			cp_format__chrome_instant(&ct->out, event, p->pid, false, ct->names);
+			chrome_instant(&ct->out, event, p->pid, false, ct->names);
 		break;
 	default:
 		break;
@@ -530,8 +813,7 @@ int cp_chrome_trace__interval(struct cp_chrome_trace *ct, const struct cp_gpu_in
 		write_depth(ct, s, interval->evidence != CP_DONE_NONE ? interval->done_by_ns :
 			    ct->now_ns > interval->launch_ns ? ct->now_ns : interval->launch_ns);
 	}
-	cp_format__chrome_kernel(&ct->out, interval, s->track_pid, flow_id(p, interval->seq),
-				 ct->names);
+	chrome_kernel(&ct->out, interval, s->track_pid, flow_id(p, interval->seq), ct->names);
 	if (interval->evidence != CP_DONE_NONE)
 		ct->stats.kernels++;
 	else
@@ -569,7 +851,7 @@ int cp_chrome_trace__finish(struct cp_chrome_trace *ct, struct cp_text *text)
 {
 	ct->out.text = text;
 	twalk_r(ct->processes, settle_process, ct);
-	cp_format__chrome_close(&ct->out);
+	chrome_close(&ct->out);
 	return text->failed ? -ENOMEM : 0;
 }
 
