@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * The exporter's HTTP decisions without sockets (tools/exporter/route.h,
- * admission.h): where each request line goes, NULs and escapes included, and
- * which connection is closed when one address or all of them hold too many,
- * and when a request's deadline passes. root_exporter runs the same against
+ * admission.h, listen.h): where each request line goes, NULs and escapes
+ * included; which connection is closed when one address or all of them hold
+ * too many, and when a request's deadline passes; what --listen takes. root_exporter runs the same against
  * the real server.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include <criterion/criterion.h>
 
 #include "admission.h"
+#include "listen.h"
 #include "route.h"
 
 #define S(literal) literal, sizeof(literal) - 1
@@ -262,4 +264,61 @@ Test(admission, a_connection_beyond_the_capacity_is_closed_itself)
 	/* Removing one not tracked changes nothing. */
 	cp_admission__remove(&admission, &clients[12]);
 	cr_assert_eq(admission.count, 12);
+}
+
+/* ---- --listen -------------------------------------------------------------------------- */
+
+static void expect_listen(const char *text, int err, bool loopback, const char *shown)
+{
+	struct cp_listen l;
+	int gai_error;
+
+	cr_expect_eq(cp_listen__parse(text, &l, &gai_error), err, "%s", text);
+	if (err)
+		return;
+	cr_expect_eq(l.loopback, loopback, "%s: loopback %d", text, l.loopback);
+	cr_expect_str_eq(l.shown, shown, "%s served on %s", text, l.shown);
+}
+
+Test(listen, addresses_and_their_loopback)
+{
+	expect_listen("127.0.0.1:9466", 0, true, "127.0.0.1:9466");
+	expect_listen("127.0.0.2:1", 0, true, "127.0.0.2:1");
+	expect_listen("[::1]:9466", 0, true, "[::1]:9466");
+	expect_listen("0.0.0.0:9466", 0, false, "0.0.0.0:9466");
+	expect_listen("192.0.2.1:65535", 0, false, "192.0.2.1:65535");
+	expect_listen("[::]:9466", 0, false, "[::]:9466");
+	expect_listen("[2001:db8::1]:80", 0, false, "[2001:db8::1]:80");
+}
+
+/* Issue 25: these were refused as not loopback. */
+Test(listen, v4_mapped_loopback_is_loopback_served_as_ipv4)
+{
+	expect_listen("[::ffff:127.0.0.1]:9466", 0, true, "127.0.0.1:9466");
+	expect_listen("[::ffff:127.9.8.7]:9466", 0, true, "127.9.8.7:9466");
+	expect_listen("[::ffff:192.0.2.1]:9466", 0, false, "192.0.2.1:9466");
+}
+
+Test(listen, a_name_resolving_to_loopback_only_is_loopback)
+{
+	struct cp_listen l;
+	int gai_error;
+
+	/* localhost is 127.0.0.1 (and ::1 where it is configured): its IPv4 address is served. */
+	cr_assert_eq(cp_listen__parse("localhost:9466", &l, &gai_error), 0);
+	cr_expect(l.loopback);
+	cr_expect_str_eq(l.shown, "127.0.0.1:9466");
+}
+
+Test(listen, malformed_is_refused)
+{
+	static const char *const bad[] = {
+		"9466", ":9466", "127.0.0.1", "127.0.0.1:", "127.0.0.1:0", "127.0.0.1:65536",
+		"127.0.0.1:+1", "127.0.0.1: 1", "127.0.0.1:1x", "::1:9466", "[::1:9466", "::1]:9466",
+		"[127.0.0.1]:9466", "[]:9466", "[::1]x:9466",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_listen(bad[i], -EINVAL, false, "");
 }
