@@ -18,6 +18,7 @@
 #include "cuprobe_internal.h"
 #include "output_file.h"
 #include "spawn.h"
+#include "stall_watch.h"
 
 #define CP_EXIT_SETUP 1
 #define CP_EXIT_USAGE 2
@@ -40,8 +41,6 @@ enum cp_end {
 	CP_END_HOOK,      /* the caller's hook asked (top's q) */
 	CP_END_OUTPUT,    /* the output cannot be written any more */
 };
-
-struct stall_watch;
 
 struct cp_session {
 	const struct cp_trace_options *opts;
@@ -82,7 +81,7 @@ struct cp_session {
 	struct cp_session_ring *rings;
 	size_t ring_count;
 	/* From the agent's start to the outputs' close: ends writes blocked at a stop. */
-	struct stall_watch *stall_watch;
+	struct cp_stall_watch *stall_watch;
 };
 
 struct cp_session_ring {
