@@ -189,10 +189,9 @@ void cp_fold_bound__release(struct cp_fold_bound *bound)
 }
 
 #ifdef CUPROBE_NO_EXPORTER
-int cp_cmd_exporter(int argc, char **argv)
+int cp_cmd_exporter(const union cp_options *opts)
 {
-	(void)argc;
-	(void)argv;
+	(void)opts;
 	cp_say("this cuprobe was built static (CUPROBE_STATIC), without the exporter's HTTP server: use a regular build");
 	return CP_EXIT_SETUP;
 }
@@ -1356,32 +1355,29 @@ static int parse_listen(const char *text, struct sockaddr_storage *addr, bool *l
 	}
 }
 
-int cp_cmd_exporter(int argc, char **argv)
+int cp_cmd_exporter(const union cp_options *options)
 {
+	const struct cp_exporter_options *opts = &options->exporter;
 	CP_OPTS(cp_tracer_opts, tracer_opts, .aggregate = true, .no_call_records = true);
 	struct cp_wait_hooks hooks = { 0 };
 	struct exporter x = { 0 };
-	struct cp_trace_options opts;
 	struct cp_session session;
 	struct sockaddr_storage addr;
 	bool loopback = false;
 	int exit_code;
 
-	exit_code = cp_session__parse(CP_CMD_EXPORTER, argc, argv, &opts);
-	if (exit_code >= 0)
-		return exit_code;
-	if (parse_listen(opts.listen ? opts.listen : DEFAULT_LISTEN, &addr, &loopback)) {
-		cp_say("invalid --listen '%s': expected IPv4ADDR:PORT or [IPv6ADDR]:PORT", opts.listen);
+	if (parse_listen(opts->listen ? opts->listen : DEFAULT_LISTEN, &addr, &loopback)) {
+		cp_say("invalid --listen '%s': expected IPv4ADDR:PORT or [IPv6ADDR]:PORT", opts->listen);
 		return CP_EXIT_USAGE;
 	}
-	if (!loopback && !opts.allow_remote) {
+	if (!loopback && !opts->allow_remote) {
 		cp_say("--listen %s is not a loopback address: add --allow-remote to serve it (anyone who reaches it reads every CUDA process's metrics)",
-		       opts.listen);
+		       opts->listen);
 		return CP_EXIT_USAGE;
 	}
-	x.latency = opts.latency;
-	x.max_kernels = opts.max_kernels ? opts.max_kernels : DEFAULT_MAX_KERNELS;
-	x.keep_exited_ns = (opts.keep_exited_set ? opts.keep_exited_ms : DEFAULT_KEEP_EXITED_MS) * 1000000ull;
+	x.latency = opts->latency;
+	x.max_kernels = opts->max_kernels ? opts->max_kernels : DEFAULT_MAX_KERNELS;
+	x.keep_exited_ns = (opts->keep_exited_set ? opts->keep_exited_ms : DEFAULT_KEEP_EXITED_MS) * 1000000ull;
 	pthread_mutex_init(&x.lock, NULL);
 	pthread_mutex_init(&x.served_lock, NULL);
 	init_family(&x.folded_launches, "", "", NULL, CP_METRIC_COUNTER, kernel_labels, COUNT(kernel_labels));
@@ -1400,9 +1396,9 @@ int cp_cmd_exporter(int argc, char **argv)
 		    NULL, CP_METRIC_COUNTER, attach_labels, COUNT(attach_labels));
 	init_family(&x.attach_delay, "cuprobe_attach_delay_seconds", "From a new driver file's first mapping to its probes being live",
 		    "seconds", CP_METRIC_HISTOGRAM, NULL, 0);
-	tracer_opts.measure_latency = opts.latency;
+	tracer_opts.measure_latency = opts->latency;
 	x.session = &session;
-	exit_code = cp_session__open(&session, CP_CMD_EXPORTER, &opts);
+	exit_code = cp_session__open(&session, &opts->common);
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (!exit_code)
@@ -1419,13 +1415,13 @@ int cp_cmd_exporter(int argc, char **argv)
 				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY,
 				  MHD_OPTION_END);
 	if (!x.http) {
-		cp_say("cannot serve on %s: %s", opts.listen ? opts.listen : DEFAULT_LISTEN,
+		cp_say("cannot serve on %s: %s", opts->listen ? opts->listen : DEFAULT_LISTEN,
 		       strerror(errno ? errno : EADDRINUSE));
 		exit_code = CP_EXIT_SETUP;
 		goto cleanup;
 	}
-	cp_say("serving metrics on http://%s/metrics; Ctrl-C stops", opts.listen ? opts.listen : DEFAULT_LISTEN);
-	hooks.tick_ms = opts.interval_ms ? opts.interval_ms : DEFAULT_INTERVAL_MS;
+	cp_say("serving metrics on http://%s/metrics; Ctrl-C stops", opts->listen ? opts->listen : DEFAULT_LISTEN);
+	hooks.tick_ms = opts->interval_ms ? opts->interval_ms : DEFAULT_INTERVAL_MS;
 	hooks.tick = on_tick;
 	hooks.ctx = &x;
 	cp_session__wait(&session, &hooks);

@@ -5,9 +5,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* `cuprobe exporter ...`: argv[0] is "exporter". Returns the process exit status. */
-int cp_cmd_exporter(int argc, char **argv);
-
 /* ---- the exporter's pure parts, for its unit test ----------------------------------- */
 
 /*

@@ -103,7 +103,7 @@ static pid_t thread_group_of(pid_t tid)
 }
 
 /* Libraries to attach the driver probes to; -ESRCH etc. already reported. */
-static int discover_driver(const struct cp_trace_options *opts, const char *command_path,
+static int discover_driver(const struct cp_common_options *opts, const char *command_path,
 			   struct cp_lib_set *libs)
 {
 	size_t i;
@@ -157,14 +157,14 @@ static int discover_driver(const struct cp_trace_options *opts, const char *comm
 	return 0;
 }
 
-static void discover_runtime(const struct cp_trace_options *opts, const char *command_path,
-			     struct cp_lib_set *cudarts)
+static void discover_runtime(const struct cp_common_options *opts, const char *command_path,
+			     const char *const *paths, size_t path_count, struct cp_lib_set *cudarts)
 {
 	static const char *const sonames[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0" };
 	size_t i, j;
 
-	for (i = 0; i < opts->cudart_count; i++)
-		cp_lib_set__add(cudarts, opts->cudarts[i]);
+	for (i = 0; i < path_count; i++)
+		cp_lib_set__add(cudarts, paths[i]);
 	for (i = 0; i < opts->pid_count; i++) {
 		char exe[64];
 
@@ -183,7 +183,7 @@ static void discover_runtime(const struct cp_trace_options *opts, const char *co
 		cp_discover__all_processes(cudarts, "libcudart.so");
 }
 
-static bool named_by_lib(const struct cp_trace_options *opts, const char *path)
+static bool named_by_lib(const struct cp_common_options *opts, const char *path)
 {
 	struct stat a, b;
 	size_t i;
@@ -196,7 +196,7 @@ static bool named_by_lib(const struct cp_trace_options *opts, const char *path)
 	return false;
 }
 
-static int attach_all(const struct cp_trace_options *opts, struct cp_tracer *tracer,
+static int attach_all(const struct cp_common_options *opts, struct cp_tracer *tracer,
 		      const struct cp_lib_set *libs, const struct cp_lib_set *cudarts)
 {
 	struct cp_attach_report report;
@@ -265,41 +265,18 @@ static int pidfd_open_(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-int cp_session__parse(enum cp_command command, int argc, char **argv,
-		      struct cp_trace_options *opts)
-{
-	char error[256];
-
-	switch (cp_options__parse(command, argc, argv, opts, error, sizeof(error))) {
-	case CP_PARSE_HELP:
-		/* Asked for: a help that cannot be written is a failure too. */
-		if (cp_usage__print(command, stdout) || fflush(stdout)) {
-			cp_say("cannot write the help: %s", strerror(errno));
-			return CP_EXIT_SETUP;
-		}
-		return 0;
-	case CP_PARSE_ERROR:
-		cp_say("%s (see cuprobe %s --help)", error, cp_command_doc(command)->name);
-		return CP_EXIT_USAGE;
-	default:
-		return -1;
-	}
-}
-
 /* COMMAND's exit code when it cannot start: 126 found but not executable, else 127. */
 static int command_exit_code(int err)
 {
 	return err == -EACCES || err == -ENOEXEC ? CP_EXIT_CANNOT_EXECUTE : CP_EXIT_NOT_FOUND;
 }
 
-int cp_session__open(struct cp_session *s, enum cp_command command,
-		     const struct cp_trace_options *opts)
+int cp_session__open(struct cp_session *s, const struct cp_common_options *opts)
 {
-	int err, code;
+	int err;
 
 	memset(s, 0, sizeof(*s));
 	s->opts = opts;
-	s->command = command;
 	s->signal_fd = s->timer_fd = s->tick_fd = s->grace_fd = s->stop_fd = -1;
 	s->child.pid = -1;
 	s->child_pid = -1;
@@ -335,12 +312,14 @@ int cp_session__open(struct cp_session *s, enum cp_command command,
 	cp_names__read_driver_records(s->names, true);
 	if (opts->command)
 		cp_symbolizer__add_file(s->symbolizer, s->command_path);
-	code = discover_driver(opts, opts->command ? s->command_path : NULL, s->libs);
-	if (code)
-		return code;
-	if (opts->runtime)
-		discover_runtime(opts, opts->command ? s->command_path : NULL, s->cudarts);
-	return 0;
+	return discover_driver(opts, opts->command ? s->command_path : NULL, s->libs);
+}
+
+void cp_session__probe_runtime(struct cp_session *s, const char *const *paths, size_t count)
+{
+	s->runtime = true;
+	discover_runtime(s->opts, s->opts->command ? s->command_path : NULL, paths, count,
+			 s->cudarts);
 }
 
 static int make_fd(int fd, const char *what)
@@ -370,11 +349,11 @@ static int load_program(struct cp_session *s)
 {
 	static char log[1 << 20];
 	char error[1024];
-	CP_OPTS(cp_program_opts, opts, .name = s->opts->program,
+	CP_OPTS(cp_program_opts, opts, .name = s->program_name,
 		.log_buf = log, .log_size = sizeof(log),
 		.error = error, .error_size = sizeof(error),
-		.settings = s->opts->settings,
-		.setting_count = s->opts->setting_count);
+		.settings = s->program_settings,
+		.setting_count = s->program_setting_count);
 
 	s->program = cp_tracer__load_program(s->tracer, s->program_elf, s->program_size, &opts);
 	if (s->program)
@@ -389,7 +368,7 @@ static int load_program(struct cp_session *s)
 
 int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 {
-	const struct cp_trace_options *opts = s->opts;
+	const struct cp_common_options *opts = s->opts;
 	sigset_t handled;
 	size_t i;
 	int err, code;
@@ -421,7 +400,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	 */
 	tracer_opts->attach_events = true;
 	tracer_opts->hold_new_mappers = !tracer_opts->system_wide;
-	tracer_opts->runtime_attach = opts->runtime;
+	tracer_opts->runtime_attach = s->runtime;
 	s->system_wide = tracer_opts->system_wide;
 	s->tracer = cp_tracer__open(tracer_opts);
 	if (!s->tracer) {
@@ -433,7 +412,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 		if (code)
 			return code;
 	}
-	code = attach_all(opts, s->tracer, s->libs, opts->runtime ? s->cudarts : NULL);
+	code = attach_all(opts, s->tracer, s->libs, s->runtime ? s->cudarts : NULL);
 	if (code)
 		return code;
 
@@ -460,11 +439,11 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 		       err == -ELOOP ? "it is a symbolic link" : strerror(-err));
 		return CP_EXIT_SETUP;
 	}
-	if (opts->perfetto) {
-		err = opts->output && !strcmp(opts->output, opts->perfetto) ? -EEXIST :
-		      cp_output__open(&s->perfetto, opts->perfetto, &s->identity);
+	if (s->perfetto_path) {
+		err = opts->output && !strcmp(opts->output, s->perfetto_path) ? -EEXIST :
+		      cp_output__open(&s->perfetto, s->perfetto_path, &s->identity);
 		if (err) {
-			cp_say("cannot create %s: %s", opts->perfetto,
+			cp_say("cannot create %s: %s", s->perfetto_path,
 			       err == -EEXIST ? "it is also the -o FILE" :
 			       err == -ELOOP ? "it is a symbolic link" : strerror(-err));
 			return err == -EEXIST ? CP_EXIT_USAGE : CP_EXIT_SETUP;
@@ -510,7 +489,7 @@ int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ct
 /* JSON on a stdout COMMAND shares: the command's own stdout goes to stderr. */
 static bool command_output_to_stderr(const struct cp_session *s)
 {
-	return s->opts->json && !s->opts->output && s->command != CP_CMD_TOP;
+	return s->opts->json && !s->opts->output;
 }
 
 int cp_session__start_command(struct cp_session *s)
@@ -554,7 +533,7 @@ int cp_session__start_command(struct cp_session *s)
 	}
 	err = s->perfetto.stream ? cp_output__commit(&s->perfetto) : 0;
 	if (err) {
-		cp_say("cannot create %s: %s", s->opts->perfetto, strerror(-err));
+		cp_say("cannot create %s: %s", s->perfetto_path, strerror(-err));
 		return CP_EXIT_SETUP;
 	}
 	return 0;
@@ -817,7 +796,7 @@ int cp_session__finish(struct cp_session *s)
 		code = CP_EXIT_SETUP;
 	}
 	if (perfetto_error) {
-		cp_say("cannot write %s: %s", s->opts->perfetto, strerror(perfetto_error));
+		cp_say("cannot write %s: %s", s->perfetto_path, strerror(perfetto_error));
 		code = CP_EXIT_SETUP;
 	}
 	return code;

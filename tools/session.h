@@ -43,12 +43,12 @@ enum cp_end {
 };
 
 struct cp_session {
-	const struct cp_trace_options *opts;
-	enum cp_command command;
+	const struct cp_common_options *opts;
 	struct cp_identity identity;
 	char command_path[PATH_MAX];
 	struct cp_lib_set *libs;
 	struct cp_lib_set *cudarts;
+	bool runtime;              /* cp_session__probe_runtime: cudaLaunchKernel probed too */
 	struct cp_tracer *tracer;
 	bool system_wide;
 	/* What the agent feeds and the commands read. */
@@ -57,6 +57,7 @@ struct cp_session {
 	struct cp_agent *agent;
 	struct cp_output output;
 	struct cp_output perfetto;  /* --perfetto FILE; its stream NULL when not asked */
+	const char *perfetto_path;  /* that FILE: set by the command before attach */
 	/* COMMAND and the end. */
 	struct cp_child child;
 	pid_t child_pid;
@@ -73,9 +74,15 @@ struct cp_session {
 	size_t pid_fd_count;
 	enum cp_end end;
 	int stop_signal;       /* the signal that asked for the stop, if any */
-	/* cuprobe run: the user's object, loaded between the tracer's open and its attach. */
+	/*
+	 * cuprobe run: the user's object, loaded between the tracer's open and
+	 * its attach. Set by run before attach.
+	 */
+	const char *program_name;
 	const void *program_elf;
 	size_t program_size;
+	const char *const *program_settings; /* --set NAME=VALUE */
+	size_t program_setting_count;
 	struct cp_program *program;
 	/* More rings the agent consumes (a user's program's), set before the agent starts. */
 	struct cp_session_ring *rings;
@@ -90,17 +97,17 @@ struct cp_session_ring {
 	void *ctx;
 };
 
-/* Parses COMMAND's options: -1 to go on, else the exit code (help printed, or the error said). */
-int cp_session__parse(enum cp_command command, int argc, char **argv,
-		      struct cp_trace_options *opts);
-
 /*
  * Checks everything that can be checked before touching the kernel:
  * invoking user, COMMAND, privileges, BTF, the libraries to probe.
  * Returns 0, or the exit code after saying why.
  */
-int cp_session__open(struct cp_session *s, enum cp_command command,
-		     const struct cp_trace_options *opts);
+int cp_session__open(struct cp_session *s, const struct cp_common_options *opts);
+/*
+ * cuprobe trace --runtime: cudaLaunchKernel is probed too, in these files
+ * (--cudart) and in those found for the targets. Between open and attach.
+ */
+void cp_session__probe_runtime(struct cp_session *s, const char *const *paths, size_t count);
 /*
  * Loads and attaches the tracer, adds the -p targets and opens the output
  * (-o FILE as a temporary file until the start is known good). The caller

@@ -21,7 +21,6 @@
 #include "cuprobe_internal.h"
 #include "output_file.h"
 #include "session.h"
-#include "stats.h"
 
 #define MAX_COMMS 1024
 #define GPU_STREAMS_SHOWN 64
@@ -413,29 +412,26 @@ static void warn_overflows(const struct cp_tracer *tracer)
 		       (unsigned long long)c.records_lost);
 }
 
-int cp_cmd_stats(int argc, char **argv)
+int cp_cmd_stats(const union cp_options *options)
 {
+	const struct cp_stats_options *opts = &options->stats;
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_wait_hooks hooks = { 0 };
 	struct stats_ctx ctx = { 0 };
-	struct cp_trace_options opts;
 	struct cp_session session;
 	size_t i;
 	int exit_code;
 
-	exit_code = cp_session__parse(CP_CMD_STATS, argc, argv, &opts);
-	if (exit_code >= 0)
-		return exit_code;
 	pthread_mutex_init(&ctx.lock, NULL);
 	tracer_opts.aggregate = true;
 	tracer_opts.no_call_records = true;
-	tracer_opts.measure_latency = opts.latency;
-	tracer_opts.record_stacks = opts.stacks;
+	tracer_opts.measure_latency = opts->latency;
+	tracer_opts.record_stacks = opts->stacks;
 	/* Processes cuprobe started exit at will: hold them until their stacks can be named. */
-	tracer_opts.hold_for_stacks = opts.command != NULL;
+	tracer_opts.hold_for_stacks = opts->common.command != NULL;
 	/* The timeline needs the launches, syncs and events themselves. */
-	tracer_opts.no_call_records = !opts.timeline;
-	if (opts.timeline) {
+	tracer_opts.no_call_records = !opts->timeline;
+	if (opts->timeline) {
 		CP_OPTS(cp_timeline_opts, timeline_opts);
 
 		ctx.timeline = cp_timeline__new(&timeline_opts);
@@ -445,17 +441,17 @@ int cp_cmd_stats(int argc, char **argv)
 		}
 	}
 	ctx.session = &session;
-	ctx.json = opts.json;
-	ctx.latency = opts.latency;
-	ctx.stacks = opts.stacks;
-	exit_code = cp_session__open(&session, CP_CMD_STATS, &opts);
+	ctx.json = opts->common.json;
+	ctx.latency = opts->latency;
+	ctx.stacks = opts->stacks;
+	exit_code = cp_session__open(&session, &opts->common);
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
 		goto cleanup;
-	for (i = 0; i < opts.pid_count; i++) {
-		cp_symbolizer__refresh(session.symbolizer, opts.pids[i]);
-		comm_of(&ctx, opts.pids[i]);
+	for (i = 0; i < opts->common.pid_count; i++) {
+		cp_symbolizer__refresh(session.symbolizer, opts->common.pids[i]);
+		comm_of(&ctx, opts->common.pids[i]);
 	}
 	ctx.start_ns = monotonic_ns();
 	exit_code = cp_session__start_agent(&session, on_event, &ctx);
@@ -466,7 +462,7 @@ int cp_cmd_stats(int argc, char **argv)
 	if (cp_verbosity)
 		cp_say("counting (%u probes, %u links); Ctrl-C stops",
 		       cp_tracer__probe_count(session.tracer), cp_tracer__link_count(session.tracer));
-	hooks.tick_ms = opts.interval_ms;
+	hooks.tick_ms = opts->interval_ms;
 	hooks.tick = on_tick;
 	hooks.ctx = &ctx;
 	cp_session__wait(&session, &hooks);
@@ -475,7 +471,7 @@ int cp_cmd_stats(int argc, char **argv)
 	cp_session__stop_agent(&session);
 	report_all(&ctx, true);
 	warn_overflows(session.tracer);
-	cp_session__report_files(&session, opts.json);
+	cp_session__report_files(&session, opts->common.json);
 	fprintf(stderr, "cuprobe: %llu reports, %llu leak reports\n",
 		(unsigned long long)ctx.reports, (unsigned long long)ctx.leak_reports);
 	exit_code = cp_session__finish(&session);

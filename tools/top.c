@@ -17,7 +17,6 @@
 #include "cli_options.h"
 #include "cuprobe_internal.h"
 #include "session.h"
-#include "stats.h"
 
 #define MAX_ROWS 1024
 
@@ -259,19 +258,16 @@ static bool on_key(void *arg)
 	return false;
 }
 
-int cp_cmd_top(int argc, char **argv)
+int cp_cmd_top(const union cp_options *options)
 {
+	const struct cp_top_options *opts = &options->top;
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_wait_hooks hooks = { 0 };
-	struct cp_trace_options opts;
 	struct cp_session session;
 	struct top_ctx *ctx;
 	SCREEN *screen = NULL;
 	int exit_code;
 
-	exit_code = cp_session__parse(CP_CMD_TOP, argc, argv, &opts);
-	if (exit_code >= 0)
-		return exit_code;
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
 		cp_say("top needs a terminal (use cuprobe stats --interval for a log)");
 		return CP_EXIT_USAGE;
@@ -282,10 +278,10 @@ int cp_cmd_top(int argc, char **argv)
 		return CP_EXIT_SETUP;
 	}
 	pthread_mutex_init(&ctx->lock, NULL);
-	ctx->interval_ms = opts.interval_ms ? opts.interval_ms : 1000;
+	ctx->interval_ms = opts->interval_ms ? opts->interval_ms : 1000;
 	tracer_opts.aggregate = true;
 	tracer_opts.no_call_records = true;
-	exit_code = cp_session__open(&session, CP_CMD_TOP, &opts);
+	exit_code = cp_session__open(&session, &opts->common);
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)

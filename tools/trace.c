@@ -25,7 +25,6 @@
 #include "cuprobe_internal.h"
 #include "output_file.h"
 #include "session.h"
-#include "trace.h"
 
 
 /* Kernels in flight listed after an Xid, at most. */
@@ -201,7 +200,7 @@ static void print_summary(const struct cp_session *s)
 /* Tracing ended (the agent is joined): the Perfetto trace's last slices and its end. */
 static void finish_perfetto(struct trace_output *output)
 {
-	const char *path = output->session->opts->perfetto;
+	const char *path = output->session->perfetto_path;
 	struct cp_chrome_trace_stats stats;
 
 	if (!output->perfetto_failed) {
@@ -222,38 +221,38 @@ static void finish_perfetto(struct trace_output *output)
 		       path, (unsigned long long)stats.allocations_untracked);
 }
 
-int cp_cmd_trace(int argc, char **argv)
+int cp_cmd_trace(const union cp_options *options)
 {
+	const struct cp_trace_options *opts = &options->trace;
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct trace_output output = { 0 };
-	struct cp_trace_options opts;
 	struct cp_session session;
 	uint64_t perfetto_base_ns;
 	int exit_code;
 
-	exit_code = cp_session__parse(CP_CMD_TRACE, argc, argv, &opts);
-	if (exit_code >= 0)
-		return exit_code;
-	exit_code = cp_session__open(&session, CP_CMD_TRACE, &opts);
+	exit_code = cp_session__open(&session, &opts->common);
+	if (!exit_code && opts->runtime)
+		cp_session__probe_runtime(&session, opts->cudarts, opts->cudart_count);
+	session.perfetto_path = opts->perfetto;
 	/* --perfetto: every call's return makes its slice; ts 0 precedes any probe's record. */
-	tracer_opts.return_records = opts.perfetto != NULL;
+	tracer_opts.return_records = opts->perfetto != NULL;
 	perfetto_base_ns = monotonic_ns();
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
 		goto cleanup;
 	output.session = &session;
-	output.json = opts.json;
-	output.intervals = opts.timeline;
+	output.json = opts->common.json;
+	output.intervals = opts->timeline;
 	output.start_ns = monotonic_ns();
 	{
 		CP_OPTS(cp_timeline_opts, timeline_opts, .on_interval = on_interval, .ctx = &output);
 
 		output.timeline = cp_timeline__new(&timeline_opts);
 	}
-	if (opts.perfetto)
+	if (opts->perfetto)
 		output.perfetto = cp_chrome_trace__new(session.names, perfetto_base_ns);
-	if (!output.timeline || (opts.perfetto && !output.perfetto)) {
+	if (!output.timeline || (opts->perfetto && !output.perfetto)) {
 		cp_say("out of memory");
 		exit_code = CP_EXIT_SETUP;
 		goto cleanup;
@@ -261,7 +260,7 @@ int cp_cmd_trace(int argc, char **argv)
 	exit_code = cp_session__start_agent(&session, on_event, &output);
 	if (exit_code)
 		goto cleanup;
-	if (!opts.json) {
+	if (!opts->common.json) {
 		char header[256];
 		int n = snprintf(header, sizeof(header), "%s\n", cp_format__text_header());
 
@@ -281,7 +280,7 @@ int cp_cmd_trace(int argc, char **argv)
 	if (output.perfetto)
 		finish_perfetto(&output);
 	print_summary(&session);
-	cp_session__report_files(&session, opts.json);
+	cp_session__report_files(&session, opts->common.json);
 	exit_code = cp_session__finish(&session);
 cleanup:
 	/* The agent (which feeds the timeline) is joined by close, before the timeline goes. */
