@@ -58,20 +58,11 @@ static unsigned long long monotonic_ns(void)
 static const char *comm_of(struct stats_ctx *ctx, uint32_t pid)
 {
 	struct comm_entry *slot = &ctx->comms[pid % MAX_COMMS];
-	char path[64];
-	FILE *file;
+	char name[sizeof(slot->comm)];
 
-	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
-	file = fopen(path, "re");
-	if (file) {
-		char name[sizeof(slot->comm)] = "";
-
-		if (fgets(name, sizeof(name), file)) {
-			name[strcspn(name, "\n")] = '\0';
-			slot->pid = pid;
-			memcpy(slot->comm, name, sizeof(slot->comm));
-		}
-		fclose(file);
+	if (!cp_proc__comm(pid, 0, name, sizeof(name))) {
+		slot->pid = pid;
+		memcpy(slot->comm, name, sizeof(slot->comm));
 	}
 	return slot->pid == pid ? slot->comm : "?";
 }

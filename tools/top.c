@@ -68,21 +68,6 @@ static int on_event(void *arg, const union cp_event *event)
 	return 0;
 }
 
-static void read_comm(uint32_t pid, char *out, size_t len)
-{
-	char path[64];
-	FILE *file;
-
-	snprintf(out, len, "?");
-	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
-	file = fopen(path, "re");
-	if (!file)
-		return;
-	if (fgets(out, (int)len, file))
-		out[strcspn(out, "\n")] = '\0';
-	fclose(file);
-}
-
 static struct top_row *row_for(struct top_row *rows, size_t *count, uint32_t pid)
 {
 	size_t i;
@@ -180,7 +165,8 @@ static void refresh_view(void *arg)
 		}
 	}
 	for (i = 0; i < count; i++) {
-		read_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
+		if (cp_proc__comm(rows[i].pid, 0, rows[i].comm, sizeof(rows[i].comm)))
+			snprintf(rows[i].comm, sizeof(rows[i].comm), "?");
 		for (j = 0; j < ctx->previous_count; j++)
 			if (ctx->previous[j].pid == rows[i].pid)
 				break;

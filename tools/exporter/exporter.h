@@ -45,13 +45,13 @@ unsigned long long cp_exporter__start_time(const char *stat);
 struct cp_fold_cgroup {
 	char *cgroup;
 	char **kernels;
-	size_t kernel_count;
+	size_t kernel_count, kernel_capacity;
 };
 
 struct cp_fold_bound {
 	size_t max_cgroups, max_kernels;
 	struct cp_fold_cgroup *cgroups;
-	size_t cgroup_count;
+	size_t cgroup_count, cgroup_capacity;
 };
 
 /*
@@ -98,7 +98,7 @@ struct process {
 	char *visible_devices;      /* CUDA_VISIBLE_DEVICES of its environment, or NULL */
 	/* The kernels named in its series (name_kernels; the rest go to kernel="other"). */
 	struct named_kernel *kernels;
-	size_t kernel_count;
+	size_t kernel_count, kernel_capacity;
 	struct cp_metric_family xids; /* its Xid errors, labelled as its other series */
 	/* Once exited: its final rows, names resolved. */
 	struct cp_stats_snapshot final;

@@ -104,7 +104,6 @@ unsigned long long cp_exporter__start_time(const char *stat)
 
 bool cp_fold_bound__cgroup(struct cp_fold_bound *bound, const char *cgroup, size_t *at)
 {
-	struct cp_fold_cgroup *grown;
 	size_t i;
 
 	for (i = 0; i < bound->cgroup_count; i++)
@@ -114,12 +113,10 @@ bool cp_fold_bound__cgroup(struct cp_fold_bound *bound, const char *cgroup, size
 		}
 	if (bound->cgroup_count >= bound->max_cgroups)
 		return false;
-	grown = realloc(bound->cgroups, (bound->cgroup_count + 1) * sizeof(*grown));
-	if (!grown)
+	if (CP_ARRAY_RESERVE(bound->cgroups, bound->cgroup_capacity, bound->cgroup_count + 1, 16))
 		return false;
-	bound->cgroups = grown;
-	grown[i] = (struct cp_fold_cgroup){ .cgroup = strdup(cgroup) };
-	if (!grown[i].cgroup)
+	bound->cgroups[i] = (struct cp_fold_cgroup){ .cgroup = strdup(cgroup) };
+	if (!bound->cgroups[i].cgroup)
 		return false;
 	bound->cgroup_count++;
 	*at = i;
@@ -129,7 +126,6 @@ bool cp_fold_bound__cgroup(struct cp_fold_bound *bound, const char *cgroup, size
 const char *cp_fold_bound__kernel(struct cp_fold_bound *bound, size_t at, const char *kernel)
 {
 	struct cp_fold_cgroup *c = &bound->cgroups[at];
-	char **grown;
 	size_t i;
 
 	if (!strcmp(kernel, "other"))
@@ -139,14 +135,12 @@ const char *cp_fold_bound__kernel(struct cp_fold_bound *bound, size_t at, const 
 			return c->kernels[i];
 	if (c->kernel_count >= bound->max_kernels)
 		return "other";
-	grown = realloc(c->kernels, (c->kernel_count + 1) * sizeof(*grown));
-	if (!grown)
+	if (CP_ARRAY_RESERVE(c->kernels, c->kernel_capacity, c->kernel_count + 1, 16))
 		return "other";
-	c->kernels = grown;
-	grown[i] = strdup(kernel);
-	if (!grown[i])
+	c->kernels[i] = strdup(kernel);
+	if (!c->kernels[i])
 		return "other";
-	return grown[c->kernel_count++];
+	return c->kernels[c->kernel_count++];
 }
 
 void cp_fold_bound__release(struct cp_fold_bound *bound)
@@ -167,21 +161,6 @@ void cp_fold_bound__release(struct cp_fold_bound *bound)
 #ifndef CUPROBE_NO_EXPORTER
 
 /* ---- what a process is: labels read once ---------------------------------------- */
-
-/* The first line of a /proc file, newline cut. */
-static bool read_line(const char *path, char *out, size_t len)
-{
-	FILE *file = fopen(path, "re");
-	bool ok;
-
-	if (!file)
-		return false;
-	ok = fgets(out, (int)len, file) != NULL;
-	fclose(file);
-	if (ok)
-		out[strcspn(out, "\n")] = '\0';
-	return ok;
-}
 
 /* The whole of a small /proc file, NUL-terminated; false when unreadable. */
 static bool read_small(const char *path, char *out, size_t len)
@@ -213,8 +192,7 @@ static void read_process(struct process *p)
 	size_t n;
 
 	p->start_time = process__start_time(p->pid);
-	snprintf(path, sizeof(path), "/proc/%u/comm", p->pid);
-	if (!read_line(path, p->comm, sizeof(p->comm)))
+	if (cp_proc__comm(p->pid, 0, p->comm, sizeof(p->comm)))
 		snprintf(p->comm, sizeof(p->comm), "?");
 	snprintf(path, sizeof(path), "/proc/%u/cgroup", p->pid);
 	if (read_small(path, text, sizeof(text)))
@@ -377,7 +355,6 @@ void process__name_kernels(struct exporter *x, struct process *p, const struct c
 			   size_t count)
 {
 	const struct cp_kernel_row **fresh;
-	struct named_kernel *grown;
 	size_t i, n = 0, room;
 
 	if (p->kernel_count >= x->max_kernels || !count)
@@ -393,23 +370,21 @@ void process__name_kernels(struct exporter *x, struct process *p, const struct c
 		qsort(fresh, n, sizeof(*fresh), by_launches);
 	else
 		room = n;
-	grown = room ? realloc(p->kernels, (p->kernel_count + room) * sizeof(*grown)) : NULL;
-	if (grown) {
-		p->kernels = grown;
-		for (i = 0; i < room; i++) {
-			const struct cp_kernel_row *k = fresh[i];
-			const char *mangled;
-			char buf[64];
-			const char *label = cp_format__kernel_label(x->session->names, p->pid, k->handle,
-								    k->graph, &mangled, buf, sizeof(buf));
-			char *copy = strdup(label);
+	if (room && CP_ARRAY_RESERVE(p->kernels, p->kernel_capacity, p->kernel_count + room, 16))
+		room = 0; /* out of memory: named at the next refresh */
+	for (i = 0; i < room; i++) {
+		const struct cp_kernel_row *k = fresh[i];
+		const char *mangled;
+		char buf[64];
+		const char *label = cp_format__kernel_label(x->session->names, p->pid, k->handle,
+							    k->graph, &mangled, buf, sizeof(buf));
+		char *copy = strdup(label);
 
-			if (!copy)
-				break; /* out of memory: named at the next refresh */
-			grown[p->kernel_count++] = (struct named_kernel){ .device = k->device,
-									  .handle = k->handle,
-									  .name = copy };
-		}
+		if (!copy)
+			break; /* out of memory: named at the next refresh */
+		p->kernels[p->kernel_count++] = (struct named_kernel){ .device = k->device,
+								       .handle = k->handle,
+								       .name = copy };
 	}
 	free(fresh);
 }
@@ -675,15 +650,8 @@ void processes__retire_exited(struct exporter *x, const struct cp_stats_snapshot
 			if (now - p->gone_since_ns < LOST_EXIT_WAIT_NS)
 				continue;
 		}
-		if (count == capacity) {
-			size_t grown = capacity ? capacity * 2 : 64;
-			uint32_t *bigger = realloc(pids, grown * sizeof(*bigger));
-
-			if (!bigger)
-				break; /* the rest wait for the next refresh */
-			pids = bigger;
-			capacity = grown;
-		}
+		if (CP_ARRAY_RESERVE(pids, capacity, count + 1, 64))
+			break; /* the rest wait for the next refresh */
 		if (copy_rows(snap, p->pid, &final))
 			break;
 		pids[count++] = p->pid;
