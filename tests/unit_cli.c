@@ -15,6 +15,7 @@
 #include "cuprobe_internal.h"
 #include "helpers.h"
 #include "spawn.h"
+#include "warnings.h"
 
 static union cp_options opts;
 static char error[256];
@@ -782,6 +783,50 @@ Test(cli, a_value_of_its_own_has_a_place_in_each_command_that_takes_it)
 	cr_assert_eq(opts.run.interval_ms, 4000);
 	cr_assert_str_eq(opts.run.program, "p.bpf.o");
 	cr_assert(PARSE("--timeline") == CP_PARSE_OK && opts.trace.timeline);
+}
+
+/* The end-of-run warnings: one line for each loss counter set, none when nothing was lost. */
+Test(warnings, each_loss_is_said_once)
+{
+	static const size_t losses[] = {
+		offsetof(struct cp_counters, records_lost), offsetof(struct cp_counters, pending_overflow),
+		offsetof(struct cp_counters, pending_missed), offsetof(struct cp_counters, targets_overflow),
+		offsetof(struct cp_counters, kernel_stats_full), offsetof(struct cp_counters, api_stats_full),
+		offsetof(struct cp_counters, mem_stats_full), offsetof(struct cp_counters, live_allocs_full),
+		offsetof(struct cp_counters, stacks_lost), offsetof(struct cp_counters, call_start_full),
+		offsetof(struct cp_counters, vmm_full), offsetof(struct cp_counters, vmm_unknown),
+		offsetof(struct cp_counters, device_stats_full), offsetof(struct cp_counters, hold_failed),
+	};
+	struct cp_counters counters = { .records_attempted = 5, .filtered = 3, .driver_mappings = 2 };
+	struct cp_agent_stats agent = { .delivered = 9 };
+	char *text = NULL;
+	size_t len = 0, i;
+	FILE *out;
+
+	cr_assert_eq(cp_warnings__print(stderr, &counters, &agent), 0, "nothing lost, yet a warning");
+	cr_assert_eq(cp_warnings__print(stderr, NULL, NULL), 0);
+	for (i = 0; i < sizeof(losses) / sizeof(losses[0]); i++) {
+		struct cp_counters one = { 0 };
+		uint64_t value = 4242;
+
+		memcpy((char *)&one + losses[i], &value, sizeof(value));
+		out = open_memstream(&text, &len);
+		cr_assert_not_null(out);
+		cr_assert_eq(cp_warnings__print(out, &one, NULL), 1, "counter at %zu", losses[i]);
+		fclose(out);
+		cr_assert_not_null(strstr(text, "4242"), "counter at %zu: %s", losses[i], text);
+		cr_assert_eq(strncmp(text, "cuprobe: ", 9), 0, "%s", text);
+		cr_assert_eq(strchr(text, '\n'), text + strlen(text) - 1, "not one line: %s", text);
+		free(text);
+		text = NULL;
+	}
+	agent.malformed = 2;
+	agent.thread_error = -EIO;
+	out = open_memstream(&text, &len);
+	cr_assert_not_null(out);
+	cr_assert_eq(cp_warnings__print(out, NULL, &agent), 2);
+	fclose(out);
+	free(text);
 }
 
 Test(cli, an_option_of_another_command_is_named_in_the_error)

@@ -398,6 +398,7 @@ int cp_cmd_run(const union cp_options *options)
 	/* Every record committed is printed first, then the maps as they ended. */
 	cp_session__stop_agent(&session);
 	print_maps(&run, true);
+	cp_session__warn_losses(&session);
 	report_rings(&run);
 	cp_session__report_files(&session, opts->common.json);
 	exit_code = cp_session__finish(&session);

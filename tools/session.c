@@ -32,6 +32,7 @@
 
 #include "output_file.h"
 #include "session.h"
+#include "warnings.h"
 
 #define LIBCUDA "libcuda.so.1"
 #define MAX_SEEDED_PIDS 4096
@@ -753,6 +754,17 @@ void cp_session__report_files(struct cp_session *s, bool json)
 	if (count > sizeof(files) / sizeof(files[0]))
 		cp_say("(%zu more library files not listed)", count - sizeof(files) / sizeof(files[0]));
 	cp_text__free(&text);
+}
+
+void cp_session__warn_losses(const struct cp_session *s)
+{
+	struct cp_counters counters;
+	struct cp_agent_stats agent;
+	bool have_counters = s->tracer && !cp_tracer__read_counters(s->tracer, &counters);
+
+	if (s->agent)
+		cp_agent__stats(s->agent, &agent);
+	cp_warnings__print(stderr, have_counters ? &counters : NULL, s->agent ? &agent : NULL);
 }
 
 /* Exit status of a wait status, as a shell reports it. */

@@ -153,6 +153,8 @@ void cp_session__stop_agent(struct cp_session *s);
  * a "driver_file" record each in the output (a failed write stops the session).
  */
 void cp_session__report_files(struct cp_session *s, bool json);
+/* What the BPF side and the agent could not record: a line each on stderr (warnings.c's table). */
+void cp_session__warn_losses(const struct cp_session *s);
 /*
  * Says what is left running and returns the exit status: COMMAND's status
  * as a shell reports it when it ended; 128+N when signal N stopped tracing

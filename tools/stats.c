@@ -360,49 +360,6 @@ static void on_tick(void *arg)
 	report_all(arg, false);
 }
 
-static void warn_overflows(const struct cp_tracer *tracer)
-{
-	struct cp_counters c;
-
-	if (cp_tracer__read_counters(tracer, &c))
-		return;
-	if (c.targets_overflow)
-		cp_say("warning: %llu processes did not fit in the traced set",
-		       (unsigned long long)c.targets_overflow);
-	if (c.pending_overflow || c.pending_missed)
-		cp_say("warning: %llu allocation calls lost their return state, %llu returns unmatched",
-		       (unsigned long long)c.pending_overflow, (unsigned long long)c.pending_missed);
-	if (c.kernel_stats_full)
-		cp_say("warning: %llu launches of kernels that did not fit in the kernel map",
-		       (unsigned long long)c.kernel_stats_full);
-	if (c.api_stats_full)
-		cp_say("warning: %llu calls that did not fit in the API map",
-		       (unsigned long long)c.api_stats_full);
-	if (c.mem_stats_full)
-		cp_say("warning: %llu memory updates for processes that did not fit in the memory map",
-		       (unsigned long long)c.mem_stats_full);
-	if (c.live_allocs_full)
-		cp_say("warning: %llu allocations not tracked (live allocation map full): live bytes undercount",
-		       (unsigned long long)c.live_allocs_full);
-	if (c.vmm_full)
-		cp_say("warning: %llu VMM handles or mappings not tracked (maps full)",
-		       (unsigned long long)c.vmm_full);
-	if (c.vmm_unknown)
-		cp_say("%llu VMM releases/unmaps of handles made before tracing began (not counted)",
-		       (unsigned long long)c.vmm_unknown);
-	if (c.stacks_lost)
-		cp_say("warning: %llu allocation stacks not captured", (unsigned long long)c.stacks_lost);
-	if (c.call_start_full)
-		cp_say("warning: %llu calls not timed (start map full)",
-		       (unsigned long long)c.call_start_full);
-	if (c.hold_failed)
-		cp_say("warning: %llu processes mapping a new driver file could not be held",
-		       (unsigned long long)c.hold_failed);
-	if (c.records_lost)
-		cp_say("warning: %llu name/lifecycle records lost to a full ring buffer",
-		       (unsigned long long)c.records_lost);
-}
-
 int cp_cmd_stats(const union cp_options *options)
 {
 	const struct cp_stats_options *opts = &options->stats;
@@ -461,7 +418,7 @@ int cp_cmd_stats(const union cp_options *options)
 	/* Drain first: exits already recorded get their final reports and leak checks. */
 	cp_session__stop_agent(&session);
 	report_all(&ctx, true);
-	warn_overflows(session.tracer);
+	cp_session__warn_losses(&session);
 	cp_session__report_files(&session, opts->common.json);
 	fprintf(stderr, "cuprobe: %llu reports, %llu leak reports\n",
 		(unsigned long long)ctx.reports, (unsigned long long)ctx.leak_reports);

@@ -25,6 +25,7 @@
 #include "cuprobe_internal.h"
 #include "output_file.h"
 #include "session.h"
+#include "warnings.h"
 
 
 /* Kernels in flight listed after an Xid, at most. */
@@ -170,21 +171,7 @@ static void print_summary(const struct cp_session *s)
 		have_counters ? (unsigned long long)counters.records_lost : 0ull,
 		(unsigned long long)name_stats.launches_unnamed,
 		(unsigned long long)name_stats.launches);
-	if (have_counters && counters.records_lost)
-		cp_say("warning: %llu records were lost to a full ring buffer; try --ring-size",
-		    (unsigned long long)counters.records_lost);
-	if (stats.malformed)
-		cp_say("warning: %llu malformed records dropped", (unsigned long long)stats.malformed);
-	if (have_counters && (counters.pending_overflow || counters.pending_missed))
-		cp_say("warning: %llu allocation/name calls lost their return state, %llu returns unmatched",
-		    (unsigned long long)counters.pending_overflow,
-		    (unsigned long long)counters.pending_missed);
-	if (have_counters && counters.targets_overflow)
-		cp_say("warning: %llu processes did not fit in the traced set",
-		    (unsigned long long)counters.targets_overflow);
-	if (have_counters && counters.hold_failed)
-		cp_say("warning: %llu processes mapping a new driver file could not be held",
-		       (unsigned long long)counters.hold_failed);
+	cp_warnings__print(stderr, have_counters ? &counters : NULL, &stats);
 	if (name_stats.driver_named || name_stats.driver_checked)
 		cp_say("%llu kernels named from the driver's records (%llu probe-learned names checked against them, %llu disagreed%s)",
 		       (unsigned long long)name_stats.driver_named,
@@ -193,8 +180,6 @@ static void print_summary(const struct cp_session *s)
 		       name_stats.driver_mismatches ? ": records no longer read" : "");
 	if (name_stats.stubs_unresolved)
 		cp_say("warning: %llu host stubs could not be named", (unsigned long long)name_stats.stubs_unresolved);
-	if (stats.thread_error)
-		cp_say("warning: the agent stopped on an error: %s", strerror(-stats.thread_error));
 }
 
 /* Tracing ended (the agent is joined): the Perfetto trace's last slices and its end. */
