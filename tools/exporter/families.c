@@ -28,17 +28,29 @@ static const char *const xid_labels[] = { "pid", "comm", "container", "cgroup", 
 static const char *const status_labels[] = { "status" };
 static const char *const map_labels[] = { "map" };
 static const char *const limit_labels[] = { "limit" };
-#define LABELS(names) names, COUNT(names)
-#define NO_LABELS NULL, 0
-/* Where a per-process fill reads the value: a member of a row type. */
-#define OF(type, member) offsetof(struct type, member)
+/* A row's family: name (base units; counters without _total), help, unit, type, labels. */
+#define FAMILY(n, h, u, t, labels) \
+	.family = { .name = (n), .help = (h), .unit = (u), .type = CP_METRIC_##t, labels }
+#define LABELS(names) .label_names = (names), .label_count = COUNT(names)
+#define NO_LABELS .label_names = NULL, .label_count = 0
 #define CP_STR(x) #x
 #define CP_XSTR(x) CP_STR(x)
 
 /* ---- a row of the table ---------------------------------------------------------------- */
 
+/* The rows of the maps' snapshot a family reads: per process, and a key of their own. */
+enum row_kind {
+	NO_ROWS,
+	KERNEL_ROWS,            /* by GPU and kernel */
+	API_ROWS,               /* by API */
+	COPY_ROWS,              /* by GPU and direction */
+	DEVICE_MEMORY_ROWS,     /* by GPU (the cuMemAlloc* family) */
+	MEMORY_ROWS,            /* the process's (VMM included) */
+};
+
 struct family_row;
-/* Reads the row's value (at row->value in its row type) from one process's rows. */
+struct process_rows;
+/* Fills one process's series of the row's family. */
 typedef void per_process_fill(struct cp_metric_family *f, const struct family_row *row,
 			      const struct process_rows *rows);
 /* What a host fill reads. */
@@ -50,21 +62,25 @@ struct host_state {
 typedef void host_fill(struct cp_metric_family *f, const struct host_state *host);
 
 struct family_row {
-	const char *name;       /* base units; counters without _total */
-	const char *help;
-	const char *unit;       /* "seconds", "bytes", or NULL */
-	enum cp_metric_type type;
-	const char *const *labels;
-	size_t label_count;
+	struct cp_metric_family family; /* as served: its series made at each refresh */
 	/*
-	 * Per process: counters and histograms of live, kept and folded
-	 * processes, gauges of live ones; value says where in its row type.
+	 * Per process (counters and histograms of live, kept and folded
+	 * processes; gauges of live ones): fill_rows reads the value at `value`
+	 * in each of its rows (a histogram, the API rows' latency).
 	 */
 	per_process_fill *per_process;
+	enum row_kind rows;
 	size_t value;
 	bool with_latency;      /* filled with --latency only (return probes count it) */
 	host_fill *host;        /* host-wide, after every process's */
 };
+
+/* fill_rows of a member of a row type: KERNELS(launches) reads cp_kernel_row's launches. */
+#define KERNELS(member) fill_rows, KERNEL_ROWS, offsetof(struct cp_kernel_row, member)
+#define APIS(member) fill_rows, API_ROWS, offsetof(struct cp_api_row, member)
+#define COPIES(member) fill_rows, COPY_ROWS, offsetof(struct cp_copy_row, member)
+#define DEVICE_MEMORY(member) fill_rows, DEVICE_MEMORY_ROWS, offsetof(struct cp_device_mem_row, member)
+#define MEMORY(member) fill_rows, MEMORY_ROWS, offsetof(struct cp_mem_row, member)
 
 void family__add(struct cp_metric_family *f, const char *const *values, double value)
 {
@@ -96,12 +112,6 @@ static void merge(struct cp_metric_family *dst, const struct cp_metric_family *s
 
 /* ---- per-process fills: values[0..4] are the process's labels ------------------------- */
 
-/* The value at offset in a row, as a sample's. */
-static double value_at(const void *row, size_t offset)
-{
-	return (double)*(const uint64_t *)((const char *)row + offset);
-}
-
 static void label_process(const struct process_rows *r, char *pid, const char **values)
 {
 	process__label_values(r->p, r->folded, pid, values);
@@ -115,120 +125,100 @@ static void label_gpu(const struct process_rows *r, int32_t device, char *gpu, c
 	values[6] = gpus__uuid(r->x, r->p, device);
 }
 
-/* Kernel rows, by GPU and kernel (named as name_kernels decided). */
-static void fill_kernels(struct cp_metric_family *f, const struct family_row *row,
-			 const struct process_rows *r)
+/* The snapshot's rows of a kind: the array, how many, the size of one. */
+static const void *rows_of_kind(const struct cp_stats_snapshot *snap, enum row_kind kind,
+				size_t *count, size_t *size)
 {
-	const struct cp_stats_snapshot *snap = r->snap;
-	const char *values[CP_METRIC_LABELS_MAX];
-	char pid[16], gpu[16];
-	size_t i, end;
+	switch (kind) {
+	case KERNEL_ROWS:
+		*count = snap->kernel_count, *size = sizeof(*snap->kernels);
+		return snap->kernels;
+	case API_ROWS:
+		*count = snap->api_count, *size = sizeof(*snap->apis);
+		return snap->apis;
+	case COPY_ROWS:
+		*count = snap->copy_count, *size = sizeof(*snap->copies);
+		return snap->copies;
+	case DEVICE_MEMORY_ROWS:
+		*count = snap->device_mem_count, *size = sizeof(*snap->device_mems);
+		return snap->device_mems;
+	case MEMORY_ROWS:
+		*count = snap->mem_count, *size = sizeof(*snap->mems);
+		return snap->mems;
+	default:
+		*count = *size = 0;
+		return NULL;
+	}
+}
 
-	label_process(r, pid, values);
-	ROWS_OF(snap->kernels, snap->kernel_count, r->p->pid, &i, &end);
-	if (!r->kernel_names && r->folded)
-		return; /* its names could not be kept (out of memory): its launches are lost */
-	if (!r->kernel_names)
-		process__name_kernels(r->x, r->p, snap->kernels + i, end - i);
-	for (; i < end; i++) {
-		const struct cp_kernel_row *k = &snap->kernels[i];
+/* values[5...]: what tells a row from the process's others (i: its index, for kernel names). */
+static void label_row(const struct process_rows *r, enum row_kind kind, const void *row, size_t i,
+		      char *gpu, const char **values)
+{
+	const struct cp_kernel_row *k = row;
+	const struct cp_copy_row *c = row;
 
+	switch (kind) {
+	case KERNEL_ROWS:
 		label_gpu(r, k->device, gpu, values);
 		values[7] = r->kernel_names ? r->kernel_names[i] :
 			    process__kernel_label(r->p, k->device, k->handle);
-		family__add(f, values, value_at(k, row->value));
-	}
-}
-
-/* API rows, by API. */
-static void fill_apis(struct cp_metric_family *f, const struct family_row *row,
-		      const struct process_rows *r)
-{
-	const struct cp_stats_snapshot *snap = r->snap;
-	const char *values[CP_METRIC_LABELS_MAX];
-	char pid[16];
-	size_t i, end;
-
-	label_process(r, pid, values);
-	for (ROWS_OF(snap->apis, snap->api_count, r->p->pid, &i, &end); i < end; i++) {
-		values[5] = cp_api__name(snap->apis[i].api);
-		family__add(f, values, value_at(&snap->apis[i], row->value));
-	}
-}
-
-/* The API rows' latency histograms, by API. */
-static void fill_api_latency(struct cp_metric_family *f, const struct family_row *row,
-			     const struct process_rows *r)
-{
-	const struct cp_stats_snapshot *snap = r->snap;
-	const char *values[CP_METRIC_LABELS_MAX];
-	char pid[16];
-	size_t i, end;
-	int b;
-
-	label_process(r, pid, values);
-	for (ROWS_OF(snap->apis, snap->api_count, r->p->pid, &i, &end); i < end; i++) {
-		const struct cp_api_row *a = &snap->apis[i];
-		struct cp_metric_sample *s;
-
-		values[5] = cp_api__name(a->api);
-		s = cp_metric_family__find(f, values);
-		if (!s)
-			continue;
-		for (b = 0; b < CP_HIST_BUCKETS; b++)
-			s->buckets[b] += a->histogram[b];
-		s->count += a->timed;
-		s->sum += a->total_ns / 1e9;
-	}
-}
-
-/* Copy rows, by GPU and direction. */
-static void fill_copies(struct cp_metric_family *f, const struct family_row *row,
-			const struct process_rows *r)
-{
-	const struct cp_stats_snapshot *snap = r->snap;
-	const char *values[CP_METRIC_LABELS_MAX];
-	char pid[16], gpu[16];
-	size_t i, end;
-
-	label_process(r, pid, values);
-	for (ROWS_OF(snap->copies, snap->copy_count, r->p->pid, &i, &end); i < end; i++) {
-		const struct cp_copy_row *c = &snap->copies[i];
-
+		break;
+	case API_ROWS:
+		values[5] = cp_api__name(((const struct cp_api_row *)row)->api);
+		break;
+	case COPY_ROWS:
 		label_gpu(r, c->device, gpu, values);
 		values[7] = cp_copy_dir__name(c->direction);
-		family__add(f, values, value_at(c, row->value));
+		break;
+	case DEVICE_MEMORY_ROWS:
+		label_gpu(r, ((const struct cp_device_mem_row *)row)->device, gpu, values);
+		break;
+	default:
+		break;
 	}
 }
 
-/* Per-GPU memory rows (the cuMemAlloc* family), by GPU. */
-static void fill_device_memory(struct cp_metric_family *f, const struct family_row *row,
-			       const struct process_rows *r)
+/* A row's histogram (the API rows' latency) into its series. */
+static void add_histogram(struct cp_metric_family *f, const char *const *values,
+			  const struct cp_api_row *row)
 {
-	const struct cp_stats_snapshot *snap = r->snap;
+	struct cp_metric_sample *s = cp_metric_family__find(f, values);
+	int b;
+
+	if (!s)
+		return;
+	for (b = 0; b < CP_HIST_BUCKETS; b++)
+		s->buckets[b] += row->histogram[b];
+	s->count += row->timed;
+	s->sum += row->total_ns / 1e9;
+}
+
+/* The process's rows of the row's kind, each a series: the value at row->value. */
+static void fill_rows(struct cp_metric_family *f, const struct family_row *row,
+		      const struct process_rows *r)
+{
 	const char *values[CP_METRIC_LABELS_MAX];
 	char pid[16], gpu[16];
-	size_t i, end;
+	size_t count, size, i, end;
+	const char *rows = rows_of_kind(r->snap, row->rows, &count, &size);
 
 	label_process(r, pid, values);
-	for (ROWS_OF(snap->device_mems, snap->device_mem_count, r->p->pid, &i, &end); i < end; i++) {
-		label_gpu(r, snap->device_mems[i].device, gpu, values);
-		family__add(f, values, value_at(&snap->device_mems[i], row->value));
+	rows__of(rows, count, size, r->p->pid, &i, &end);
+	if (row->rows == KERNEL_ROWS && !r->kernel_names) {
+		if (r->folded)
+			return; /* its names could not be kept (out of memory): its launches are lost */
+		process__name_kernels(r->x, r->p, r->snap->kernels + i, end - i);
 	}
-}
+	for (; i < end; i++) {
+		const void *at = rows + i * size;
 
-/* The process's memory row (VMM included). */
-static void fill_memory(struct cp_metric_family *f, const struct family_row *row,
-			const struct process_rows *r)
-{
-	const struct cp_stats_snapshot *snap = r->snap;
-	const char *values[CP_METRIC_LABELS_MAX];
-	char pid[16];
-	size_t i, end;
-
-	label_process(r, pid, values);
-	for (ROWS_OF(snap->mems, snap->mem_count, r->p->pid, &i, &end); i < end; i++)
-		family__add(f, values, value_at(&snap->mems[i], row->value));
+		label_row(r, row->rows, at, i, gpu, values);
+		if (row->family.type == CP_METRIC_HISTOGRAM)
+			add_histogram(f, values, at);
+		else
+			family__add(f, values, (double)*(const uint64_t *)((const char *)at + row->value));
+	}
 }
 
 /* The process's Xids (counted as they came), labelled as it is here (folded: its cgroup's). */
@@ -309,74 +299,67 @@ static void fill_folded_overflow(struct cp_metric_family *f, const struct host_s
 	merge(f, &h->x->fold_overflow);
 }
 
-/* ---- the table -------------------------------------------------------------------------- */
+/* ---- the table: the exposition's order -------------------------------------------------- */
 
 static const struct family_row family_rows[] = {
-	{ "cuprobe_kernel_launches",
-	  "Kernel launches, per process, GPU and kernel (up to --max-kernels named, the most launched first, the rest kernel=\"other\"; graph launches by their graph)",
-	  NULL, CP_METRIC_COUNTER, LABELS(kernel_labels), fill_kernels, OF(cp_kernel_row, launches) },
-	{ "cuprobe_api_calls", "CUDA driver API calls, per process and API",
-	  NULL, CP_METRIC_COUNTER, LABELS(api_labels), fill_apis, OF(cp_api_row, calls) },
-	{ "cuprobe_api_errors", "API calls that returned an error (with --latency)",
-	  NULL, CP_METRIC_COUNTER, LABELS(api_labels), fill_apis, OF(cp_api_row, errors), .with_latency = true },
-	{ "cuprobe_api_latency_seconds", "Time in API calls, entry to return (with --latency)",
-	  "seconds", CP_METRIC_HISTOGRAM, LABELS(api_labels), fill_api_latency, .with_latency = true },
-	{ "cuprobe_copies", "Memory copies, per process, GPU and direction",
-	  NULL, CP_METRIC_COUNTER, LABELS(copy_labels), fill_copies, OF(cp_copy_row, copies) },
-	{ "cuprobe_copy_bytes", "Bytes copied, per process, GPU and direction",
-	  "bytes", CP_METRIC_COUNTER, LABELS(copy_labels), fill_copies, OF(cp_copy_row, bytes) },
-	{ "cuprobe_device_allocations",
-	  "Device allocations that succeeded (cuMemAlloc* family), per process and GPU",
-	  NULL, CP_METRIC_COUNTER, LABELS(device_labels), fill_device_memory,
-	  OF(cp_device_mem_row, allocations) },
-	{ "cuprobe_device_frees", "Device frees of tracked allocations, per process and GPU",
-	  NULL, CP_METRIC_COUNTER, LABELS(device_labels), fill_device_memory, OF(cp_device_mem_row, frees) },
-	{ "cuprobe_device_memory_live_bytes",
-	  "Device memory allocated and not freed (cuMemAlloc* family), per process and GPU",
-	  "bytes", CP_METRIC_GAUGE, LABELS(device_labels), fill_device_memory,
-	  OF(cp_device_mem_row, live_bytes) },
-	{ "cuprobe_device_memory_peak_bytes", "The most device memory live at once, per process and GPU",
-	  "bytes", CP_METRIC_GAUGE, LABELS(device_labels), fill_device_memory,
-	  OF(cp_device_mem_row, peak_bytes) },
-	{ "cuprobe_process_memory_live_bytes",
-	  "Device memory live, per process, virtual memory management (cuMemCreate) included",
-	  "bytes", CP_METRIC_GAUGE, LABELS(process_labels), fill_memory, OF(cp_mem_row, live_bytes) },
-	{ "cuprobe_process_memory_peak_bytes",
-	  "The most device memory live at once, per process, VMM included",
-	  "bytes", CP_METRIC_GAUGE, LABELS(process_labels), fill_memory, OF(cp_mem_row, peak_bytes) },
-	{ "cuprobe_xid_errors",
-	  "GPU errors the NVIDIA driver reported (Xid), per process and GPU (PCI address)",
-	  NULL, CP_METRIC_COUNTER, LABELS(xid_labels), fill_xids, .host = fill_unattributed_xids },
-	{ "cuprobe_attach_events", "CUDA driver files mapped after the start, by outcome",
-	  NULL, CP_METRIC_COUNTER, LABELS(status_labels), .host = fill_attaches },
-	{ "cuprobe_attach_delay_seconds",
-	  "From a new driver file's first mapping to its probes being live",
-	  "seconds", CP_METRIC_HISTOGRAM, NO_LABELS, .host = fill_attach_delay },
-	{ "cuprobe_records_lost",
-	  "Records (names, process events) that did not fit in the ring buffer",
-	  NULL, CP_METRIC_COUNTER, NO_LABELS, .host = fill_records_lost },
-	{ "cuprobe_map_full", "Updates that did not fit in a BPF map (that count is then short)",
-	  NULL, CP_METRIC_COUNTER, LABELS(map_labels), .host = fill_map_full },
-	{ "cuprobe_processes", "CUDA processes with counts: running, and exited but kept",
-	  NULL, CP_METRIC_GAUGE, LABELS(status_labels), .host = fill_processes },
-	{ "cuprobe_http_requests", "HTTP requests answered, and refused",
-	  NULL, CP_METRIC_COUNTER, LABELS(status_labels), .host = fill_http_requests },
-	{ "cuprobe_folded_overflow",
-	  "Exited processes folded into the overflow rows: limit=\"containers\" (cgroups beyond the first " CP_XSTR(FOLDED_CGROUPS_MAX) " fold into container=\"\", cgroup=\"\", pod=\"\", kernel=\"other\"), limit=\"kernels\" (kernels beyond --max-kernels per cgroup into kernel=\"other\")",
-	  NULL, CP_METRIC_COUNTER, LABELS(limit_labels), .host = fill_folded_overflow },
+	{ FAMILY("cuprobe_kernel_launches",
+		 "Kernel launches, per process, GPU and kernel (up to --max-kernels named, the most launched first, the rest kernel=\"other\"; graph launches by their graph)",
+		 NULL, COUNTER, LABELS(kernel_labels)), KERNELS(launches) },
+	{ FAMILY("cuprobe_api_calls", "CUDA driver API calls, per process and API",
+		 NULL, COUNTER, LABELS(api_labels)), APIS(calls) },
+	{ FAMILY("cuprobe_api_errors", "API calls that returned an error (with --latency)",
+		 NULL, COUNTER, LABELS(api_labels)), APIS(errors), .with_latency = true },
+	{ FAMILY("cuprobe_api_latency_seconds", "Time in API calls, entry to return (with --latency)",
+		 "seconds", HISTOGRAM, LABELS(api_labels)), APIS(histogram), .with_latency = true },
+	{ FAMILY("cuprobe_copies", "Memory copies, per process, GPU and direction",
+		 NULL, COUNTER, LABELS(copy_labels)), COPIES(copies) },
+	{ FAMILY("cuprobe_copy_bytes", "Bytes copied, per process, GPU and direction",
+		 "bytes", COUNTER, LABELS(copy_labels)), COPIES(bytes) },
+	{ FAMILY("cuprobe_device_allocations",
+		 "Device allocations that succeeded (cuMemAlloc* family), per process and GPU",
+		 NULL, COUNTER, LABELS(device_labels)), DEVICE_MEMORY(allocations) },
+	{ FAMILY("cuprobe_device_frees", "Device frees of tracked allocations, per process and GPU",
+		 NULL, COUNTER, LABELS(device_labels)), DEVICE_MEMORY(frees) },
+	{ FAMILY("cuprobe_device_memory_live_bytes",
+		 "Device memory allocated and not freed (cuMemAlloc* family), per process and GPU",
+		 "bytes", GAUGE, LABELS(device_labels)), DEVICE_MEMORY(live_bytes) },
+	{ FAMILY("cuprobe_device_memory_peak_bytes",
+		 "The most device memory live at once, per process and GPU",
+		 "bytes", GAUGE, LABELS(device_labels)), DEVICE_MEMORY(peak_bytes) },
+	{ FAMILY("cuprobe_process_memory_live_bytes",
+		 "Device memory live, per process, virtual memory management (cuMemCreate) included",
+		 "bytes", GAUGE, LABELS(process_labels)), MEMORY(live_bytes) },
+	{ FAMILY("cuprobe_process_memory_peak_bytes",
+		 "The most device memory live at once, per process, VMM included",
+		 "bytes", GAUGE, LABELS(process_labels)), MEMORY(peak_bytes) },
+	{ FAMILY("cuprobe_xid_errors",
+		 "GPU errors the NVIDIA driver reported (Xid), per process and GPU (PCI address)",
+		 NULL, COUNTER, LABELS(xid_labels)), fill_xids, .host = fill_unattributed_xids },
+	{ FAMILY("cuprobe_attach_events", "CUDA driver files mapped after the start, by outcome",
+		 NULL, COUNTER, LABELS(status_labels)), .host = fill_attaches },
+	{ FAMILY("cuprobe_attach_delay_seconds",
+		 "From a new driver file's first mapping to its probes being live",
+		 "seconds", HISTOGRAM, NO_LABELS), .host = fill_attach_delay },
+	{ FAMILY("cuprobe_records_lost",
+		 "Records (names, process events) that did not fit in the ring buffer",
+		 NULL, COUNTER, NO_LABELS), .host = fill_records_lost },
+	{ FAMILY("cuprobe_map_full", "Updates that did not fit in a BPF map (that count is then short)",
+		 NULL, COUNTER, LABELS(map_labels)), .host = fill_map_full },
+	{ FAMILY("cuprobe_processes", "CUDA processes with counts: running, and exited but kept",
+		 NULL, GAUGE, LABELS(status_labels)), .host = fill_processes },
+	{ FAMILY("cuprobe_http_requests", "HTTP requests answered, and refused",
+		 NULL, COUNTER, LABELS(status_labels)), .host = fill_http_requests },
+	{ FAMILY("cuprobe_folded_overflow",
+		 "Exited processes folded into the overflow rows: limit=\"containers\" (cgroups beyond the first " CP_XSTR(FOLDED_CGROUPS_MAX) " fold into container=\"\", cgroup=\"\", pod=\"\", kernel=\"other\"), limit=\"kernels\" (kernels beyond --max-kernels per cgroup into kernel=\"other\")",
+		 NULL, COUNTER, LABELS(limit_labels)), .host = fill_folded_overflow },
 };
 
-static void family_init(struct cp_metric_family *f, const char *name, const char *help,
-			const char *unit, enum cp_metric_type type, const char *const *labels,
-			size_t label_count)
+/* An empty family named and labelled as proto (the table's, or the kept counts'). */
+static void family_init(struct cp_metric_family *f, const struct cp_metric_family *proto)
 {
-	memset(f, 0, sizeof(*f));
-	f->name = name;
-	f->help = help;
-	f->unit = unit;
-	f->type = type;
-	f->label_names = labels;
-	f->label_count = label_count;
+	*f = (struct cp_metric_family){ .name = proto->name, .help = proto->help, .unit = proto->unit,
+					.type = proto->type, .label_names = proto->label_names,
+					.label_count = proto->label_count };
 }
 
 size_t families__count(void)
@@ -390,10 +373,7 @@ struct cp_metric_family *families__new(void)
 	size_t i;
 
 	for (i = 0; families && i < COUNT(family_rows); i++) {
-		const struct family_row *row = &family_rows[i];
-
-		family_init(&families[i], row->name, row->help, row->unit, row->type, row->labels,
-			    row->label_count);
+		family_init(&families[i], &family_rows[i].family);
 	}
 	return families;
 }
@@ -415,7 +395,7 @@ void families__fill_process(struct cp_metric_family *families, const struct proc
 	for (i = 0; i < COUNT(family_rows); i++) {
 		const struct family_row *row = &family_rows[i];
 
-		if (row->per_process && (live || row->type != CP_METRIC_GAUGE) &&
+		if (row->per_process && (live || row->family.type != CP_METRIC_GAUGE) &&
 		    (rows->x->latency || !row->with_latency))
 			row->per_process(&families[i], row, rows);
 	}
@@ -434,12 +414,23 @@ void families__fill_host(struct cp_metric_family *families, struct exporter *x,
 	}
 }
 
+/* The family of the row whose host fill is fill: what the agent's counts are kept as. */
+static const struct cp_metric_family *family_filled_by(host_fill *fill)
+{
+	size_t i;
+
+	for (i = 0; i < COUNT(family_rows); i++)
+		if (family_rows[i].host == fill)
+			return &family_rows[i].family;
+	return NULL;
+}
+
 void families__init_counts(struct exporter *x)
 {
-	family_init(&x->unattributed_xids, "", "", NULL, CP_METRIC_COUNTER, LABELS(xid_labels));
-	family_init(&x->fold_overflow, "", "", NULL, CP_METRIC_COUNTER, LABELS(limit_labels));
-	family_init(&x->attaches, "", "", NULL, CP_METRIC_COUNTER, LABELS(status_labels));
-	family_init(&x->attach_delay, "", "", NULL, CP_METRIC_HISTOGRAM, NO_LABELS);
+	family_init(&x->unattributed_xids, family_filled_by(fill_unattributed_xids));
+	family_init(&x->fold_overflow, family_filled_by(fill_folded_overflow));
+	family_init(&x->attaches, family_filled_by(fill_attaches));
+	family_init(&x->attach_delay, family_filled_by(fill_attach_delay));
 }
 
 void families__release_counts(struct exporter *x)
@@ -452,7 +443,7 @@ void families__release_counts(struct exporter *x)
 
 void families__init_xids(struct cp_metric_family *xids)
 {
-	family_init(xids, "", "", NULL, CP_METRIC_COUNTER, LABELS(xid_labels));
+	family_init(xids, family_filled_by(fill_unattributed_xids));
 }
 
 #endif /* CUPROBE_NO_EXPORTER */
