@@ -61,12 +61,9 @@ static uint64_t monotonic_ns(void)
 /* Writes what text holds; a failed write stops the session. Called with the lock held. */
 static void flush_text(struct run_ctx *run, struct cp_text *text)
 {
-	if (run->failed || !text->len)
-		return;
-	if (text->failed || !cp_output__write(&run->session->output, text->data, text->len, true)) {
+	if (!run->failed && text->len &&
+	    !cp_session__write_text(run->session, &run->session->output, text, true))
 		run->failed = true;
-		cp_session__output_failed(run->session, text->failed ? ENOMEM : errno);
-	}
 }
 
 static int on_record(void *arg, const void *data, size_t size)

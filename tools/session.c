@@ -565,10 +565,14 @@ void cp_session__output_failed(struct cp_session *s, int err)
 		cp_session__request_stop(s);
 }
 
-void cp_session__perfetto_failed(struct cp_session *s, int err)
+bool cp_session__write_text(struct cp_session *s, struct cp_output *out, const struct cp_text *text,
+			    bool flush)
 {
-	if (cp_output__failed(&s->perfetto, err))
+	if (!text->failed && cp_output__write(out, text->data, text->len, flush))
+		return true;
+	if (cp_output__failed(out, text->failed ? ENOMEM : errno))
 		cp_session__request_stop(s);
+	return false;
 }
 
 /*

@@ -141,9 +141,15 @@ struct cp_wait_hooks {
 void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks);
 /* Asks the wait to end: async-signal-safe, from any thread (a write to an eventfd). */
 void cp_session__request_stop(struct cp_session *s);
-/* Notes a failed write to the output (or the --perfetto file) and ends the wait. */
+/* Notes a failed write to the output and ends the wait. */
 void cp_session__output_failed(struct cp_session *s, int err);
-void cp_session__perfetto_failed(struct cp_session *s, int err);
+/*
+ * Writes what text holds to out, the output or the --perfetto file (then
+ * flushes, if asked): false, the session stopping, when the write failed or
+ * text could not be made whole (out of memory).
+ */
+bool cp_session__write_text(struct cp_session *s, struct cp_output *out, const struct cp_text *text,
+			    bool flush);
 
 /* Stops the agent: every record committed so far is delivered. */
 void cp_session__stop_agent(struct cp_session *s);

@@ -50,13 +50,9 @@ struct trace_output {
 /* Writes a formatted piece; a failed write stops the session. */
 static void write_text(struct trace_output *output, struct cp_text *text)
 {
-	if (output->failed || !text->len)
-		return;
-	if (text->failed || !cp_output__write(&output->session->output, text->data, text->len, false)) {
-		/* ENOSPC, EPIPE...: nothing more can be written; the session stops. */
-		output->failed = true;
-		cp_session__output_failed(output->session, text->failed ? ENOMEM : errno);
-	}
+	if (!output->failed && text->len &&
+	    !cp_session__write_text(output->session, &output->session->output, text, false))
+		output->failed = true; /* ENOSPC, EPIPE...: nothing more can be written */
 }
 
 /* Writes what the Perfetto trace's writer appended; a failed write stops the session. */
@@ -65,10 +61,8 @@ static void write_perfetto(struct trace_output *output)
 	struct cp_text *text = &output->perfetto_text;
 
 	if (!output->perfetto_failed && text->len &&
-	    (text->failed || !cp_output__write(&output->session->perfetto, text->data, text->len, false))) {
+	    !cp_session__write_text(output->session, &output->session->perfetto, text, false))
 		output->perfetto_failed = true;
-		cp_session__perfetto_failed(output->session, text->failed ? ENOMEM : errno);
-	}
 	cp_text__clear(text);
 }
 
