@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "cli_options.h"
-#include "cuprobe.h"
 
 /*
  * Every option, once: the parser's getopt table, each command's --help and
