@@ -39,6 +39,28 @@ int cp_opts__copy(void *local, size_t local_sz, const void *opts);
 /* cp_opts__copy into a local struct of the library's own type. */
 #define CP_OPTS_COPY(local, opts) cp_opts__copy(&(local), sizeof(local), (opts))
 
+/* ---- growable arrays ---------------------------------------------------------- */
+
+/*
+ * Room for needed elements of size bytes in the array *array points to
+ * (NULL at first), which holds *capacity of them: when there is not, it is
+ * reallocated to twice its capacity (first: `first`) until there is.
+ * 0, or -ENOMEM with the array and its capacity as they were.
+ */
+int cp_array__reserve(void *array, size_t *capacity, size_t needed, size_t size, size_t first);
+/* cp_array__reserve for a typed array: CP_ARRAY_RESERVE(set->files, set->capacity, n + 1, 8). */
+#define CP_ARRAY_RESERVE(array, capacity, needed, first) \
+	cp_array__reserve(&(array), &(capacity), (needed), sizeof(*(array)), (first))
+
+/* ---- /proc ---------------------------------------------------------------------- */
+
+/*
+ * The command name of process pid (tid 0), or of its thread tid, from
+ * /proc/PID/comm or /proc/PID/task/TID/comm, newline cut: 0, or -errno
+ * with out "" (the process is gone, say).
+ */
+int cp_proc__comm(uint32_t pid, uint32_t tid, char *out, size_t len);
+
 /* ---- discovery helpers ---------------------------------------------------- */
 
 /* One line of /proc/PID/maps, parsed. */

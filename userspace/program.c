@@ -471,7 +471,7 @@ struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void 
 {
 	struct cp_program_opts known;
 	const struct cp_program_opts *opts = &known;
-	struct cp_program *program = NULL, **programs;
+	struct cp_program *program = NULL;
 	struct bpf_program *prog;
 	struct bpf_map *map;
 	const char *name;
@@ -546,12 +546,10 @@ struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void 
 	if (err)
 		goto err_out;
 	warn_unfiltered(program);
-	programs = realloc(tracer->programs, (tracer->program_count + 1) * sizeof(*programs));
-	if (!programs) {
+	if (CP_ARRAY_RESERVE(tracer->programs, tracer->program_capacity, tracer->program_count + 1, 4)) {
 		err = fail(opts, -ENOMEM, "out of memory");
 		goto err_out;
 	}
-	tracer->programs = programs;
 	tracer->programs[tracer->program_count++] = program;
 	return program;
 

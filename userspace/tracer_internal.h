@@ -82,7 +82,7 @@ struct cp_tracer {
 	/* The built-in programs' families (a bit per enum cp_family); users' programs. */
 	uint64_t builtin_families;
 	struct cp_program **programs;
-	size_t program_count;
+	size_t program_count, program_capacity;
 	cp_log_fn log;
 	void *log_ctx;
 	/* Attach bookkeeping: the agent thread adds, the main thread reads. */
