@@ -17,7 +17,8 @@
  */
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
        OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
-       OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED, OPT_WAKEUP_LATENCY };
+       OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED, OPT_WAKEUP_LATENCY,
+       OPT_PTX };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
@@ -83,6 +84,11 @@ static const struct cp_option_doc option_docs[] = {
 	{ OPT_SET, "set", 0, "NAME=VALUE", RUN,
 	  "set the integer NAME of PROG (declared const volatile, e.g. a threshold)\n"
 	  "before it is loaded (repeatable); VALUE decimal or 0x hex" },
+	{ OPT_PTX, "ptx", 0, NULL, RUN,
+	  "print the PTX of PROG's device programs (gpu/ and gpu.exit/ sections) as\n"
+	  "they would go into the kernels, in a module ptxas accepts, and exit. PROG\n"
+	  "is loaded for the kernel's verifier first (root), nothing is attached and\n"
+	  "no COMMAND runs" },
 	{ OPT_TIMELINE, "timeline", 0, NULL, TRACE | STATS, NULL,
 	  .help_for = {
 		[CP_CMD_TRACE] =
@@ -172,13 +178,19 @@ static struct cp_command_doc command_docs[] = {
 	  "or cuda.return/FAMILY (its return), FAMILY one of " FAMILY_LIST "; each attaches to every\n"
 	  "variant of its family's APIs in every driver file, including those mapped\n"
 	  "later, and, written with CUDA_PROG/CUDA_RETURN_PROG, sees only the\n"
-	  "targeted processes. Every ring buffer declared\n"
+	  "targeted processes. Programs in sections gpu/GLOB (at the entry of the\n"
+	  "kernels whose names match GLOB) and gpu.exit/GLOB (before their exits) are\n"
+	  "device programs: the kernel's verifier checks them, cuprobe translates them\n"
+	  "to PTX (--ptx prints it), and they run inside the kernels of a COMMAND.\n"
+	  "Every ring buffer declared\n"
 	  "with CUPROBE_RING is printed record by record, every other map at exit\n"
 	  "(and every -i), formatted from BTF. Targets as for cuprobe trace.",
 	  "At exit one summary line per ring goes to stderr: records printed, lost to a\n"
 	  "full ring, and shorter than their type. A PROG that is not a BPF object, has\n"
-	  "no BTF, no cuda/ program or an unknown section, or that the verifier\n"
-	  "refuses, is said in one line and exits with 2 before anything is attached.\n"
+	  "no BTF, no cuda/ or gpu/ program or an unknown section, that the verifier\n"
+	  "refuses, or with a device program the GPU cannot run (a helper, map or\n"
+	  "instruction it has no translation for, said by name), is said in one line\n"
+	  "and exits with 2 before anything is attached.\n"
 	  "Signals and exit status as for cuprobe trace." },
 	[CP_CMD_EXPORTER] = { "exporter", "[OPTIONS]",
 	  "A node agent for Prometheus: every CUDA process on the host counted in BPF\n"
@@ -749,6 +761,9 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 			}
 			opts->perfetto = optarg;
 			break;
+		case OPT_PTX:
+			opts->ptx = true;
+			break;
 		case OPT_SET:
 			if (opts->setting_count == CP_CLI_MAX_SETTINGS) {
 				snprintf(error, error_len, "at most %d --set options", CP_CLI_MAX_SETTINGS);
@@ -805,6 +820,10 @@ enum cp_parse_result cp_options__parse(enum cp_command command, int argc, char *
 	}
 	if (opts->command && opts->pid_count) {
 		snprintf(error, error_len, "-p and COMMAND cannot be combined");
+		return CP_PARSE_ERROR;
+	}
+	if (opts->ptx && (opts->command || opts->pid_count)) {
+		snprintf(error, error_len, "--ptx prints PROG's PTX and exits: no COMMAND or -p");
 		return CP_PARSE_ERROR;
 	}
 	if (opts->run_as_root && !opts->command) {

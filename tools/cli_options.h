@@ -41,6 +41,7 @@ struct cp_trace_options {
 	const char *program; /* PROG: a .bpf.o, or a .bpf.c to compile */
 	const char *settings[CP_CLI_MAX_SETTINGS]; /* --set NAME=VALUE */
 	size_t setting_count;
+	bool ptx;            /* --ptx: print the device programs' PTX and exit */
 	/* cuprobe exporter */
 	const char *listen;  /* --listen ADDR:PORT; NULL = 127.0.0.1:9466 */
 	bool allow_remote;   /* --allow-remote: a non-loopback ADDR */

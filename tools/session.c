@@ -420,8 +420,8 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	 * Driver files mapped later are attached to as they appear; a traced
 	 * process (not system-wide) that maps one is held until its probes are live.
 	 */
-	tracer_opts->attach_events = true;
-	tracer_opts->hold_new_mappers = !tracer_opts->system_wide;
+	tracer_opts->attach_events = !opts->ptx; /* --ptx: PROG loaded, and nothing else */
+	tracer_opts->hold_new_mappers = !tracer_opts->system_wide && !opts->ptx;
 	tracer_opts->runtime_attach = opts->runtime;
 	s->system_wide = tracer_opts->system_wide;
 	s->tracer = cp_tracer__open(tracer_opts);
@@ -431,7 +431,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	}
 	if (s->program_elf) {
 		code = load_program(s);
-		if (code)
+		if (code || opts->ptx)
 			return code;
 	}
 	code = attach_all(opts, s->tracer, s->libs, opts->runtime ? s->cudarts : NULL);
