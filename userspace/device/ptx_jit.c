@@ -49,9 +49,12 @@
 #define MAY_CTX (1ull << 0)
 #define MAY_OTHER (1ull << 1) /* a number, or a pointer other than these */
 #define MAY_STACK (1ull << 2) /* a pointer into the function's own stack */
-#define MAP_BIT0 3
+#define MAY_VALUE (1ull << 3) /* a pointer into a map's values (GPU-visible memory) */
+#define MAP_BIT0 4
 #define MAP_BITS (64 - MAP_BIT0)
 #define MAY_MAPS (~0ull << MAP_BIT0)
+/* What r1 holds for the context: never an address. */
+#define CTX_TAG 1
 
 /* The helpers, by id, as the kernel names them (the uapi's list). */
 #define CP_HELPER_NAME(name, ...) [BPF_FUNC_##name] = "bpf_" #name
@@ -143,11 +146,14 @@ static int refuse(struct jit *j, int err, const char *fmt, ...)
 	return err;
 }
 
-static const char *helper_name(int32_t id)
+/* "bpf_probe_read_user (#112)", or "#N" for a helper newer than the list. */
+static const char *helper_name(char *buf, size_t len, int32_t id)
 {
 	if (id >= 0 && (size_t)id < sizeof(helper_names) / sizeof(helper_names[0]) && helper_names[id])
-		return helper_names[id];
-	return "an unknown helper";
+		snprintf(buf, len, "%s (#%d)", helper_names[id], id);
+	else
+		snprintf(buf, len, "#%d", id);
+	return buf;
 }
 
 static const char *map_type_name(uint32_t type)
@@ -251,6 +257,7 @@ static int check_jmp(struct jit *j, size_t i, const struct bpf_insn *in)
 	bool is64 = BPF_CLASS(in->code) == BPF_JMP;
 	int op = BPF_OP(in->code);
 	long target = -1;
+	char name[64];
 
 	switch (op) {
 	case BPF_JA:
@@ -287,8 +294,8 @@ static int check_jmp(struct jit *j, size_t i, const struct bpf_insn *in)
 			return 0;
 		default:
 			return refuse(j, -EOPNOTSUPP,
-				      "instruction %zu: helper %s (#%d) is not available on the GPU", i,
-				      helper_name(in->imm), in->imm);
+				      "instruction %zu: helper %s is not available on the GPU", i,
+				      helper_name(name, sizeof(name), in->imm));
 		}
 	case BPF_EXIT:
 		if (!is64)
@@ -623,6 +630,13 @@ static struct value load(struct jit *j, struct func *f, struct state *s, size_t 
 	return v;
 }
 
+/* What pointer arithmetic leaves: the context and map pointers are numbers after it. */
+static uint64_t arithmetic(uint64_t mask)
+{
+	return (mask & (MAY_STACK | MAY_VALUE | MAY_OTHER)) |
+	       (mask & (MAY_CTX | MAY_MAPS) ? MAY_OTHER : 0);
+}
+
 static int map_bit(struct jit *j, size_t i, int map)
 {
 	int b;
@@ -661,6 +675,7 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 			*dst = *src;
 			return;
 		}
+		/* Pointer arithmetic: a stack or map value pointer moves, and stays one. */
 		if ((op == BPF_ADD || op == BPF_SUB) && (dst->mask & MAY_STACK)) {
 			if (BPF_SRC(in->code) == BPF_K) {
 				dst->off += op == BPF_ADD ? in->imm : -in->imm;
@@ -670,12 +685,15 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 				dst->off = -CP_PTX_STACK_BYTES; /* somewhere in the frame */
 				dst->exact = false;
 			}
-			if (dst->mask & ~MAY_STACK)
-				dst->mask = MAY_STACK | MAY_OTHER;
+			dst->mask = arithmetic(dst->mask);
 			return;
 		}
-		if (op == BPF_ADD && BPF_SRC(in->code) == BPF_X && (src->mask & MAY_STACK)) {
-			*dst = (struct value){ .mask = MAY_STACK | (dst->mask & ~MAY_STACK ? MAY_OTHER : 0),
+		if ((op == BPF_ADD || op == BPF_SUB) && (dst->mask & MAY_VALUE)) {
+			dst->mask = arithmetic(dst->mask);
+			return;
+		}
+		if (op == BPF_ADD && BPF_SRC(in->code) == BPF_X && (src->mask & (MAY_STACK | MAY_VALUE))) {
+			*dst = (struct value){ .mask = arithmetic(src->mask) | (dst->mask ? MAY_OTHER : 0),
 					       .off = -CP_PTX_STACK_BYTES };
 			return;
 		}
@@ -687,8 +705,12 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 	case BPF_LD: {
 		int b;
 
-		if (!in->src_reg || in->src_reg == BPF_PSEUDO_MAP_VALUE) {
+		if (!in->src_reg) {
 			*dst = other;
+			return;
+		}
+		if (in->src_reg == BPF_PSEUDO_MAP_VALUE) {
+			*dst = (struct value){ .mask = MAY_VALUE };
 			return;
 		}
 		b = map_bit(j, i, j->map_of[i]);
@@ -698,10 +720,6 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 	case BPF_LDX:
 		if (j->final)
 			j->base_mask[i] = src->mask;
-		if (j->final && (src->mask & MAY_CTX) && (src->mask & ~MAY_CTX))
-			refuse(j, -EOPNOTSUPP,
-			       "instruction %zu: reads through r%d, which may be the context or other memory: the translation cannot tell which",
-			       i, in->src_reg);
 		*dst = load(j, f, s, i, *src, bytes);
 		return;
 	case BPF_ST:
@@ -772,6 +790,8 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 			}
 			for (r = 0; r <= 5; r++)
 				s->reg[r] = other;
+			if (in->imm == BPF_FUNC_map_lookup_elem)
+				s->reg[BPF_REG_0] = (struct value){ .mask = MAY_VALUE }; /* or NULL */
 			return;
 		}
 		if (op == BPF_EXIT) {
@@ -1146,14 +1166,16 @@ static int emit_map_helper(struct jit *j, size_t i, bool update)
 {
 	const struct bpf_insn *in = &j->insn[i];
 	uint64_t maps = j->base_mask[i];
-	char done[48];
+	char done[48], name[64];
 	bool single;
 	int b, m;
 
-	if (!maps || (maps & ~MAY_MAPS))
-		return refuse(j, -EOPNOTSUPP,
-			      "instruction %zu: %s's map (r1) is not one map pointer the translation can follow",
-			      i, helper_name(in->imm));
+	/* Also something else (a slot the analysis saw both in): any map the program names. */
+	if (maps & ~MAY_MAPS)
+		maps |= j->map_bit_count ? (~0ull >> (MAP_BITS - j->map_bit_count)) << MAP_BIT0 : 0;
+	if (!(maps & MAY_MAPS))
+		return refuse(j, -EINVAL, "instruction %zu: helper %s without a map", i,
+			      helper_name(name, sizeof(name), in->imm));
 	snprintf(done, sizeof(done), "$L%zu_done", i);
 	emit(j, "ld.u32 %%w0, [%%r2];");
 	/* Each map r1 may be, told apart by its tag (the map's index) where there are several. */
@@ -1169,7 +1191,7 @@ static int emit_map_helper(struct jit *j, size_t i, bool update)
 		if (update)
 			emit_update(j, i, m, done);
 		else
-			emit_lookup(j, i, m, done);
+			emit_lookup(j, i, m, single ? NULL : done);
 		if (!single)
 			fprintf(j->out, "$L%zu_not%d:\n", i, m);
 	}
@@ -1182,22 +1204,23 @@ static int emit_map_helper(struct jit *j, size_t i, bool update)
 static int emit_call(struct jit *j, size_t i)
 {
 	const struct bpf_insn *in = &j->insn[i];
+	char name[64];
 	int r;
 
 	if (in->src_reg == BPF_PSEUDO_CALL) {
 		const struct func *callee = &j->funcs[func_at(j, i + 1 + in->imm)];
 
 		emit(j, "{");
-		emit(j, ".param .b64 __cuprobe_ret;");
+		emit(j, ".param .b64 __cuprobe_result;");
 		emit(j, ".param .b64 __cuprobe_p0;");
 		for (r = 1; r <= 5; r++)
 			emit(j, ".param .b64 __cuprobe_p%d;", r);
 		emit(j, "st.param.b64 [__cuprobe_p0], %%cp_launch;");
 		for (r = 1; r <= 5; r++)
 			emit(j, "st.param.b64 [__cuprobe_p%d], %%r%d;", r, r);
-		emit(j, "call (__cuprobe_ret), %s, (__cuprobe_p0, __cuprobe_p1, __cuprobe_p2, __cuprobe_p3, __cuprobe_p4, __cuprobe_p5);",
+		emit(j, "call (__cuprobe_result), %s, (__cuprobe_p0, __cuprobe_p1, __cuprobe_p2, __cuprobe_p3, __cuprobe_p4, __cuprobe_p5);",
 		     func_name(j, callee));
-		emit(j, "ld.param.b64 %%r0, [__cuprobe_ret];");
+		emit(j, "ld.param.b64 %%r0, [__cuprobe_result];");
 		emit(j, "}");
 		return 0;
 	}
@@ -1214,8 +1237,8 @@ static int emit_call(struct jit *j, size_t i)
 		emit_zext32(j, BPF_REG_0, "%w0");
 		return 0;
 	}
-	return refuse(j, -EOPNOTSUPP, "instruction %zu: helper %s (#%d) is not available on the GPU", i,
-		      helper_name(in->imm), in->imm);
+	return refuse(j, -EOPNOTSUPP, "instruction %zu: helper %s is not available on the GPU", i,
+		      helper_name(name, sizeof(name), in->imm));
 }
 
 static int emit_jmp(struct jit *j, size_t i, bool main)
@@ -1299,12 +1322,85 @@ static int emit_ctx_load(struct jit *j, size_t i)
 	return 0;
 }
 
+/*
+ * The stack's copy of an atomic operation: the thread's own memory, which
+ * no other thread sees (PTX has no atomics on local memory).
+ */
+static void emit_local_atomic(struct jit *j, size_t i, const char *addr, const char *value, int bits)
+{
+	const struct bpf_insn *in = &j->insn[i];
+	const char *old = bits == 32 ? "%w6" : "%t4", *new = bits == 32 ? "%w7" : "%t3";
+	static const char *const ops[16] = { [BPF_ADD >> 4] = "add.u", [BPF_OR >> 4] = "or.b",
+					     [BPF_AND >> 4] = "and.b", [BPF_XOR >> 4] = "xor.b" };
+	int op = in->imm & ~BPF_FETCH;
+
+	emit(j, "ld.u%d %s, %s;", bits, old, addr);
+	if (in->imm == BPF_CMPXCHG) {
+		if (bits == 32)
+			emit(j, "cvt.u32.u64 %%w4, %%r0;");
+		emit(j, "setp.eq.u%d %%p2, %s, %s;", bits, old, bits == 32 ? "%w4" : "%r0");
+		emit(j, "@%%p2 st.u%d %s, %s;", bits, addr, value);
+		if (bits == 32)
+			emit_zext32(j, BPF_REG_0, old);
+		else
+			emit(j, "mov.b64 %%r0, %s;", old);
+		return;
+	}
+	if (in->imm == BPF_XCHG)
+		emit(j, "st.u%d %s, %s;", bits, addr, value);
+	else
+		emit(j, "%s%d %s, %s, %s;\n\tst.u%d %s, %s;", ops[op >> 4], bits, new, old, value, bits,
+		     addr, new);
+	if (!(in->imm & BPF_FETCH))
+		return;
+	if (bits == 32)
+		emit_zext32(j, in->src_reg, old);
+	else
+		emit(j, "mov.b64 %%r%d, %s;", in->src_reg, old);
+}
+
+/* The GPU's atomic: unordered without a result, fully ordered with one (as the kernel's). */
+static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const char *value,
+			       int bits)
+{
+	const struct bpf_insn *in = &j->insn[i];
+	const char *op;
+
+	switch (in->imm & ~BPF_FETCH) {
+	case BPF_ADD: op = bits == 32 ? "add.u32" : "add.u64"; break;
+	case BPF_OR: op = bits == 32 ? "or.b32" : "or.b64"; break;
+	case BPF_AND: op = bits == 32 ? "and.b32" : "and.b64"; break;
+	case BPF_XOR: op = bits == 32 ? "xor.b32" : "xor.b64"; break;
+	case BPF_XCHG & ~BPF_FETCH: op = bits == 32 ? "exch.b32" : "exch.b64"; break;
+	default: op = bits == 32 ? "cas.b32" : "cas.b64"; break;
+	}
+	if (!(in->imm & BPF_FETCH)) {
+		emit(j, "red.%s %s, %s;", op, addr, value);
+		return;
+	}
+	emit(j, "membar.gl;");
+	if (in->imm == BPF_CMPXCHG && bits == 32) {
+		/* r0 = cmpxchg(addr, r0, rS): r0 gets what was there. */
+		emit(j, "cvt.u32.u64 %%w6, %%r0;");
+		emit(j, "atom.%s %%w7, %s, %%w6, %s;", op, addr, value);
+		emit_zext32(j, BPF_REG_0, "%w7");
+	} else if (in->imm == BPF_CMPXCHG) {
+		emit(j, "atom.%s %%r0, %s, %%r0, %s;", op, addr, value);
+	} else if (bits == 32) {
+		emit(j, "atom.%s %%w7, %s, %s;", op, addr, value);
+		emit_zext32(j, in->src_reg, "%w7");
+	} else {
+		emit(j, "atom.%s %%r%d, %s, %s;", op, in->src_reg, addr, value);
+	}
+	emit(j, "membar.gl;");
+}
+
 static int emit_atomic(struct jit *j, size_t i)
 {
 	const struct bpf_insn *in = &j->insn[i];
 	int bits = size_bytes(BPF_SIZE(in->code)) * 8, d = in->dst_reg, s = in->src_reg;
-	bool fetch = in->imm & BPF_FETCH;
-	const char *op;
+	uint64_t base = j->base_mask[i];
+	bool global = base == MAY_VALUE, local = base == MAY_STACK;
 	char addr[32], value[8];
 
 	snprintf(addr, sizeof(addr), "[%%r%d+%d]", d, in->off);
@@ -1326,35 +1422,19 @@ static int emit_atomic(struct jit *j, size_t i)
 		emit(j, "cvt.u32.u64 %%w5, %%r%d;", s);
 		snprintf(value, sizeof(value), "%%w5");
 	}
-	switch (in->imm & ~BPF_FETCH) {
-	case BPF_ADD: op = bits == 32 ? "add.u32" : "add.u64"; break;
-	case BPF_OR: op = bits == 32 ? "or.b32" : "or.b64"; break;
-	case BPF_AND: op = bits == 32 ? "and.b32" : "and.b64"; break;
-	case BPF_XOR: op = bits == 32 ? "xor.b32" : "xor.b64"; break;
-	case BPF_XCHG & ~BPF_FETCH: op = bits == 32 ? "exch.b32" : "exch.b64"; break;
-	default: op = bits == 32 ? "cas.b32" : "cas.b64"; break;
-	}
-	if (in->imm == BPF_CMPXCHG) {
-		/* r0 = cmpxchg(addr, r0, rS): r0 gets what was there. */
-		if (bits == 32) {
-			emit(j, "cvt.u32.u64 %%w6, %%r0;");
-			emit(j, "atom.%s %%w7, %s, %%w6, %s;", op, addr, value);
-			emit_zext32(j, BPF_REG_0, "%w7");
-		} else {
-			emit(j, "atom.%s %%r0, %s, %%r0, %s;", op, addr, value);
-		}
+	if (global || local) {
+		(global ? emit_global_atomic : emit_local_atomic)(j, i, addr, value, bits);
 		return 0;
 	}
-	if (!fetch) {
-		emit(j, "red.%s %s, %s;", op, addr, value);
-		return 0;
-	}
-	if (bits == 32) {
-		emit(j, "atom.%s %%w7, %s, %s;", op, addr, value);
-		emit_zext32(j, s, "%w7");
-	} else {
-		emit(j, "atom.%s %%r%d, %s, %s;", op, s, addr, value);
-	}
+	/* Where the analysis cannot tell (a pointer from memory, a caller's stack): asked. */
+	emit(j, "add.u64 %%t6, %%r%d, %d;", d, in->off);
+	emit(j, "isspacep.local %%p2, %%t6;");
+	emit(j, "@%%p2 bra.uni $L%zu_local;", i);
+	emit_global_atomic(j, i, "[%t6]", value, bits);
+	emit(j, "bra.uni $L%zu_atomic;", i);
+	fprintf(j->out, "$L%zu_local:\n", i);
+	emit_local_atomic(j, i, "[%t6]", value, bits);
+	fprintf(j->out, "$L%zu_atomic:\n", i);
 	return 0;
 }
 
@@ -1389,10 +1469,25 @@ static int emit_insn(struct jit *j, size_t i, bool main)
 		return 0;
 	}
 	case BPF_LDX:
-		if (j->base_mask[i] & MAY_CTX)
+		if (j->base_mask[i] == MAY_CTX)
 			return emit_ctx_load(j, i);
+		if (j->base_mask[i] & MAY_CTX) {
+			/*
+			 * The context or memory (a slot the analysis saw both in): the
+			 * kernel lets one instruction read only one of them, so the
+			 * register's value says which, the context's tag or an address.
+			 */
+			emit(j, "setp.ne.u64 %%p1, %%r%d, %d;", in->src_reg, CTX_TAG);
+			emit(j, "@%%p1 bra.uni $L%zu_memory;", i);
+			if (emit_ctx_load(j, i))
+				return j->err;
+			emit(j, "bra.uni $L%zu_read;", i);
+			fprintf(j->out, "$L%zu_memory:\n", i);
+		}
 		emit(j, "ld.%c%d %%r%d, [%%r%d+%d];", BPF_MODE(in->code) == BPF_MEMSX ? 's' : 'u', bits,
 		     in->dst_reg, in->src_reg, in->off);
+		if (j->base_mask[i] & MAY_CTX)
+			fprintf(j->out, "$L%zu_read:\n", i);
 		return 0;
 	case BPF_ST:
 		emit(j, "mov.b64 %%t0, %s;", imm_text(value, sizeof(value), in->imm, 64));
@@ -1428,8 +1523,8 @@ static int emit_func(struct jit *j, struct func *f)
 		emit(j, ".local .align 8 .b8 __cuprobe_stack[%d];", f->depth ? f->depth : 8);
 	emit(j, "ld.param.u64 %%cp_launch, [__cuprobe_launch];");
 	if (main) {
-		/* The context: never read as memory (its reads are translated), so any value not 0. */
-		emit(j, "mov.b64 %%r1, 1;");
+		/* The context: its reads are translated; its value is a tag no address has. */
+		emit(j, "mov.b64 %%r1, %d;", CTX_TAG);
 	} else {
 		for (r = 1; r <= 5; r++)
 			emit(j, "ld.param.u64 %%r%d, [__cuprobe_a%d];", r, r);
