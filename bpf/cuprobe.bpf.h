@@ -44,6 +44,9 @@
  *    cuprobe_kernel_t is shown as the kernel's name, a cuprobe_stack_t as a
  *    symbolized user stack (both of the pid in a field named "pid" beside).
  *
+ * Device programs, which run inside the GPU's kernels (SEC("gpu/GLOB")),
+ * are described at the end of this file and in docs/device-programs.md.
+ *
  * Compile against the installed SDK:
  *	clang -g -O2 -target bpf -D__TARGET_ARCH_x86 $(pkg-config --cflags cuprobe) -c prog.bpf.c
  * (`cuprobe run prog.bpf.c` does this itself when clang is installed).

@@ -10,9 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include <bpf/bpf.h>
 #include <criterion/criterion.h>
 
+#include "bpf_insns.h"
+#include "device/ptx_jit.h"
 #include "helpers.h"
 #include "ptxas.h"
 
@@ -156,6 +160,49 @@ Test(ptx, clang_built_programs_for_isa_v1_and_v3, .timeout = 120)
 	assert_has(v3, "atom.add.u32");
 	free(v1);
 	free(v3);
+}
+
+/*
+ * What this kernel's verifier takes beyond what clang 14 emits (ISA v4,
+ * load-acquire and store-release), loaded as the device programs are (a
+ * kprobe program), then translated: the classes the GPU gets from newer
+ * compilers.
+ */
+Test(ptx, isa_v4_as_the_kernel_takes_it, .timeout = 60)
+{
+	static const struct bpf_insn insns[] = {
+		MOV64_IMM(2, -7), MOV64_IMM(3, 2), MOV64_IMM(0, 0),
+		SDIV64_REG(2, 3), SMOD64_IMM(2, -3), SDIV32_IMM(2, -2), SMOD32_REG(2, 3),
+		MOVSX64(4, 2, 8), MOVSX64(4, 2, 16), MOVSX64(4, 2, 32), MOVSX32(5, 2, 8),
+		MOVSX32(5, 2, 16), BSWAP(4, 16), BSWAP(4, 32), BSWAP(4, 64),
+		ST(BPF_DW, 10, -8, -1), LDXSX(BPF_B, 6, 10, -8), LDXSX(BPF_H, 6, 10, -8),
+		LDXSX(BPF_W, 6, 10, -8), JMP_IMM(BPF_JEQ, 6, 12345, 1), GOTOL(1), MOV64_IMM(0, 1),
+		LOAD_ACQ(BPF_DW, 7, 10, -8), STORE_REL(BPF_W, 10, 3, -16),
+		ALU64_REG(BPF_ADD, 0, 2), EXIT(),
+	};
+	static char log[65536];
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .log_buf = log, .log_size = sizeof(log), .log_level = 1);
+	struct cp_ptx_program prog = { .name = "v4", .insns = insns,
+				       .insn_count = sizeof(insns) / sizeof(insns[0]) };
+	struct cp_ptx_function function = { .name = "v4", .section = "gpu/v4" };
+	char error[256], *ptx = NULL, *module = NULL;
+	int fd;
+
+	require_root();
+	fd = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "cuprobe_v4", "GPL", insns, prog.insn_count, &opts);
+	cr_assert_geq(fd, 0, "the kernel refused ISA v4: %s", log);
+	close(fd);
+	cr_assert_eq(cp_ptx__translate(&prog, &ptx, NULL, error, sizeof(error)), 0, "%s", error);
+	function.ptx = ptx;
+	cr_assert_eq(cp_ptx__module(&function, 1, NULL, NULL, 0, &module), 0);
+	assert_has(module, "div.s64");
+	assert_has(module, "rem.s32");
+	assert_has(module, "bfe.s64 %r4, %r2, 0, 32;");
+	assert_has(module, "ld.s8 %r6, [%r10+-8];");
+	assert_has(module, "ld.volatile.u64 %r7, [%r10+-8];\n\tmembar.gl;");
+	judge(module, "ISA v4");
+	free(module);
+	free(ptx);
 }
 
 /* ---- host and device programs of one object ---------------------------------------------- */

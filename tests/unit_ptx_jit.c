@@ -17,38 +17,11 @@
 
 #include <criterion/criterion.h>
 
+#include "bpf_insns.h"
 #include "device/ptx_jit.h"
 #include "cuprobe_events.h"
 #include "helpers.h"
 #include "ptxas.h"
-
-#define INSN(c, d, s, o, i) \
-	((struct bpf_insn){ .code = (c), .dst_reg = (d), .src_reg = (s), .off = (o), .imm = (i) })
-#define ALU64_IMM(op, d, i) INSN(BPF_ALU64 | (op) | BPF_K, d, 0, 0, i)
-#define ALU64_REG(op, d, s) INSN(BPF_ALU64 | (op) | BPF_X, d, s, 0, 0)
-#define ALU32_IMM(op, d, i) INSN(BPF_ALU | (op) | BPF_K, d, 0, 0, i)
-#define ALU32_REG(op, d, s) INSN(BPF_ALU | (op) | BPF_X, d, s, 0, 0)
-#define MOV64_IMM(d, i) ALU64_IMM(BPF_MOV, d, i)
-#define MOV64_REG(d, s) ALU64_REG(BPF_MOV, d, s)
-#define LDX(size, d, s, o) INSN(BPF_LDX | BPF_MEM | (size), d, s, o, 0)
-#define LDXSX(size, d, s, o) INSN(BPF_LDX | 0x80 | (size), d, s, o, 0)
-#define STX(size, d, s, o) INSN(BPF_STX | BPF_MEM | (size), d, s, o, 0)
-#define ST(size, d, o, i) INSN(BPF_ST | BPF_MEM | (size), d, 0, o, i)
-#define ATOMIC(size, d, s, o, op) INSN(BPF_STX | BPF_ATOMIC | (size), d, s, o, op)
-#define JMP_IMM(op, d, i, o) INSN(BPF_JMP | (op) | BPF_K, d, 0, o, i)
-#define JMP_REG(op, d, s, o) INSN(BPF_JMP | (op) | BPF_X, d, s, o, 0)
-#define JMP32_IMM(op, d, i, o) INSN(BPF_JMP32 | (op) | BPF_K, d, 0, o, i)
-#define JMP32_REG(op, d, s, o) INSN(BPF_JMP32 | (op) | BPF_X, d, s, o, 0)
-#define JA(o) INSN(BPF_JMP | BPF_JA, 0, 0, o, 0)
-#define CALL(helper) INSN(BPF_JMP | BPF_CALL, 0, 0, 0, helper)
-#define CALL_SUB(rel) INSN(BPF_JMP | BPF_CALL, 0, BPF_PSEUDO_CALL, 0, rel)
-#define EXIT() INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0)
-#define LD_IMM64(d, v) \
-	INSN(BPF_LD | BPF_DW | BPF_IMM, d, 0, 0, (int32_t)(uint32_t)(v)), \
-	INSN(0, 0, 0, 0, (int32_t)(uint32_t)((uint64_t)(v) >> 32))
-#define LD_MAP(d, fd) INSN(BPF_LD | BPF_DW | BPF_IMM, d, BPF_PSEUDO_MAP_FD, 0, fd), INSN(0, 0, 0, 0, 0)
-#define LD_MAP_VALUE(d, fd, o) \
-	INSN(BPF_LD | BPF_DW | BPF_IMM, d, BPF_PSEUDO_MAP_VALUE, 0, fd), INSN(0, 0, 0, 0, o)
 
 #define MMAPABLE (1u << 10)
 #define COUNTS_FD 100
@@ -86,9 +59,15 @@ static char *translate(const struct bpf_insn *insns, size_t count)
 	char *ptx = NULL;
 	int err = cp_ptx__translate(&prog, &ptx, used, error, sizeof(error));
 
+	const char *guard;
+
 	cr_assert_eq(err, 0, "refused (%d): %s", err, error);
 	cr_assert_not_null(ptx);
 	cr_assert_str_empty(error);
+	/* A conditional branch may diverge: never bra.uni, which promises the warp it does not. */
+	for (guard = ptx; (guard = strstr(guard, "@%p")); guard++)
+		cr_assert(strncmp(guard + strcspn(guard, " "), " bra.uni", 8),
+			  "a guarded bra.uni: %.40s", guard);
 	return ptx;
 }
 
@@ -472,7 +451,7 @@ Test(semantics, a_read_of_the_context_or_memory_tells_them_apart_by_value)
 				   CALL_SUB(3), LDX(BPF_DW, 2, 10, -8), LDX(BPF_DW, 0, 2, 0), EXIT(),
 				   MOV64_IMM(0, 0), EXIT()));
 
-	assert_has(ptx, "setp.ne.u64 %p1, %r2, 1;\n\t@%p1 bra.uni $L5_memory;\n"
+	assert_has(ptx, "setp.ne.u64 %p1, %r2, 1;\n\t@%p1 bra $L5_memory;\n"
 			"\tmov.u32 %w0, %tid.x;\n\tcvt.u64.u32 %r0, %w0;\n\tbra.uni $L5_read;\n"
 			"$L5_memory:\n\tld.u64 %r0, [%r2+0];\n$L5_read:");
 	assert_has(ptx, "mov.b64 %r1, 1;");
@@ -535,7 +514,7 @@ Test(semantics, an_atomic_on_memory_of_unknown_space_asks_the_hardware)
 	char *ptx = translate(PROG(LD_MAP_VALUE(1, BSS_FD, 0), LDX(BPF_DW, 2, 1, 0), MOV64_IMM(3, 1),
 				   ATOMIC(BPF_DW, 2, 3, 8, BPF_ADD), MOV64_IMM(0, 0), EXIT()));
 
-	assert_has(ptx, "add.u64 %t6, %r2, 8;\n\tisspacep.local %p2, %t6;\n\t@%p2 bra.uni $L4_local;\n"
+	assert_has(ptx, "add.u64 %t6, %r2, 8;\n\tisspacep.local %p2, %t6;\n\t@%p2 bra $L4_local;\n"
 			"\tred.add.u64 [%t6], %r3;\n\tbra.uni $L4_atomic;\n$L4_local:\n"
 			"\tld.u64 %t4, [%t6];\n\tadd.u64 %t3, %t4, %r3;\n\tst.u64 [%t6], %t3;\n$L4_atomic:");
 	judge(ptx, "an atomic on unknown memory");

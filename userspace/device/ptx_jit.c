@@ -1124,13 +1124,13 @@ static void emit_update(struct jit *j, size_t i, int m, const char *done)
 
 	emit(j, "mov.b64 %%r0, %s;", imm_text(err, sizeof(err), -EINVAL, 64));
 	emit(j, "setp.gt.u64 %%p0, %%r4, %d;", BPF_EXIST);
-	emit(j, "@%%p0 bra.uni %s;", done);
+	emit(j, "@%%p0 bra %s;", done);
 	emit(j, "mov.b64 %%r0, %s;", imm_text(err, sizeof(err), -E2BIG, 64));
 	emit(j, "setp.ge.u32 %%p0, %%w0, %u;", map->max_entries);
-	emit(j, "@%%p0 bra.uni %s;", done);
+	emit(j, "@%%p0 bra %s;", done);
 	emit(j, "mov.b64 %%r0, %s;", imm_text(err, sizeof(err), -EEXIST, 64));
 	emit(j, "setp.eq.u64 %%p0, %%r4, %d;", BPF_NOEXIST);
-	emit(j, "@%%p0 bra.uni %s;", done);
+	emit(j, "@%%p0 bra %s;", done);
 	emit_value_address(j, map, m, "%t2");
 	/* value_size bytes from *r3: eight at a time where both are aligned, else one. */
 	emit(j, "mov.u64 %%t3, 0;");
@@ -1138,7 +1138,7 @@ static void emit_update(struct jit *j, size_t i, int m, const char *done)
 		emit(j, "or.b64 %%t4, %%t2, %%r3;");
 		emit(j, "and.b64 %%t4, %%t4, 7;");
 		emit(j, "setp.ne.u64 %%p0, %%t4, 0;");
-		emit(j, "@%%p0 bra.uni $L%zu_%d_bytes;", i, m);
+		emit(j, "@%%p0 bra $L%zu_%d_bytes;", i, m);
 		fprintf(j->out, "$L%zu_%d_words:\n", i, m);
 		emit(j, "add.u64 %%t4, %%r3, %%t3;");
 		emit(j, "ld.u64 %%t5, [%%t4];");
@@ -1146,7 +1146,7 @@ static void emit_update(struct jit *j, size_t i, int m, const char *done)
 		emit(j, "st.u64 [%%t4], %%t5;");
 		emit(j, "add.u64 %%t3, %%t3, 8;");
 		emit(j, "setp.lt.u64 %%p0, %%t3, %u;", map->value_size);
-		emit(j, "@%%p0 bra.uni $L%zu_%d_words;", i, m);
+		emit(j, "@%%p0 bra $L%zu_%d_words;", i, m);
 		emit(j, "bra.uni $L%zu_%d_copied;", i, m);
 	}
 	fprintf(j->out, "$L%zu_%d_bytes:\n", i, m);
@@ -1156,7 +1156,7 @@ static void emit_update(struct jit *j, size_t i, int m, const char *done)
 	emit(j, "st.u8 [%%t4], %%w1;");
 	emit(j, "add.u64 %%t3, %%t3, 1;");
 	emit(j, "setp.lt.u64 %%p0, %%t3, %u;", map->value_size);
-	emit(j, "@%%p0 bra.uni $L%zu_%d_bytes;", i, m);
+	emit(j, "@%%p0 bra $L%zu_%d_bytes;", i, m);
 	fprintf(j->out, "$L%zu_%d_copied:\n", i, m);
 	emit(j, "mov.b64 %%r0, 0;");
 	emit(j, "bra.uni %s;", done);
@@ -1186,7 +1186,7 @@ static int emit_map_helper(struct jit *j, size_t i, bool update)
 		m = j->bit_of_map[b];
 		if (!single) {
 			emit(j, "setp.ne.u64 %%p1, %%r1, %d;", m);
-			emit(j, "@%%p1 bra.uni $L%zu_not%d;", i, m);
+			emit(j, "@%%p1 bra $L%zu_not%d;", i, m);
 		}
 		if (update)
 			emit_update(j, i, m, done);
@@ -1429,7 +1429,7 @@ static int emit_atomic(struct jit *j, size_t i)
 	/* Where the analysis cannot tell (a pointer from memory, a caller's stack): asked. */
 	emit(j, "add.u64 %%t6, %%r%d, %d;", d, in->off);
 	emit(j, "isspacep.local %%p2, %%t6;");
-	emit(j, "@%%p2 bra.uni $L%zu_local;", i);
+	emit(j, "@%%p2 bra $L%zu_local;", i);
 	emit_global_atomic(j, i, "[%t6]", value, bits);
 	emit(j, "bra.uni $L%zu_atomic;", i);
 	fprintf(j->out, "$L%zu_local:\n", i);
@@ -1478,7 +1478,7 @@ static int emit_insn(struct jit *j, size_t i, bool main)
 			 * register's value says which, the context's tag or an address.
 			 */
 			emit(j, "setp.ne.u64 %%p1, %%r%d, %d;", in->src_reg, CTX_TAG);
-			emit(j, "@%%p1 bra.uni $L%zu_memory;", i);
+			emit(j, "@%%p1 bra $L%zu_memory;", i);
 			if (emit_ctx_load(j, i))
 				return j->err;
 			emit(j, "bra.uni $L%zu_read;", i);
