@@ -5,13 +5,16 @@
  *  1. check: every instruction is one the GPU has a translation for (else
  *     one line naming it), and where the BPF functions (subprograms) begin;
  *  2. analysis: which registers and stack slots may hold the context
- *     pointer, a map pointer (and which maps) or a pointer into the
- *     function's own stack, to a fixed point over the branches and calls.
- *     The kernel refuses an instruction that reads the context on one path
- *     and other memory on another, so a load whose base may be the context
- *     is a context read, translated to a special register; a helper's map
- *     argument names the maps it may be; the stack's depth is the deepest
- *     offset reached (512 bytes when a pointer to it leaves the function);
+ *     pointer, a map pointer (and which maps), a pointer into the
+ *     function's own stack or into a map's values, to a fixed point over
+ *     the branches and calls. A load whose base may be the context is a
+ *     context read, translated to a special register; where the base may
+ *     also be memory, the register's value tells them apart at run time
+ *     (the kernel lets one instruction read only one of them, and the
+ *     context is a tag no address has). A helper's map argument names the
+ *     maps it may be; an atomic knows whether it is on the stack (no PTX
+ *     atomics there), on a map's values, or must ask; the stack's depth is
+ *     the deepest offset reached (512 bytes when a pointer to it leaves);
  *  3. emission: one PTX .func per BPF function, callees first, every BPF
  *     register a 64-bit PTX register, the stack a .local array addressed
  *     generically, helpers inline.
@@ -39,7 +42,6 @@
 #define CP_BPF_LOAD_ACQ 0x100
 #define CP_BPF_STORE_REL 0x110
 #define CP_BPF_F_MMAPABLE (1u << 10)
-#define CP_BPF_F_LOCK 4
 
 #define REG_COUNT 11
 #define SECOND_HALF (-2) /* map_of of an ld_imm64's second instruction */
@@ -87,7 +89,6 @@ struct state {
 	struct value reg[REG_COUNT];
 	uint64_t slot[SLOT_COUNT]; /* slot k: r10 - 512 + 8 * k */
 	bool escaped;            /* a pointer to this frame went to a call or into memory */
-	bool reached;
 };
 
 struct func {
@@ -124,7 +125,6 @@ struct jit {
 	int err;
 	/* emission */
 	FILE *out;
-	const char *func_name;
 	char name_buf[160];
 };
 
@@ -402,15 +402,14 @@ static int check_insn(struct jit *j, size_t i)
 	return refuse(j, -EINVAL, "instruction %zu: unknown instruction class (code 0x%02x)", i, in->code);
 }
 
-static int add_func(struct jit *j, size_t start)
+static void add_func(struct jit *j, size_t start)
 {
 	size_t f;
 
 	for (f = 0; f < j->func_count; f++)
 		if (j->funcs[f].start == start)
-			return 0;
+			return;
 	j->funcs[j->func_count++] = (struct func){ .start = start };
-	return 0;
 }
 
 static int by_start(const void *a, const void *b)
@@ -472,8 +471,6 @@ static int check_program(struct jit *j)
 		const struct bpf_insn *last = &j->insn[j->funcs[f].end - 1];
 		int op = BPF_OP(last->code);
 
-		if (j->funcs[f].end >= 2 && is_ld_imm64(&j->insn[j->funcs[f].end - 2]))
-			last = &j->insn[j->funcs[f].end - 2];
 		if (!((BPF_CLASS(last->code) == BPF_JMP && (op == BPF_EXIT || op == BPF_JA)) ||
 		      (BPF_CLASS(last->code) == BPF_JMP32 && op == BPF_JA)))
 			return refuse(j, -EINVAL, "instruction %zu: falls off the end of its function",
@@ -520,7 +517,6 @@ static int join_state(struct jit *j, struct state **into, const struct state *s)
 		if (!t)
 			return refuse(j, -ENOMEM, "out of memory");
 		*t = *s;
-		t->reached = true;
 		j->changed = true;
 		return 0;
 	}
@@ -581,8 +577,11 @@ static void store(struct jit *j, struct func *f, struct state *s, size_t i, stru
 	if (j->final && (base.mask & MAY_CTX))
 		refuse(j, -EOPNOTSUPP, "instruction %zu: writes to the context, which is read-only", i);
 	if (kept & MAY_STACK) {
+		/* A pointer to the frame kept in memory: any later access may be through it. */
 		s->escaped = true;
 		kept = (kept & ~MAY_STACK) | MAY_OTHER;
+		if (j->final)
+			need_stack(j, f, -CP_PTX_STACK_BYTES);
 	}
 	if (j->final && (base.mask & ~MAY_STACK) && (kept & (MAY_CTX | MAY_MAPS)))
 		refuse(j, -EOPNOTSUPP,
@@ -678,9 +677,11 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 		/* Pointer arithmetic: a stack or map value pointer moves, and stays one. */
 		if ((op == BPF_ADD || op == BPF_SUB) && (dst->mask & MAY_STACK)) {
 			if (BPF_SRC(in->code) == BPF_K) {
-				dst->off += op == BPF_ADD ? in->imm : -in->imm;
-				if (dst->off < -CP_PTX_STACK_BYTES)
-					dst->off = -CP_PTX_STACK_BYTES;
+				long off = (long)dst->off + (op == BPF_ADD ? in->imm : -(long)in->imm);
+
+				/* Past either end: no access the verifier lets through. */
+				dst->off = off < -CP_PTX_STACK_BYTES ? -CP_PTX_STACK_BYTES :
+					   off > CP_PTX_STACK_BYTES ? CP_PTX_STACK_BYTES : (int32_t)off;
 			} else {
 				dst->off = -CP_PTX_STACK_BYTES; /* somewhere in the frame */
 				dst->exact = false;
@@ -826,7 +827,6 @@ static void entry_state(const struct jit *j, const struct func *f, struct state 
 	s->reg[BPF_REG_10] = (struct value){ .mask = MAY_STACK, .off = 0, .exact = true };
 	for (r = 0; r < SLOT_COUNT; r++)
 		s->slot[r] = MAY_OTHER; /* uninitialized: the verifier lets nothing read it */
-	s->reached = true;
 }
 
 /* Walks every reached block of f once from its state, joining into its successors. */
