@@ -122,14 +122,17 @@ Test(ptx, the_entry_counter_counts_with_one_reduction_a_thread, .timeout = 60)
 Test(ptx, the_block_timer_reads_the_globaltimer_at_entry_and_exit, .timeout = 60)
 {
 	char *module = ptx_of(EXAMPLES "gpu_block_time.bpf.c");
-	char *exit_program = strstr(module, ".func __cuprobe_gpu_block_exit ");
+	char *exit_program = strstr(module, ".func __cuprobe_gpu_block_exit "), *atom;
 
 	assert_has(module, "// __cuprobe_gpu_block_entry: SEC(\"gpu/vec_add*\")");
 	assert_has(module, "// __cuprobe_gpu_block_exit: SEC(\"gpu.exit/vec_add*\")");
 	cr_assert_not_null(exit_program);
 	assert_has(module, "mov.u64 %r1, %globaltimer;");
-	/* the last thread of a block: an ordered fetch-and-add */
-	assert_has(exit_program, "membar.gl;\n\tatom.add.u64 %r1, [%r7+8], %r1;\n\tmembar.gl;");
+	/* the last thread of a block: an ordered fetch-and-add, on the slots in .bss */
+	atom = strstr(exit_program, "\tatom.add.u64 ");
+	cr_assert(atom && !strncmp(atom - strlen("membar.gl;\n"), "membar.gl;\n", strlen("membar.gl;\n")) &&
+		  strstr(atom, ";\n\tmembar.gl;") == atom + strcspn(atom, ";"), "%s", exit_program);
+	assert_has(module, "\t// cuprobe_.bss: 1 x 1048576 bytes\n");
 	assert_has(exit_program, "%globaltimer");
 	free(module);
 }
