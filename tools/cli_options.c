@@ -18,7 +18,8 @@
  */
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
        OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
-       OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED, OPT_WAKEUP_LATENCY };
+       OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED, OPT_WAKEUP_LATENCY,
+       OPT_PTX };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
@@ -89,6 +90,11 @@ static const struct cp_option_doc option_docs[] = {
 	{ OPT_SET, "set", 0, "NAME=VALUE", RUN,
 	  "set the integer NAME of PROG (declared const volatile, e.g. a threshold)\n"
 	  "before it is loaded (repeatable); VALUE decimal or 0x hex" },
+	{ OPT_PTX, "ptx", 0, NULL, RUN,
+	  "print the PTX of PROG's device programs (gpu/ and gpu.exit/ sections) as\n"
+	  "they would go into the kernels, in a module ptxas accepts, and exit. PROG\n"
+	  "is loaded for the kernel's verifier first (root), nothing is attached and\n"
+	  "no COMMAND runs" },
 	{ OPT_TIMELINE, "timeline", 0, NULL, TRACE | STATS, NULL,
 	  .in = { IN(TRACE, trace.timeline), IN(STATS, stats.timeline) },
 	  .help_for = {
@@ -502,6 +508,9 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 			}
 			opts->trace.perfetto = optarg;
 			break;
+		case OPT_PTX:
+			opts->run.ptx = true;
+			break;
 		case OPT_SET:
 			if (opts->run.setting_count == CP_CLI_MAX_SETTINGS) {
 				snprintf(error, error_len, "at most %d --set options", CP_CLI_MAX_SETTINGS);
@@ -555,6 +564,10 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 	}
 	if (common->command && common->pid_count) {
 		snprintf(error, error_len, "-p and COMMAND cannot be combined");
+		return CP_PARSE_ERROR;
+	}
+	if (command->id == CP_CMD_RUN && opts->run.ptx && (common->command || common->pid_count)) {
+		snprintf(error, error_len, "--ptx prints PROG's PTX and exits: no COMMAND or -p");
 		return CP_PARSE_ERROR;
 	}
 	if (common->run_as_root && !common->command) {

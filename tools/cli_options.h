@@ -67,6 +67,7 @@ struct cp_run_options {
 	const char *program; /* PROG: a .bpf.o, or a .bpf.c to compile */
 	const char *settings[CP_CLI_MAX_SETTINGS]; /* --set NAME=VALUE */
 	size_t setting_count;
+	bool ptx;            /* --ptx: print the device programs' PTX and exit */
 };
 
 struct cp_exporter_options {

@@ -72,13 +72,19 @@ const struct cp_command cp_commands[CP_CMD_COUNT] = {
 	  "or cuda.return/FAMILY (its return), FAMILY one of @FAMILIES@; each\n"
 	  "attaches to every variant of its family's APIs in every driver file,\n"
 	  "including those mapped later, and, written with CUDA_PROG/CUDA_RETURN_PROG,\n"
-	  "sees only the targeted processes. Every ring buffer declared with\n"
-	  "CUPROBE_RING is printed record by record, every other map at exit\n"
-	  "(and every -i), formatted from BTF. Targets as for cuprobe trace.",
+	  "sees only the targeted processes. Programs in sections gpu/GLOB (at the\n"
+	  "entry of the kernels whose names match GLOB) and gpu.exit/GLOB (before\n"
+	  "their exits) are device programs: the kernel's verifier checks them,\n"
+	  "cuprobe translates them to PTX (--ptx prints it), and they run inside the\n"
+	  "kernels of a COMMAND. Every ring buffer declared with CUPROBE_RING is\n"
+	  "printed record by record, every other map at exit (and every -i),\n"
+	  "formatted from BTF. Targets as for cuprobe trace.",
 	  "At exit one summary line per ring goes to stderr: records printed, lost to a\n"
 	  "full ring, and shorter than their type. A PROG that is not a BPF object, has\n"
-	  "no BTF, no cuda/ program or an unknown section, or that the verifier\n"
-	  "refuses, is said in one line and exits with 2 before anything is attached.\n"
+	  "no BTF, no cuda/ or gpu/ program or an unknown section, that the verifier\n"
+	  "refuses, or with a device program the GPU cannot run (a helper, map or\n"
+	  "instruction it has no translation for, said by name), is said in one line\n"
+	  "and exits with 2 before anything is attached.\n"
 	  "Signals and exit status as for cuprobe trace.",
 	  .operand = { "PROG", "a .bpf.c or .bpf.o file", offsetof(union cp_options, run.program) },
 	},

@@ -327,6 +327,42 @@ static int set_up_rings(struct run_ctx *run, struct cp_session_ring **session_ri
 	return 0;
 }
 
+/*
+ * --ptx: the module PROG's device programs go into the kernels as (map
+ * addresses 0), to the output, as `bpftool prog dump jited` shows a
+ * program. An exit status.
+ */
+static int print_ptx(struct cp_session *s, const struct cp_run_options *opts)
+{
+	char *ptx = NULL;
+	int err;
+
+	if (!cp_program__device_count(s->program)) {
+		cp_say("%s: no device programs (SEC(\"gpu/GLOB\") or SEC(\"gpu.exit/GLOB\")): no PTX to print",
+		       opts->program);
+		return CP_EXIT_USAGE;
+	}
+	err = cp_program__ptx_module(s->program, &ptx);
+	if (err) {
+		cp_say("cannot make the PTX module: %s", strerror(-err));
+		return CP_EXIT_SETUP;
+	}
+	err = cp_output__open(&s->output, opts->common.output, &s->identity);
+	if (!err && !cp_output__write(&s->output, ptx, strlen(ptx), false))
+		err = -errno;
+	if (!err)
+		err = cp_output__commit(&s->output);
+	if (!err)
+		err = -cp_output__close(&s->output);
+	free(ptx);
+	if (err) {
+		cp_say("cannot write %s: %s", opts->common.output ? opts->common.output : "standard output",
+		       err == -ELOOP ? "it is a symbolic link" : strerror(-err));
+		return CP_EXIT_SETUP;
+	}
+	return 0;
+}
+
 int cp_cmd_run(const union cp_options *options)
 {
 	const struct cp_run_options *opts = &options->run;
@@ -358,9 +394,18 @@ int cp_cmd_run(const union cp_options *options)
 	session.program_size = elf_size;
 	session.program_settings = opts->settings;
 	session.program_setting_count = opts->setting_count;
+	session.program_load_only = opts->ptx;
 	exit_code = cp_session__attach(&session, &tracer_opts);
-	if (exit_code)
+	if (!exit_code && opts->ptx)
+		exit_code = print_ptx(&session, opts);
+	if (exit_code || opts->ptx)
 		goto cleanup;
+	if (cp_program__device_count(session.program) && !opts->common.command) {
+		cp_say("%s: device programs (gpu/ sections) run inside the kernels of a COMMAND only: cuprobe run PROG -- COMMAND (--ptx shows them)",
+		       opts->program);
+		exit_code = CP_EXIT_USAGE;
+		goto cleanup;
+	}
 	run.session = &session;
 	run.btf = cp_program__btf(session.program);
 	run.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;

@@ -399,8 +399,8 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	 * Driver files mapped later are attached to as they appear; a traced
 	 * process (not system-wide) that maps one is held until its probes are live.
 	 */
-	tracer_opts->attach_events = true;
-	tracer_opts->hold_new_mappers = !tracer_opts->system_wide;
+	tracer_opts->attach_events = !s->program_load_only; /* run --ptx: PROG loaded, nothing else */
+	tracer_opts->hold_new_mappers = !tracer_opts->system_wide && !s->program_load_only;
 	tracer_opts->runtime_attach = s->runtime;
 	s->system_wide = tracer_opts->system_wide;
 	s->tracer = cp_tracer__open(tracer_opts);
@@ -410,7 +410,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	}
 	if (s->program_elf) {
 		code = load_program(s);
-		if (code)
+		if (code || s->program_load_only)
 			return code;
 	}
 	code = attach_all(opts, s->tracer, s->libs, s->runtime ? s->cudarts : NULL);

@@ -79,6 +79,7 @@ struct cp_session {
 	 * its attach. Set by run before attach.
 	 */
 	const char *program_name;
+	bool program_load_only;    /* run --ptx: PROG loaded for the verifier, nothing attached */
 	const void *program_elf;
 	size_t program_size;
 	const char *const *program_settings; /* --set NAME=VALUE */

@@ -175,6 +175,43 @@ int cp_tracer__name_request_fd(const struct cp_tracer *tracer);
 int cp_tracer__answer_name_request(struct cp_tracer *tracer, struct cp_names *names,
 				   const void *record, size_t size);
 
+/*
+ * cuprobe run: a user's device programs (SEC("gpu/GLOB"), SEC("gpu.exit/GLOB")),
+ * verified by the kernel with the rest of the object and translated to PTX
+ * (userspace/device/ptx_jit.h) when it was loaded.
+ */
+struct cp_device_program_info {
+	const char *name;          /* the BPF program's */
+	const char *section;       /* "gpu/vec_add" */
+	const char *glob;          /* "vec_add": fnmatch(3) on the kernel's name */
+	bool at_exit;              /* gpu.exit/: before each exit; else at the entry */
+	const char *function;      /* the PTX function's name (.func NAME (.param .b64 launch)) */
+	const char *ptx;           /* its .func definitions, callees first */
+};
+size_t cp_program__device_count(const struct cp_program *program);
+int cp_program__device(const struct cp_program *program, size_t index,
+		       struct cp_device_program_info *out);
+
+/*
+ * The object's maps as the PTX names them: map index is __cuprobe_map_<index>
+ * (cp_ptx__map_declarations). Only those used by a device program need an
+ * address (all are arrays with BPF_F_MMAPABLE; .rodata's is frozen: map it
+ * read-only).
+ */
+struct cp_device_map_info {
+	const char *name;
+	int fd;
+	uint32_t flags;            /* map_flags */
+	uint32_t value_size;
+	uint32_t max_entries;
+	bool used;                 /* by some device program */
+};
+size_t cp_program__device_map_count(const struct cp_program *program);
+int cp_program__device_map(const struct cp_program *program, size_t index,
+			   struct cp_device_map_info *out);
+/* What `cuprobe run PROG --ptx` prints: a module ptxas accepts (cp_ptx__module). 0 or -errno. */
+int cp_program__ptx_module(const struct cp_program *program, char **ptx);
+
 #ifdef __cplusplus
 }
 #endif
