@@ -170,6 +170,25 @@ Test(cli, keep_exited)
 	assert_error(PARSE("--keep-exited", "5"), "--keep-exited");
 }
 
+/* Issue 25: "1K" was taken as 1024 kernels. A count takes digits alone. */
+Test(cli, max_kernels_is_a_count_without_suffixes)
+{
+	cr_assert_eq(PARSE_EXPORTER("--max-kernels", "1"), CP_PARSE_OK);
+	cr_assert_eq(opts.exporter.max_kernels, 1);
+	cr_assert_eq(PARSE_EXPORTER("--max-kernels", "100000"), CP_PARSE_OK);
+	cr_assert_eq(opts.exporter.max_kernels, 100000);
+	assert_error(PARSE_EXPORTER("--max-kernels", "1K"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "1k"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "2M"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "50B"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "0"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "100001"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "-1"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "+5"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", ""), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "99999999999999999999"), "--max-kernels");
+}
+
 Test(cli, ring_size)
 {
 	cr_assert_eq(PARSE("--ring-size", "16M"), CP_PARSE_OK);

@@ -61,8 +61,10 @@ static const struct cp_option_doc option_docs[] = {
 		[CP_CMD_EXPORTER] = "read the metrics from the maps every SECS seconds (default 5)",
 	  } },
 	{ OPT_LISTEN, "listen", 0, "ADDR:PORT", EXPORTER,
-	  "serve /metrics on this address (default 127.0.0.1:9466); an address\n"
-	  "other than loopback needs --allow-remote" },
+	  "serve /metrics on this address (default 127.0.0.1:9466): IPv4, [IPv6]\n"
+	  "or a host name (served on its first IPv4 address, else its first IPv6);\n"
+	  "an address other than loopback, or a name that also resolves to one,\n"
+	  "needs --allow-remote" },
 	{ OPT_ALLOW_REMOTE, "allow-remote", 0, NULL, EXPORTER,
 	  "allow --listen on an address other than loopback: anyone who can reach it\n"
 	  "reads every CUDA process's pid, command, container and kernel names" },
@@ -481,7 +483,10 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 			opts->exporter.allow_remote = true;
 			break;
 		case OPT_MAX_KERNELS:
-			if (cp_parse_size(optarg, &value) || !value || value > 100000) {
+			/* A count, not a size: digits alone ("1K" is not 1024 kernels). */
+			if (!optarg[0] || strlen(optarg) > 6 ||
+			    strspn(optarg, "0123456789") != strlen(optarg) ||
+			    !(value = strtoull(optarg, NULL, 10)) || value > 100000) {
 				snprintf(error, error_len,
 					 "invalid --max-kernels '%s': expected 1 to 100000", optarg);
 				return CP_PARSE_ERROR;
