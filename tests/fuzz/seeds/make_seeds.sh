@@ -6,7 +6,8 @@
 # (seed_records.c, built against cuprobe_events.h); btf_value: the BTF of the
 # example programs and of btf_types.bpf.c with a record and map entries of
 # their types; elf: small shared libraries and objects (32- and 64-bit,
-# stripped, cut short); http_request: request lines. Needs clang-14,
+# stripped, cut short); http_request: request lines; ptx_jit: device
+# programs by hand (seed_ptx.c, with the tests' bpf_insns.h). Needs clang-14,
 # llvm-objcopy-14, bpftool, python3.
 set -eu
 build=$(cd "$1" && pwd)
@@ -15,11 +16,15 @@ seeds=tests/fuzz/seeds
 corpus=tests/fuzz/corpus
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p $corpus/record $corpus/btf_value $corpus/elf $corpus/http_request
+mkdir -p $corpus/record $corpus/btf_value $corpus/elf $corpus/http_request $corpus/ptx_jit
 
 # record
 cc -I userspace -I bpf -o "$tmp/seed_records" $seeds/seed_records.c
 "$tmp/seed_records" $corpus/record
+
+# ptx_jit
+cc -I tests -o "$tmp/seed_ptx" $seeds/seed_ptx.c
+"$tmp/seed_ptx" $corpus/ptx_jit
 
 # btf_value: NAME.btf and the ids of the types named, then seeds packed by python
 for src in $seeds/btf_types.bpf.c bpf/examples/*.bpf.c; do
