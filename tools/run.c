@@ -19,6 +19,8 @@
 
 #include "cli_options.h"
 #include "cuprobe_internal.h"
+#include "device.h"
+#include "device/device.h"
 #include "run.h"
 #include "session.h"
 #include "spawn.h"
@@ -343,7 +345,11 @@ int cp_cmd_run(int argc, char **argv)
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_session_ring *session_rings = NULL;
 	struct cp_wait_hooks hooks = { 0 };
+	struct cp_device_run device = { .plan_fd = -1, .library_fd = -1, .report_fd = -1,
+					.child_report_fd = -1 };
 	struct run_ctx run = { 0 };
+	uint64_t magic = 0;
+	int has_device = 0;
 	struct cp_trace_options opts;
 	struct cp_session session;
 	void *elf = NULL;
@@ -367,9 +373,23 @@ int cp_cmd_run(int argc, char **argv)
 	tracer_opts.families = 1ull << CP_FAMILY_name | 1ull << CP_FAMILY_context |
 			       1ull << CP_FAMILY_init;
 	tracer_opts.no_call_records = true;
+	/* Device programs: the one mode that puts code into a process, so COMMAND's only. */
+	has_device = cp_device__elf_has_programs(elf, elf_size) > 0;
+	if (has_device && !opts.command) {
+		cp_say("%s: device programs need -- COMMAND (the one mode that injects code)",
+		       opts.program);
+		exit_code = CP_EXIT_USAGE;
+		goto cleanup;
+	}
+	if (has_device) {
+		magic = cp_device__magic();
+		cp_device__tracer_opts(&tracer_opts, magic);
+	}
 	session.program_elf = elf;
 	session.program_size = elf_size;
 	exit_code = cp_session__attach(&session, &tracer_opts);
+	if (!exit_code && has_device)
+		exit_code = cp_device__prepare(&device, &session, magic, opts.json, &run.lock);
 	if (exit_code)
 		goto cleanup;
 	run.session = &session;
@@ -384,8 +404,12 @@ int cp_cmd_run(int argc, char **argv)
 	session.rings = session_rings;
 	session.ring_count = run.ring_count + 1;
 	exit_code = cp_session__start_agent(&session, on_event, &run);
+	if (!exit_code && has_device)
+		exit_code = cp_device__watch(&device);
 	if (!exit_code)
 		exit_code = cp_session__start_command(&session);
+	if (has_device)
+		cp_device__command_started(&device);
 	if (exit_code)
 		goto cleanup;
 	if (cp_verbosity)
@@ -402,8 +426,12 @@ int cp_cmd_run(int argc, char **argv)
 	report_rings(&run);
 	cp_session__report_files(&session, opts.json);
 	exit_code = cp_session__finish(&session);
+	/* Matching kernels left without probes fail a run that would have succeeded. */
+	if (has_device && cp_device__finish(&device) && !exit_code)
+		exit_code = CP_EXIT_SETUP;
 cleanup:
 	cp_session__close(&session);
+	cp_device__close(&device);
 	cp_text__free(&run.text);
 	free(run.rings);
 	free(session_rings);

@@ -85,6 +85,11 @@ int cp_kernel_name_from_device_stub(const char *symbol, char *out, size_t out_le
 
 /* Demangles an Itanium C++ ABI name into out; a plain C name is copied as is. */
 int cp_demangle(const char *mangled, char *out, size_t out_len);
+/*
+ * The demangled name without its parameters (and a template's return type):
+ * _ZN2ns4gemmIfEEvPT_i -> ns::gemm<float>; a plain C name as it is.
+ */
+int cp_demangle_name(const char *mangled, char *out, size_t out_len);
 
 /* ---- escaping and the report formatters (cuprobe stats) ---------------------- */
 
@@ -360,6 +365,19 @@ int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_
  * is not asked about again. 0 or -errno.
  */
 int cp_tracer__name_request_fd(const struct cp_tracer *tracer);
+/*
+ * Another fd the GPU agent's epoll watches (the socket COMMAND's preload
+ * library reports on): fn runs on the agent thread when fd is readable,
+ * and once more when the agent stops; it reads what is there and returns
+ * 0 to keep watching, 1 when fd is finished (EOF: it leaves the epoll), or
+ * a negative errno, which stops the agent. May be added while the agent
+ * runs; the caller closes fd after cp_agent__free.
+ */
+typedef int (*cp_fd_fn)(void *ctx, int fd);
+int cp_agent__add_fd(struct cp_agent *agent, int fd, cp_fd_fn fn, void *ctx);
+
+/* cuprobe run with device programs: the launch-slot map (opts.launch_slots entries of u64). */
+int cp_tracer__launch_slots_fd(const struct cp_tracer *tracer);
 int cp_tracer__answer_name_request(struct cp_tracer *tracer, struct cp_names *names,
 				   const void *record, size_t size);
 

@@ -19,6 +19,7 @@
 #include <bpf/libbpf.h>
 
 #include "cuprobe_internal.h"
+#include "device/device.h"
 #include "tracer_internal.h"
 
 #ifndef EM_BPF
@@ -395,7 +396,8 @@ static int bind_programs(struct cp_program *program, const struct cp_program_opt
 
 	bpf_object__for_each_program(prog, program->obj) {
 		count++;
-		cuda += cuda_section(bpf_program__section_name(prog));
+		cuda += cuda_section(bpf_program__section_name(prog)) ||
+			cp_device__section(bpf_program__section_name(prog), NULL, NULL);
 	}
 	if (!cuda)
 		return fail(opts, -ENOENT, "%s: no CUDA programs: put them in SEC(\"cuda/FAMILY\") or SEC(\"cuda.return/FAMILY\")%s%s",
@@ -408,6 +410,9 @@ static int bind_programs(struct cp_program *program, const struct cp_program_opt
 		struct cp_program_binding *binding = &program->bindings[program->binding_count];
 		const char *section = bpf_program__section_name(prog);
 
+		/* Device programs are verified with the object, never attached (device.h). */
+		if (cp_device__section(section, NULL, NULL))
+			continue;
 		if (!parse_section(section, &binding->family, &binding->retprobe)) {
 			valid_sections(valid, sizeof(valid));
 			return fail(opts, -EINVAL, "%s: program %s: unknown section \"%s\"; valid: %s",
@@ -460,7 +465,8 @@ static void warn_unfiltered(const struct cp_program *program)
 	if (!filtering(tracer))
 		return;
 	bpf_object__for_each_program(prog, program->obj)
-		if (!uses_map(prog, tracer->skel->maps.cuprobe_targets))
+		if (!cp_device__section(bpf_program__section_name(prog), NULL, NULL) &&
+		    !uses_map(prog, tracer->skel->maps.cuprobe_targets))
 			cp_tracer__log(tracer, CP_LOG_WARN,
 				       "program %s does not check cuprobe_traced(): it sees every process, not only the targets (use CUDA_PROG or CUDA_RETURN_PROG)",
 				       bpf_program__name(prog));
