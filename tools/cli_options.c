@@ -174,7 +174,16 @@ static struct cp_command_doc command_docs[] = {
 	  "later, and, written with CUDA_PROG/CUDA_RETURN_PROG, sees only the\n"
 	  "targeted processes. Every ring buffer declared\n"
 	  "with CUPROBE_RING is printed record by record, every other map at exit\n"
-	  "(and every -i), formatted from BTF. Targets as for cuprobe trace.",
+	  "(and every -i), formatted from BTF. Targets as for cuprobe trace.\n"
+	  "\n"
+	  "Device programs, in sections gpu/GLOB (at the entry of every kernel whose\n"
+	  "name matches GLOB) and gpu.exit/GLOB (before each of its exits), run inside\n"
+	  "the kernels. This is the one mode that puts code into the traced process:\n"
+	  "COMMAND gets a preloaded library that rewrites the matching kernels' PTX as\n"
+	  "modules load, so device programs need -- COMMAND (-p and system-wide refuse\n"
+	  "them). Kernels with no PTX for the GPU, modules that cannot be rewritten and\n"
+	  "globs that match no kernel are each said in one line and make the exit\n"
+	  "status 1.",
 	  "At exit one summary line per ring goes to stderr: records printed, lost to a\n"
 	  "full ring, and shorter than their type. A PROG that is not a BPF object, has\n"
 	  "no BTF, no cuda/ program or an unknown section, or that the verifier\n"
@@ -362,7 +371,8 @@ int cp_usage__man(FILE *out, const char *version)
 	      "Kernel uprobes on the CUDA driver API (libcuda.so.1) fire in any process; BPF\n"
 	      "programs write what happened into BPF maps and a ring buffer, and a GPU agent\n"
 	      "thread hands the records to an output. Nothing is injected into the traced\n"
-	      "programs. Loading and attaching needs root (CAP_BPF, CAP_PERFMON,\n"
+	      "programs, except by cuprobe run's device programs, with -- COMMAND only.\n"
+	      "Loading and attaching needs root (CAP_BPF, CAP_PERFMON,\n"
 	      "CAP_SYS_ADMIN) and a kernel with BTF.\n", out);
 	fputs(".SH COMMANDS\n", out);
 	for (command = 0; command < CP_CMD_COUNT; command++) {
