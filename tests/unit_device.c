@@ -171,7 +171,7 @@ Test(fatbin, sass_only_fatbins_and_cubins_name_their_kernels)
 
 	cr_assert_eq(cp_image__parse(bytes, size, &image, NULL, 0), 0);
 	cr_expect_eq(cp_image__ptx_for(&image, 90, &ptx, &len, &arch), -ENOENT);
-	cr_assert_eq(cp_image__elf_kernels(&image, &names, &count), 0);
+	cr_assert_eq(cp_image__elf_kernels(&image, 90, &names, &count), 0);
 	cr_assert_eq(count, 1);
 	cr_expect_str_eq(names[0], "vec_add");
 	cp_image__free_names(names, count);
@@ -184,7 +184,7 @@ Test(fatbin, sass_only_fatbins_and_cubins_name_their_kernels)
 	cr_expect_eq(image.size, size, "a cubin's extent is the file");
 	cr_expect_eq(image.elf_arch, 90);
 	cr_expect_eq(cp_image__ptx_for(&image, 90, &ptx, &len, &arch), -ENOENT);
-	cr_assert_eq(cp_image__elf_kernels(&image, &names, &count), 0);
+	cr_assert_eq(cp_image__elf_kernels(&image, 90, &names, &count), 0);
 	cr_assert_eq(count, 1);
 	cr_expect_str_eq(names[0], "vec_add");
 	cp_image__free_names(names, count);

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (i = 0; i < sizeof(archs) / sizeof(archs[0]); i++)
 		if (!cp_image__ptx_for(&image, archs[i], &ptx, &len, &arch))
 			free(ptx);
-	if (!cp_image__elf_kernels(&image, &names, &count))
+	if (!cp_image__elf_kernels(&image, 90, &names, &count))
 		cp_image__free_names(names, count);
 	for (i = 0; i < image.entry_count; i++) {
 		unsigned char *payload;

@@ -494,8 +494,10 @@ static int cubin_kernels(const unsigned char *data, size_t size, char ***names, 
 	return 0;
 }
 
-int cp_image__elf_kernels(const struct cp_image *image, char ***names, size_t *count)
+int cp_image__elf_kernels(const struct cp_image *image, unsigned int arch, char ***names,
+			  size_t *count)
 {
+	unsigned int chosen = 0;
 	size_t i;
 	int err = 0;
 
@@ -505,12 +507,16 @@ int cp_image__elf_kernels(const struct cp_image *image, char ***names, size_t *c
 	*count = 0;
 	if (image->kind == CP_IMAGE_ELF)
 		err = cubin_kernels(image->data, image->size, names, count);
+	for (i = 0; arch && i < image->entry_count; i++)
+		if (image->entries[i].kind == CP_FATBIN_ENTRY_ELF && image->entries[i].arch <= arch &&
+		    image->entries[i].arch > chosen)
+			chosen = image->entries[i].arch;
 	for (i = 0; !err && i < image->entry_count; i++) {
 		const struct cp_fatbin_entry *e = &image->entries[i];
 		unsigned char *elf;
 		size_t size;
 
-		if (e->kind != CP_FATBIN_ENTRY_ELF)
+		if (e->kind != CP_FATBIN_ENTRY_ELF || (chosen && e->arch != chosen))
 			continue;
 		err = cp_fatbin_entry__payload(e, &elf, &size);
 		if (!err) {

@@ -112,11 +112,14 @@ int cp_image__ptx_for(const struct cp_image *image, unsigned int device_arch, ch
 
 /*
  * The kernels (entry functions) of the image's ELF code: a cubin's, or
- * those of every ELF entry of a fatbin, each name once. For saying which
- * kernels had no PTX. A malloc'd array of malloc'd names
- * (cp_image__free_names); 0 or a negative errno.
+ * those of a fatbin's ELF entries for the highest architecture <= arch
+ * (every entry when none is; arch 0: every entry), each name once: the
+ * architectures of one fatbin hold the same kernels, and decompressing one
+ * is enough. For saying which kernels had no PTX. A malloc'd array of
+ * malloc'd names (cp_image__free_names); 0 or a negative errno.
  */
-int cp_image__elf_kernels(const struct cp_image *image, char ***names, size_t *count);
+int cp_image__elf_kernels(const struct cp_image *image, unsigned int arch, char ***names,
+			  size_t *count);
 void cp_image__free_names(char **names, size_t count);
 
 #ifdef __cplusplus

@@ -222,6 +222,13 @@ struct module_info {
 	struct kernel_info *kernels;
 	size_t kernel_count;
 	const char *api;
+	/*
+	 * The rewritten images the driver got, kept until the module is
+	 * unloaded (or the link destroyed): a library loaded with
+	 * CU_LIBRARY_BINARY_IS_PRESERVED keeps using its image.
+	 */
+	char **images;
+	size_t image_count;
 };
 
 /* A handle (module, library, function, kernel, link state, cubin) and what it stands for. */
@@ -245,6 +252,9 @@ struct region {
 static struct {
 	bool active;
 	struct cp_inject_plan plan;
+	/* The report socket as it was at the start: the fd number may be reused if the program closes it. */
+	dev_t report_dev;
+	ino_t report_ino;
 	struct cp_ptx_probe *probes;
 	char *prelude;              /* map declarations and the programs' functions */
 	struct region *maps;
@@ -279,10 +289,12 @@ static void report(enum cp_inject_report_kind kind, const char *api, const char 
 	struct cp_inject_report r = { .kind = kind, .pid = (uint32_t)getpid(), .arch = arch,
 				      .probes = probes, .api = api ? api : "", .name = name ? name : "",
 				      .detail = detail };
+	struct stat st;
 	size_t len;
 	va_list ap;
 
-	if (inject.plan.report_fd < 0)
+	if (inject.plan.report_fd < 0 || fstat(inject.plan.report_fd, &st) ||
+	    st.st_dev != inject.report_dev || st.st_ino != inject.report_ino)
 		return;
 	if (fmt) {
 		va_start(ap, fmt);
@@ -393,8 +405,26 @@ static void module_info_free(struct module_info *m)
 		return;
 	for (i = 0; i < m->kernel_count; i++)
 		free(m->kernels[i].name);
+	for (i = 0; i < m->image_count; i++)
+		free(m->images[i]);
 	free(m->kernels);
+	free(m->images);
 	free(m);
+}
+
+/* *image is m's now (NULL after): it stays as long as m. */
+static void keep_image(struct module_info *m, char **image)
+{
+	char **grown;
+
+	if (!*image)
+		return;
+	grown = realloc(m->images, (m->image_count + 1) * sizeof(*grown));
+	if (!grown)
+		return; /* the caller frees it: a preserved binary would be the driver's problem then */
+	m->images = grown;
+	m->images[m->image_count++] = *image;
+	*image = NULL;
 }
 
 static struct kernel_info *module_kernel(const struct module_info *m, const char *name)
@@ -550,7 +580,7 @@ static char *instrument(const char *api, const void *image, size_t bound, struct
 	arch = device_arch();
 	err = cp_image__ptx_for(&parsed, arch, &ptx, &len, &ptx_arch);
 	if (err) {
-		if (err == -ENOENT && !cp_image__elf_kernels(&parsed, &names, &count)) {
+		if (err == -ENOENT && !cp_image__elf_kernels(&parsed, arch, &names, &count)) {
 			char detail[64];
 
 			snprintf(detail, sizeof(detail), "no PTX for sm_%u", arch);
@@ -612,10 +642,11 @@ fail:
 }
 
 /* The module is loaded: its instrumented kernels are told to cuprobe, its handle remembered. */
-static void loaded(const void *handle, struct module_info *info)
+static void loaded(const void *handle, struct module_info *info, char **image)
 {
 	size_t i;
 
+	keep_image(info, image);
 	pthread_rwlock_wrlock(&inject.lock);
 	if (table_put(&inject.modules, handle, info, handle)) {
 		pthread_rwlock_unlock(&inject.lock);
@@ -681,9 +712,11 @@ static struct module_info *linked_cubin(const void *image)
 	    (copy->kernels = calloc(m->kernel_count ? m->kernel_count : 1, sizeof(*copy->kernels)))) {
 		copy->api = m->api;
 		for (i = 0; i < m->kernel_count; i++) {
-			copy->kernels[i] = m->kernels[i];
-			copy->kernels[i].name = strdup(m->kernels[i].name);
-			copy->kernel_count += copy->kernels[i].name != NULL;
+			struct kernel_info *k = &copy->kernels[copy->kernel_count];
+
+			*k = m->kernels[i];
+			k->name = strdup(m->kernels[i].name);
+			copy->kernel_count += k->name != NULL;
 		}
 	} else if (copy) {
 		free(copy);
@@ -731,7 +764,7 @@ static CUresult CUDAAPI wrap_cuModuleLoadData(CUmodule *module, const void *imag
 		rc = REAL(cuModuleLoadData, module, image);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*module, info);
+		loaded(*module, info, &text);
 	else
 		module_info_free(info);
 	free(text);
@@ -753,7 +786,7 @@ static CUresult CUDAAPI wrap_cuModuleLoadDataEx(CUmodule *module, const void *im
 		rc = REAL(cuModuleLoadDataEx, module, image, numOptions, options, optionValues);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*module, info);
+		loaded(*module, info, &text);
 	else
 		module_info_free(info);
 	free(text);
@@ -773,7 +806,7 @@ static CUresult CUDAAPI wrap_cuModuleLoadFatBinary(CUmodule *module, const void 
 		rc = REAL(cuModuleLoadFatBinary, module, fatCubin);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*module, info);
+		loaded(*module, info, &text);
 	else
 		module_info_free(info);
 	free(text);
@@ -794,7 +827,7 @@ static CUresult CUDAAPI wrap_cuModuleLoad(CUmodule *module, const char *fname)
 		rc = REAL(cuModuleLoad, module, fname);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*module, info);
+		loaded(*module, info, &text);
 	else
 		module_info_free(info);
 	free(text);
@@ -830,7 +863,7 @@ static CUresult CUDAAPI wrap_cuLibraryLoadData(CUlibrary *library, const void *c
 			  libraryOptions, libraryOptionValues, numLibraryOptions);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*library, info);
+		loaded(*library, info, &text);
 	else
 		module_info_free(info);
 	free(text);
@@ -864,7 +897,7 @@ static CUresult CUDAAPI wrap_cuLibraryLoadFromFile(CUlibrary *library, const cha
 			  numJitOptions, libraryOptions, libraryOptionValues, numLibraryOptions);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*library, info);
+		loaded(*library, info, &text);
 	else
 		module_info_free(info);
 	free(text);
@@ -916,8 +949,8 @@ static CUresult CUDAAPI wrap_cuLinkCreate_v2(unsigned int numOptions, CUjit_opti
 	return rc;
 }
 
-/* A rewritten input's kernels join its link's. */
-static void link_added(CUlinkState state, struct module_info *info)
+/* A rewritten input's kernels (and its text) join its link's. */
+static void link_added(CUlinkState state, struct module_info *info, char **image)
 {
 	struct handle_entry *e;
 	struct module_info *link;
@@ -932,6 +965,7 @@ static void link_added(CUlinkState state, struct module_info *info)
 		link->kernels = grown;
 		link->kernel_count += info->kernel_count;
 		info->kernel_count = 0;
+		keep_image(link, image);
 	}
 	pthread_rwlock_unlock(&inject.lock);
 	if (!grown)
@@ -964,7 +998,7 @@ static CUresult link_add(enum hook_id id, CUlinkState state, CUjitInputType type
 		return add(state, type, data, size, name, numOptions, options, optionValues);
 	rc = add(state, CU_JIT_INPUT_PTX, text, strlen(text) + 1, name, numOptions, options, optionValues);
 	if (rc == CUDA_SUCCESS) {
-		link_added(state, info);
+		link_added(state, info, &text);
 		module_info_free(info);
 	} else {
 		rewrite_refused(hooks[id].name, info, rc);
@@ -1015,7 +1049,7 @@ static CUresult link_add_file(enum hook_id file_id, enum hook_id data_id, CUlink
 							      strlen(text) + 1, path, numOptions,
 							      options, optionValues);
 	if (rc == CUDA_SUCCESS) {
-		link_added(state, info);
+		link_added(state, info, &text);
 		module_info_free(info);
 	} else {
 		rewrite_refused(hooks[file_id].name, info, rc);
@@ -1807,6 +1841,12 @@ static int start(const char *fd_text)
 	munmap(bytes, (size_t)st.st_size);
 	if (err)
 		return err;
+	if (!fstat(inject.plan.report_fd, &st) && S_ISSOCK(st.st_mode)) {
+		inject.report_dev = st.st_dev;
+		inject.report_ino = st.st_ino;
+	} else {
+		inject.plan.report_fd = -1; /* closed before we came: nothing can be said */
+	}
 	inject.maps = calloc(inject.plan.map_count ? inject.plan.map_count : 1, sizeof(*inject.maps));
 	addresses = calloc(inject.plan.map_count ? inject.plan.map_count : 1, sizeof(*addresses));
 	inject.probes = calloc(inject.plan.program_count ? inject.plan.program_count : 1,
