@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "device/fatbin.h"
+#include "cuprobe_internal.h"
 #include "device/inject_protocol.h"
 #include "helpers.h"
 
@@ -274,6 +275,33 @@ Test(fatbin, cut_and_corrupt_images_are_refused_by_name)
 	free(bytes);
 }
 
+#endif
+
+#ifdef INJECT_LIBRARY
+/*
+ * The preload library's exports are the driver functions it wraps (and
+ * dlsym): each one must be a name the real driver exports, else programs
+ * calling it would have reached nothing without us.
+ */
+Test(inject_library, every_wrapped_entry_point_is_a_driver_580_export)
+{
+	char **wrapped, *exports = read_text(EXPORT_LIST), line[256];
+	size_t count, i, driver = 0;
+
+	cr_assert_not_null(exports, "%s", EXPORT_LIST);
+	cr_assert_eq(cp_elf__exported_functions(INJECT_LIBRARY, &wrapped, &count), 0, "%s", INJECT_LIBRARY);
+	for (i = 0; i < count; i++) {
+		if (!strcmp(wrapped[i], "dlsym"))
+			continue;
+		snprintf(line, sizeof(line), "\n%s\n", wrapped[i]);
+		cr_expect(strncmp(wrapped[i], "cu", 2) == 0, "%s: not a driver function", wrapped[i]);
+		cr_expect_not_null(strstr(exports, line), "%s is not exported by driver 580.159.04", wrapped[i]);
+		driver++;
+	}
+	cr_expect_geq(driver, 40, "%zu driver functions wrapped", driver);
+	cp_elf__free_names(wrapped, count);
+	free(exports);
+}
 #endif
 
 /* ---- the protocol ------------------------------------------------------------------- */
