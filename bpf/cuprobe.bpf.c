@@ -348,7 +348,7 @@ static __always_inline void *reserve(struct counter_slots *slots, __u64 size)
  * Submit without waking the consumer unless enough unread data piled up or
  * the latency bound has passed since the last wakeup: a wakeup is paid inside
  * the traced call (waking on every record cost 7 us more a call than batching
- * on a VM: tools/bench/results/stats-modes-vm.md). Lifecycle and attach
+ * on a VM: bench/results/stats-modes-vm.md). Lifecycle and attach
  * records force one.
  */
 static __always_inline void submit(void *record, __u64 now, bool urgent)

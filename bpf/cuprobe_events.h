@@ -13,26 +13,59 @@
 
 #include "cuprobe_catalogue.h"
 
-/* Record types: the first field of every ring-buffer record. */
+/*
+ * The record types, one line each (as cuprobe_catalogue.h is for APIs):
+ *   R(NAME, value, member, struct, type name)
+ * CP_EV_NAME = value is the first field of every ring-buffer record (the
+ * values are ABI: never renumber one); member is its member of union
+ * cp_event (cuprobe.h), struct its layout below, type name what --json
+ * writes as "type". Generated from it: enum cp_event_type, the sizes and
+ * alignment asserts cp_event__decode relies on, the union's members, the
+ * type names, and each output format's table of record writers (a writer
+ * named after the member in each file of userspace/format/). A new record
+ * type is a line here, its struct, the BPF program writing it, and its
+ * writer in each format.
+ */
+#define CP_RECORD_TYPES(R) \
+	/* a kernel, host-function or graph launch (driver API) */ \
+	R(LAUNCH, 1, launch, cp_launch_event, "launch") \
+	/* an allocation returned */ \
+	R(ALLOC, 2, alloc, cp_alloc_event, "alloc") \
+	/* a free was called */ \
+	R(FREE, 3, free, cp_free_event, "free") \
+	/* a memcpy was called */ \
+	R(COPY, 4, copy, cp_copy_event, "copy") \
+	/* a synchronization was called, or a completion query returned */ \
+	R(SYNC, 5, sync, cp_sync_event, "sync") \
+	/* a function/kernel handle learned its name */ \
+	R(NAME, 6, name, cp_name_event, "name") \
+	/* process lifecycle: cuInit, fork, exit */ \
+	R(PROC, 7, proc, cp_proc_event, "process") \
+	/* cudaLaunchKernel (runtime API): its host stub address */ \
+	R(RT_LAUNCH, 8, rt_launch, cp_rt_launch_event, "rt_launch") \
+	/* a memset was called */ \
+	R(MEMSET, 9, memset, cp_memset_event, "memset") \
+	/* an event was recorded on, or waited for by, a stream */ \
+	R(EVENT, 10, event, cp_event_event, "event") \
+	/* a module or library was loaded or unloaded */ \
+	R(MODULE, 11, module, cp_module_event, "module") \
+	/* virtual memory management: physical handles, ranges, mappings */ \
+	R(VMM, 12, vmm, cp_vmm_event, "vmm") \
+	/* a process mapped a CUDA library file (attach event) */ \
+	R(ATTACH, 13, attach, cp_attach_event, "attach") \
+	/* a context was made, made current, pushed, popped or destroyed */ \
+	R(CONTEXT, 14, context, cp_context_event, "context") \
+	/* an API call returned (return_records: slices for --perfetto) */ \
+	R(RETURN, 15, ret, cp_return_event, "return") \
+	/* the NVIDIA driver reported a GPU error (Xid) */ \
+	R(XID, 16, xid, cp_xid_event, "xid")
+
+#define CP_EV_ENUM(NAME, value, member, type, name) CP_EV_##NAME = value,
 enum cp_event_type {
-	CP_EV_LAUNCH = 1,   /* kernel, host-function or graph launch (driver API) */
-	CP_EV_ALLOC = 2,    /* an allocation returned */
-	CP_EV_FREE = 3,     /* a free was called */
-	CP_EV_COPY = 4,     /* a memcpy was called */
-	CP_EV_SYNC = 5,     /* a synchronization was called, or a completion query returned */
-	CP_EV_NAME = 6,     /* a function/kernel handle learned its name */
-	CP_EV_PROC = 7,     /* process lifecycle: cuInit, fork, exit */
-	CP_EV_RT_LAUNCH = 8,/* cudaLaunchKernel (runtime API), host stub address */
-	CP_EV_MEMSET = 9,   /* a memset was called */
-	CP_EV_EVENT = 10,   /* an event was recorded on, or waited for by, a stream */
-	CP_EV_MODULE = 11,  /* a module or library was loaded or unloaded */
-	CP_EV_VMM = 12,     /* virtual memory management: physical handles, ranges, mappings */
-	CP_EV_ATTACH = 13,  /* a process mapped a CUDA library file (attach event) */
-	CP_EV_CONTEXT = 14, /* a context was made, made current, pushed, popped or destroyed */
-	CP_EV_RETURN = 15,  /* an API call returned (return_records: slices for --perfetto) */
-	CP_EV_XID = 16,     /* the NVIDIA driver reported a GPU error (Xid) */
-	CP_EV_TYPE_MAX,
+	CP_RECORD_TYPES(CP_EV_ENUM)
+	CP_EV_TYPE_MAX,     /* one past the last: keep the lines in the order of their values */
 };
+#undef CP_EV_ENUM
 
 /* API families (bpf/cuprobe_catalogue.h): the record type each one writes. */
 #define CP_FAMILY_ENUM(f, sdk) CP_FAMILY_##f,
@@ -215,7 +248,7 @@ enum cp_context_op {
 #define CP_NAME_ALIAS 2  /* cuKernelGetFunction(out, kernel) */
 
 /*
- * Benches only (tools/bench/probe_cost.c): parts of the launch probe left out,
+ * Benches only (bench/probe_cost.c): parts of the launch probe left out,
  * to find where its time goes. Never set by cuprobe itself.
  */
 enum cp_bench_omit {

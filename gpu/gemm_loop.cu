@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * gemm_loop: a cuBLAS workload for tools/bench/compare.c on a GPU machine.
+ * gemm_loop: a cuBLAS workload for bench/compare.c on a GPU machine.
  * cublasSgemm of N x N matrices, ITERATIONS times on one stream, then one
  * cudaDeviceSynchronize; cuBLAS launches its kernels with cuLaunchKernelEx.
  *

@@ -13,15 +13,17 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 npm_dir=${CUPROBE_TEST_NPM_DIR:-/usr/local/lib/cuprobe-tests}
 
 apt-get update -q
-# prometheus (with promtool): the exporter tests; systemd (systemd-analyze) and
-# python3-yaml: tools/deploy/ checked by unit_deploy.
+# prometheus (with promtool): the exporter tests and the alert rules; systemd
+# (systemd-analyze) and python3-yaml: tools/deploy/ checked by unit_deploy;
+# dpkg-dev (dpkg-shlibdeps: the packages' dependencies) and lintian:
+# the Debian packages, built and checked by root_package.
 apt-get install -y -q --no-install-recommends \
 	build-essential cmake pkg-config clang llvm \
 	libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev liblz4-dev libiberty-dev libncurses-dev \
 	libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev \
 	golang-github-prometheus-client-model-dev \
 	libcriterion-dev libjansson-dev tmux prometheus \
-	systemd python3-yaml
+	systemd python3-yaml dpkg-dev lintian
 # Node.js and npm from Debian, unless a Node.js with its own npm is installed
 # (Debian's npm package conflicts with NodeSource's nodejs).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

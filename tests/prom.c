@@ -205,10 +205,16 @@ int exporter_stop(struct exporter_proc *e)
 
 void prometheus_start(struct prometheus_proc *p, const char *dir, int target_port)
 {
+	prometheus_start_with(p, dir, target_port, NULL);
+}
+
+void prometheus_start_with(struct prometheus_proc *p, const char *dir, int target_port,
+			   const struct prometheus_opts *with)
+{
 	char *config = path_join(dir, "prometheus.yml"), *tsdb = path_join(dir, "tsdb"), *text = NULL;
 	char config_arg[512], tsdb_arg[512], listen_arg[128];
-	char *argv[] = { PROMETHEUS_BIN, config_arg, tsdb_arg, listen_arg,
-			 "--enable-feature=native-histograms", "--log.level=warn", NULL };
+	char *argv[] = { PROMETHEUS_BIN, config_arg, tsdb_arg, listen_arg, "--log.level=warn",
+			 "--enable-feature=native-histograms", NULL };
 	struct run_opts opts = { 0 };
 	struct http_reply r;
 	double deadline;
@@ -222,14 +228,20 @@ void prometheus_start(struct prometheus_proc *p, const char *dir, int target_por
 			   "  scrape_interval: 1s\n"
 			   "  scrape_timeout: 1s\n"
 			   "  evaluation_interval: 1s\n"
+			   "%s%s%s"
 			   "scrape_configs:\n"
 			   "  - job_name: cuprobe\n"
 			   "    static_configs:\n"
-			   "      - targets: ['127.0.0.1:%d']\n", target_port) > 0);
+			   "      - targets: ['127.0.0.1:%d']\n",
+			   with && with->rule_file ? "rule_files: ['" : "",
+			   with && with->rule_file ? with->rule_file : "",
+			   with && with->rule_file ? "']\n" : "", target_port) > 0);
 	cr_assert(write_text(config, text), "cannot write %s", config);
 	snprintf(config_arg, sizeof(config_arg), "--config.file=%s", config);
 	snprintf(tsdb_arg, sizeof(tsdb_arg), "--storage.tsdb.path=%s", tsdb);
 	snprintf(listen_arg, sizeof(listen_arg), "--web.listen-address=127.0.0.1:%d", p->port);
+	if (with && with->classic_histograms)
+		argv[5] = NULL;
 	opts.stderr_path = p->err_path;
 	p->pid = spawn_program(argv, &opts);
 	free(text);

@@ -63,6 +63,15 @@ struct prometheus_proc {
  * TSDB in dir/tsdb, native histograms on; returns once /-/ready answers 200.
  */
 void prometheus_start(struct prometheus_proc *p, const char *dir, int target_port);
+
+struct prometheus_opts {
+	bool classic_histograms; /* without the native-histograms feature: the _bucket series */
+	const char *rule_file;   /* loaded, evaluated every second; NULL: none */
+};
+
+/* prometheus_start, with opts (NULL: as prometheus_start). */
+void prometheus_start_with(struct prometheus_proc *p, const char *dir, int target_port,
+			   const struct prometheus_opts *opts);
 void prometheus_stop(struct prometheus_proc *p);
 
 /* data.result of an instant query (a new reference), or NULL when it failed. */

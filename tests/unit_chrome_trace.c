@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The Perfetto trace writer (userspace/chrome_trace.c) fed records and
+ * The Perfetto trace writer (userspace/format/chrome_trace.c) fed records and
  * intervals by hand: what each becomes, read back with a real parser
  * (jansson). The end-to-end trace, against the DevTools engine, is
  * tests/root_perfetto.c.

@@ -63,6 +63,28 @@ Test(event_decode, accepts_every_type_at_its_exact_size)
 	}
 }
 
+/* Every line of the record catalogue (CP_RECORD_TYPES): decoded at its struct's size, not a byte less. */
+Test(event_decode, every_catalogued_type_at_its_struct_size)
+{
+	unsigned char raw[sizeof(union cp_event) + 64];
+	union cp_event out;
+	size_t types = 0;
+
+#define CHECK(NAME, value, member, type, name) \
+	make_record(raw, sizeof(struct type), CP_EV_##NAME, CP_API_UNKNOWN); \
+	cr_assert_eq(cp_event__decode(raw, sizeof(struct type), &out), 0, #NAME " rejected"); \
+	cr_assert_eq(cp_event__decode(raw, sizeof(struct type) - 1, &out), -EPROTO, \
+		     #NAME " accepted a byte short"); \
+	cr_assert_str_eq(cp_event_type__name(CP_EV_##NAME), name); \
+	cr_assert_eq(sizeof(out.member), sizeof(struct type)); \
+	types++;
+	CP_RECORD_TYPES(CHECK)
+#undef CHECK
+	cr_assert_eq(types, CP_EV_TYPE_MAX - 1);
+	make_record(raw, sizeof(raw), CP_EV_TYPE_MAX, CP_API_UNKNOWN);
+	cr_assert_eq(cp_event__decode(raw, sizeof(raw), &out), -EPROTO);
+}
+
 Test(event_decode, rejects_records_shorter_than_their_type)
 {
 	unsigned char raw[sizeof(union cp_event)];

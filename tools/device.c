@@ -21,6 +21,7 @@
 #include "cuprobe_internal.h"
 #include "device.h"
 #include "device/device.h"
+#include "format/escape.h"
 
 #ifndef MFD_EXEC
 #define MFD_EXEC 0x0010U

@@ -39,6 +39,7 @@
 #include "cli_options.h"
 #include "cuprobe_internal.h"
 #include "exporter.h"
+#include "exposition.h"
 #include "session.h"
 
 /* ---- the pure parts (exporter.h; unit_exporter tests them) ------------------------ */

@@ -21,6 +21,7 @@
 #include "cuprobe_internal.h"
 #include "device.h"
 #include "device/device.h"
+#include "record_path.h"
 #include "run.h"
 #include "session.h"
 #include "spawn.h"
@@ -41,7 +42,7 @@ struct ring_ctx {
 struct run_ctx {
 	struct cp_session *session;
 	const struct btf *btf;
-	bool json;
+	enum cp_format format;
 	bool failed;
 	uint64_t start_ns;
 	/* Agent thread and main thread both write: one line (or map) at a time. */
@@ -51,6 +52,7 @@ struct run_ctx {
 	struct cp_text text;
 	uint32_t exited[EXITED_NAMES_KEPT];
 	size_t exited_count;
+	struct cp_record_path path;
 };
 
 static uint64_t monotonic_ns(void)
@@ -87,7 +89,7 @@ static int on_record(void *arg, const void *data, size_t size)
 	}
 	pthread_mutex_lock(&run->lock);
 	cp_text__clear(&run->text);
-	cp_format__program_record(&run->text, run->json, run->btf, &ring->info, data, size, &names);
+	cp_format__program_record(&run->text, run->format, run->btf, &ring->info, data, size, &names);
 	flush_text(run, &run->text);
 	if (!run->failed)
 		ring->printed++;
@@ -96,30 +98,21 @@ static int on_record(void *arg, const void *data, size_t size)
 }
 
 /*
- * cuprobe's own records: names learned, mappings read at cuInit (stacks),
- * exits. An exited process's names stay for the maps printed later, the
- * last EXITED_NAMES_KEPT of them.
+ * cuprobe's own records (the session learns their names and reads mappings
+ * at cuInit): an exited process stays for the maps printed later, the last
+ * EXITED_NAMES_KEPT of them; older ones go.
  */
-static int on_event(void *arg, const union cp_event *event)
+static int on_settled(void *arg, const union cp_event *event)
 {
 	struct run_ctx *run = arg;
-	struct cp_session *s = run->session;
-	uint32_t pid = event->hdr.pid;
 
-	pthread_mutex_lock(&run->lock);
-	cp_names__observe(s->names, event);
-	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_CUDA_INIT) {
-		cp_symbolizer__refresh(s->symbolizer, pid);
-	} else if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
 		size_t slot = run->exited_count++ % EXITED_NAMES_KEPT;
 
-		if (run->exited_count > EXITED_NAMES_KEPT) {
-			cp_names__forget_pid(s->names, run->exited[slot]);
-			cp_symbolizer__forget(s->symbolizer, run->exited[slot]);
-		}
-		run->exited[slot] = pid;
+		if (run->exited_count > EXITED_NAMES_KEPT)
+			cp_record_path__forget(&run->path, run->exited[slot]);
+		run->exited[slot] = event->hdr.pid;
 	}
-	pthread_mutex_unlock(&run->lock);
 	return 0;
 }
 
@@ -139,16 +132,16 @@ static void print_maps(struct run_ctx *run, bool final)
 	if (!count)
 		return;
 	pthread_mutex_lock(&run->lock);
-	cp_format__program_maps_header(&text, run->json, monotonic_ns() - run->start_ns, final);
+	cp_format__program_maps_header(&text, run->format, monotonic_ns() - run->start_ns, final);
 	for (i = 0; i < count; i++) {
 		if (cp_program__map(program, i, &info))
 			continue;
 		err = cp_program__read_map(program, i, &entries);
 		if (err) {
-			cp_format__program_map_unreadable(&text, run->json, &info, err);
+			cp_format__program_map_unreadable(&text, run->format, &info, err);
 			continue;
 		}
-		cp_format__program_map(&text, run->json, run->btf, &info, &entries, &names);
+		cp_format__program_map(&text, run->format, run->btf, &info, &entries, &names);
 		cp_map_entries__release(&entries);
 	}
 	flush_text(run, &text);
@@ -394,7 +387,7 @@ int cp_cmd_run(int argc, char **argv)
 		goto cleanup;
 	run.session = &session;
 	run.btf = cp_program__btf(session.program);
-	run.json = opts.json;
+	run.format = opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
 	run.start_ns = monotonic_ns();
 	if (set_up_rings(&run, &session_rings)) {
 		cp_say("out of memory");
@@ -403,7 +396,9 @@ int cp_cmd_run(int argc, char **argv)
 	}
 	session.rings = session_rings;
 	session.ring_count = run.ring_count + 1;
-	exit_code = cp_session__start_agent(&session, on_event, &run);
+	run.path = (struct cp_record_path){ .on_settled = on_settled, .ctx = &run, .lock = &run.lock,
+					    .forget_later = true };
+	exit_code = cp_record_path__start(&run.path, &session);
 	if (!exit_code && has_device)
 		exit_code = cp_device__watch(&device);
 	if (!exit_code)
@@ -424,7 +419,7 @@ int cp_cmd_run(int argc, char **argv)
 	cp_session__stop_agent(&session);
 	print_maps(&run, true);
 	report_rings(&run);
-	cp_session__report_files(&session, opts.json);
+	cp_session__report_files(&session, run.format);
 	exit_code = cp_session__finish(&session);
 	/* Matching kernels left without probes fail a run that would have succeeded. */
 	if (has_device && cp_device__finish(&device) && !exit_code)

@@ -947,7 +947,7 @@ void cp_session__stop_agent(struct cp_session *s)
 		cp_agent__stop(s->agent);
 }
 
-void cp_session__report_files(struct cp_session *s, bool json)
+void cp_session__report_files(struct cp_session *s, enum cp_format format)
 {
 	struct cp_text text = { 0 };
 	struct cp_traced_file files[64];
@@ -960,10 +960,10 @@ void cp_session__report_files(struct cp_session *s, bool json)
 
 		if (f->at_start)
 			continue;
-		if (json && !s->output.error) {
+		if (!s->output.error) {
 			cp_text__clear(&text);
-			if (cp_format__traced_file_json(&text, f) ||
-			    !cp_output__write(&s->output, text.data, text.len, false))
+			if (cp_format__traced_file(&text, format, f) ||
+			    (text.len && !cp_output__write(&s->output, text.data, text.len, false)))
 				cp_session__output_failed(s, text.failed ? ENOMEM : errno);
 		}
 		if (f->status == CP_ATTACH_FAILED) {

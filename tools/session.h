@@ -143,12 +143,12 @@ void cp_session__perfetto_failed(struct cp_session *s, int err);
 
 /* Stops the agent: every record committed so far is delivered. */
 void cp_session__stop_agent(struct cp_session *s);
-/* One stderr line per library file attached while tracing: delay, early processes. */
 /*
- * The files probed while tracing ran: a line each on stderr; with json, also
- * a "driver_file" record each in the output (a failed write stops the session).
+ * The files probed while tracing ran: a line each on stderr, and in the
+ * output what the format writes of them (JSON: a "driver_file" record each;
+ * a failed write stops the session).
  */
-void cp_session__report_files(struct cp_session *s, bool json);
+void cp_session__report_files(struct cp_session *s, enum cp_format format);
 /*
  * Says what is left running and returns the exit status: COMMAND's status
  * as a shell reports it when it ended; 128+N when signal N stopped tracing

@@ -5,8 +5,8 @@
  * exit. Only names and lifecycle records cross the ring buffer.
  *
  * Two threads report: the agent (a process exited: its final report, then
- * its rows are removed) and the main thread (interval ticks). One lock
- * keeps their output and the name table whole.
+ * the session's record path removes its rows) and the main thread
+ * (interval ticks). One lock keeps their output and the name table whole.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -20,6 +20,7 @@
 #include "cli_options.h"
 #include "cuprobe_internal.h"
 #include "output_file.h"
+#include "record_path.h"
 #include "session.h"
 #include "stats.h"
 
@@ -35,7 +36,7 @@ struct comm_entry {
 
 struct stats_ctx {
 	struct cp_session *session;
-	bool json;
+	enum cp_format format;
 	bool latency;
 	bool stacks;
 	struct cp_timeline *timeline; /* --timeline */
@@ -142,8 +143,7 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 			report.gpu_device_count = GPU_DEVICES_SHOWN;
 	}
 	ctx->reports++;
-	err = ctx->json ? cp_format__report_json(&report, ctx->session->names, &ctx->text) :
-	      cp_format__report_text(&report, ctx->session->names, &ctx->text);
+	err = cp_format__report(&ctx->text, ctx->format, &report, ctx->session->names);
 	if (err)
 		cp_say("warning: a report of pid %u was cut short: %s", pid, strerror(-err));
 	emit(ctx);
@@ -245,7 +245,7 @@ static void report_leaks(struct stats_ctx *ctx, uint32_t pid)
 	}
 	leak.sites = shown;
 	leak.site_count = i;
-	err = ctx->json ? cp_format__leak_json(&leak, &ctx->text) : cp_format__leak_text(&leak, &ctx->text);
+	err = cp_format__leak(&ctx->text, ctx->format, &leak);
 	if (err)
 		cp_say("warning: the leak report of pid %u was cut short: %s", pid, strerror(-err));
 	emit(ctx);
@@ -269,16 +269,14 @@ static void report_xid(struct stats_ctx *ctx, const struct cp_xid_event *xid)
 	char line[1024];
 	int n;
 
-	n = ctx->json ? cp_format__json((const union cp_event *)xid, ctx->session->names, line,
-					sizeof(line)) :
-		cp_format__text((const union cp_event *)xid, ctx->session->names, ctx->start_ns,
-				line, sizeof(line));
+	n = cp_format__record(ctx->format, (const union cp_event *)xid, ctx->session->names,
+			      ctx->start_ns, line, sizeof(line));
 	if (n >= 0) {
 		line[n++] = '\n'; /* the formatter leaves room: n < sizeof(line) */
 		if (!cp_output__write(&ctx->session->output, line, (size_t)n, false))
 			cp_session__output_failed(ctx->session, errno);
 	}
-	cp_format__xid_in_flight(&ctx->text, ctx->json, xid, in_flight,
+	cp_format__xid_in_flight(&ctx->text, ctx->format, xid, in_flight,
 				 count < XID_IN_FLIGHT_MAX ? count : XID_IN_FLIGHT_MAX, known,
 				 ctx->session->names);
 	emit(ctx);
@@ -286,24 +284,29 @@ static void report_xid(struct stats_ctx *ctx, const struct cp_xid_event *xid)
 
 /* ---- the two reporting threads ------------------------------------------------------ */
 
-static int on_event(void *arg, const union cp_event *event)
+/* A process starting: its command name, read while it lives (its mappings the session reads). */
+static int on_record(void *arg, const union cp_event *event)
+{
+	struct stats_ctx *ctx = arg;
+
+	if (event->hdr.type == CP_EV_PROC && (event->proc.kind == CP_PROC_CUDA_INIT ||
+					      event->proc.kind == CP_PROC_HELD_FOR_STACKS))
+		comm_of(ctx, event->hdr.pid);
+	return 0;
+}
+
+/*
+ * The timeline has the record: an Xid's report, and an exit's final report
+ * and leak check (then the session forgets the process, rows included).
+ */
+static int on_settled(void *arg, const union cp_event *event)
 {
 	struct stats_ctx *ctx = arg;
 	struct cp_stats_snapshot snap;
 
-	pthread_mutex_lock(&ctx->lock);
-	cp_names__observe(ctx->session->names, event);
-	cp_timeline__observe(ctx->timeline, event);
 	if (event->hdr.type == CP_EV_XID)
 		report_xid(ctx, &event->xid);
-	if (event->hdr.type == CP_EV_PROC && (event->proc.kind == CP_PROC_CUDA_INIT ||
-					      event->proc.kind == CP_PROC_HELD_FOR_STACKS)) {
-		/* Alive (held, or in cuInit): its libraries are mapped; keep them for leak stacks. */
-		cp_tracer__maps_reading(ctx->session->tracer, event->hdr.pid);
-		cp_symbolizer__refresh(ctx->session->symbolizer, event->hdr.pid);
-		cp_tracer__maps_read(ctx->session->tracer, event->hdr.pid);
-		comm_of(ctx, event->hdr.pid);
-	} else if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
 		struct exit_info info = { .exited = true, .exit_code = event->proc.exit_code };
 		uint32_t pid = event->hdr.pid;
 
@@ -314,13 +317,7 @@ static int on_event(void *arg, const union cp_event *event)
 			}
 			cp_stats_snapshot__release(&snap);
 		}
-		/* Read, reported: now it goes, so the maps and tables stay bounded by live processes. */
-		cp_tracer__forget_pid(ctx->session->tracer, pid);
-		cp_symbolizer__forget(ctx->session->symbolizer, pid);
-		cp_names__forget_pid(ctx->session->names, pid);
-		cp_timeline__forget_pid(ctx->timeline, pid);
 	}
-	pthread_mutex_unlock(&ctx->lock);
 	return 0;
 }
 
@@ -418,6 +415,8 @@ int cp_cmd_stats(int argc, char **argv)
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_wait_hooks hooks = { 0 };
 	struct stats_ctx ctx = { 0 };
+	struct cp_record_path path = { .on_record = on_record, .on_settled = on_settled,
+				       .ctx = &ctx, .lock = &ctx.lock };
 	struct cp_trace_options opts;
 	struct cp_session session;
 	size_t i;
@@ -445,7 +444,7 @@ int cp_cmd_stats(int argc, char **argv)
 		}
 	}
 	ctx.session = &session;
-	ctx.json = opts.json;
+	ctx.format = opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
 	ctx.latency = opts.latency;
 	ctx.stacks = opts.stacks;
 	exit_code = cp_session__open(&session, CP_CMD_STATS, &opts);
@@ -458,7 +457,8 @@ int cp_cmd_stats(int argc, char **argv)
 		comm_of(&ctx, opts.pids[i]);
 	}
 	ctx.start_ns = monotonic_ns();
-	exit_code = cp_session__start_agent(&session, on_event, &ctx);
+	path.timeline = ctx.timeline;
+	exit_code = cp_record_path__start(&path, &session);
 	if (!exit_code)
 		exit_code = cp_session__start_command(&session);
 	if (exit_code)
@@ -475,7 +475,7 @@ int cp_cmd_stats(int argc, char **argv)
 	cp_session__stop_agent(&session);
 	report_all(&ctx, true);
 	warn_overflows(session.tracer);
-	cp_session__report_files(&session, opts.json);
+	cp_session__report_files(&session, ctx.format);
 	fprintf(stderr, "cuprobe: %llu reports, %llu leak reports\n",
 		(unsigned long long)ctx.reports, (unsigned long long)ctx.leak_reports);
 	exit_code = cp_session__finish(&session);

@@ -16,6 +16,7 @@
 
 #include "cli_options.h"
 #include "cuprobe_internal.h"
+#include "record_path.h"
 #include "session.h"
 #include "stats.h"
 
@@ -37,6 +38,7 @@ struct top_ctx {
 	struct cp_session *session;
 	struct cp_names *names;
 	pthread_mutex_t lock;   /* names, between the agent and the drawing thread */
+	struct cp_record_path path;
 	struct top_row previous[MAX_ROWS];
 	size_t previous_count;
 	unsigned long long previous_ns;
@@ -53,19 +55,13 @@ static unsigned long long monotonic_ns(void)
 	return (unsigned long long)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
-static int on_event(void *arg, const union cp_event *event)
+/* An exit: gone from the view (the session forgets it, its rows too: the maps stay bounded). */
+static int on_record(void *arg, const union cp_event *event)
 {
 	struct top_ctx *ctx = arg;
 
-	pthread_mutex_lock(&ctx->lock);
-	cp_names__observe(ctx->names, event);
-	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
-		/* Gone from the view, and its rows from the maps: they stay bounded. */
-		cp_tracer__forget_pid(ctx->session->tracer, event->hdr.pid);
-		cp_names__forget_pid(ctx->names, event->hdr.pid);
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT)
 		ctx->exited++;
-	}
-	pthread_mutex_unlock(&ctx->lock);
 	return 0;
 }
 
@@ -105,18 +101,6 @@ static int by_rate_desc(const void *a, const void *b)
 	if (x->rate != y->rate)
 		return x->rate < y->rate ? 1 : -1;
 	return x->launches < y->launches ? 1 : x->launches > y->launches ? -1 : 0;
-}
-
-static void bytes_text(unsigned long long bytes, char *buf, size_t len)
-{
-	if (bytes >= (1ull << 30))
-		snprintf(buf, len, "%.1fG", bytes / (double)(1ull << 30));
-	else if (bytes >= (1ull << 20))
-		snprintf(buf, len, "%.1fM", bytes / (double)(1ull << 20));
-	else if (bytes >= (1ull << 10))
-		snprintf(buf, len, "%.1fK", bytes / 1024.0);
-	else
-		snprintf(buf, len, "%llu", bytes);
 }
 
 /*
@@ -226,8 +210,8 @@ static void refresh_view(void *arg)
 		char live[16], peak[16], label[64];
 		const char *kernel = "-";
 
-		bytes_text(rows[i].live_bytes, live, sizeof(live));
-		bytes_text(rows[i].peak_bytes, peak, sizeof(peak));
+		cp_format__bytes(rows[i].live_bytes, true, live, sizeof(live));
+		cp_format__bytes(rows[i].peak_bytes, true, peak, sizeof(peak));
 		/* The one naming path: probe-learned, stub, or the driver's record of a late attach. */
 		if (rows[i].top_launches)
 			kernel = cp_format__kernel_label(ctx->names, rows[i].pid, rows[i].top_handle,
@@ -292,7 +276,8 @@ int cp_cmd_top(int argc, char **argv)
 		goto cleanup;
 	ctx->session = &session;
 	ctx->names = session.names;
-	exit_code = cp_session__start_agent(&session, on_event, ctx);
+	ctx->path = (struct cp_record_path){ .on_record = on_record, .ctx = ctx, .lock = &ctx->lock };
+	exit_code = cp_record_path__start(&ctx->path, &session);
 	if (exit_code)
 		goto cleanup;
 	exit_code = CP_EXIT_SETUP;

@@ -24,6 +24,7 @@
 #include "cli_options.h"
 #include "cuprobe_internal.h"
 #include "output_file.h"
+#include "record_path.h"
 #include "session.h"
 #include "trace.h"
 
@@ -34,7 +35,7 @@
 /* What the agent's callback needs: runs on the agent thread only. */
 struct trace_output {
 	struct cp_session *session;
-	bool json;
+	enum cp_format format;
 	bool failed;
 	bool intervals;            /* --timeline: a gpu_interval record per launch */
 	uint64_t start_ns;
@@ -77,13 +78,15 @@ static void on_interval(void *ctx, const struct cp_gpu_interval *interval)
 	struct trace_output *output = ctx;
 	struct cp_text text = { 0 };
 
+	if (output->failed)
+		return; /* as for records: the session is stopping */
 	if (output->perfetto && !output->perfetto_failed) {
 		cp_chrome_trace__interval(output->perfetto, interval, &output->perfetto_text);
 		write_perfetto(output);
 	}
 	if (!output->intervals || output->failed)
 		return;
-	cp_format__interval(&text, output->json, interval, output->session->names, output->start_ns);
+	cp_format__interval(&text, output->format, interval, output->session->names, output->start_ns);
 	write_text(output, &text);
 	cp_text__free(&text);
 }
@@ -99,13 +102,14 @@ static void write_in_flight(struct trace_output *output, const struct cp_xid_eve
 						       XID_IN_FLIGHT_MAX) : 0;
 
 	cp_text__clear(&output->text);
-	cp_format__xid_in_flight(&output->text, output->json, xid, in_flight,
+	cp_format__xid_in_flight(&output->text, output->format, xid, in_flight,
 				 count < XID_IN_FLIGHT_MAX ? count : XID_IN_FLIGHT_MAX, known,
 				 output->session->names);
 	write_text(output, &output->text);
 }
 
-static int on_event(void *ctx, const union cp_event *event)
+/* A record, as the format writes it, and its Perfetto events: names already learned from it. */
+static int on_record(void *ctx, const union cp_event *event)
 {
 	struct trace_output *output = ctx;
 	struct cp_names *names = output->session->names;
@@ -114,14 +118,9 @@ static int on_event(void *ctx, const union cp_event *event)
 
 	if (output->failed)
 		return 0; /* the output is gone: records are counted, tracing is stopping */
-	cp_names__observe(names, event);
 	/* Returns are recorded for --perfetto's slices only: the output stays as without it. */
-	if (event->hdr.type == CP_EV_RETURN)
-		n = -1;
-	else if (output->json)
-		n = cp_format__json(event, names, line, sizeof(line));
-	else
-		n = cp_format__text(event, names, output->start_ns, line, sizeof(line));
+	n = event->hdr.type == CP_EV_RETURN ? -1 :
+	    cp_format__record(output->format, event, names, output->start_ns, line, sizeof(line));
 	if (n >= 0)
 		line[n++] = '\n'; /* the formatter leaves room: n < sizeof(line) */
 	if (n >= 0 && !cp_output__write(&output->session->output, line, (size_t)n, false)) {
@@ -135,17 +134,22 @@ static int on_event(void *ctx, const union cp_event *event)
 		cp_chrome_trace__record(output->perfetto, event, &output->perfetto_text);
 		write_perfetto(output);
 	}
-	/* The evidence it brings, after the record itself: bounds complete now. */
-	cp_timeline__observe(output->timeline, event);
+	output->written++;
+	return 0;
+}
+
+/* After the timeline has seen it: an Xid's kernels in flight; an exit's Perfetto state goes. */
+static int on_settled(void *ctx, const union cp_event *event)
+{
+	struct trace_output *output = ctx;
+
+	if (output->failed)
+		return 0;
 	if (event->hdr.type == CP_EV_XID)
 		write_in_flight(output, &event->xid);
-	/* Forgotten only once its exit record was written: later records still name. */
-	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
-		cp_names__forget_pid(names, event->hdr.pid);
-		cp_timeline__forget_pid(output->timeline, event->hdr.pid);
+	/* Its exit record and the intervals it settled are written: the session forgets the rest. */
+	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT)
 		cp_chrome_trace__forget_pid(output->perfetto, event->hdr.pid);
-	}
-	output->written++;
 	return 0;
 }
 
@@ -226,6 +230,8 @@ int cp_cmd_trace(int argc, char **argv)
 {
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct trace_output output = { 0 };
+	struct cp_record_path path = { .on_record = on_record, .on_settled = on_settled,
+				       .ctx = &output };
 	struct cp_trace_options opts;
 	struct cp_session session;
 	uint64_t perfetto_base_ns;
@@ -243,7 +249,7 @@ int cp_cmd_trace(int argc, char **argv)
 	if (exit_code)
 		goto cleanup;
 	output.session = &session;
-	output.json = opts.json;
+	output.format = opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
 	output.intervals = opts.timeline;
 	output.start_ns = monotonic_ns();
 	{
@@ -258,12 +264,13 @@ int cp_cmd_trace(int argc, char **argv)
 		exit_code = CP_EXIT_SETUP;
 		goto cleanup;
 	}
-	exit_code = cp_session__start_agent(&session, on_event, &output);
+	path.timeline = output.timeline;
+	exit_code = cp_record_path__start(&path, &session);
 	if (exit_code)
 		goto cleanup;
-	if (!opts.json) {
+	if (cp_format__header(output.format)) {
 		char header[256];
-		int n = snprintf(header, sizeof(header), "%s\n", cp_format__text_header());
+		int n = snprintf(header, sizeof(header), "%s\n", cp_format__header(output.format));
 
 		/* One write: the agent may be writing records already (system-wide). */
 		if (n < 0 || (size_t)n >= sizeof(header) ||
@@ -281,7 +288,7 @@ int cp_cmd_trace(int argc, char **argv)
 	if (output.perfetto)
 		finish_perfetto(&output);
 	print_summary(&session);
-	cp_session__report_files(&session, opts.json);
+	cp_session__report_files(&session, output.format);
 	exit_code = cp_session__finish(&session);
 cleanup:
 	/* The agent (which feeds the timeline) is joined by close, before the timeline goes. */

@@ -56,26 +56,18 @@ extern "C" {
 		(struct TYPE){ .sz = sizeof(struct TYPE), __VA_ARGS__ };	\
 	})
 
-/* Every record the agent hands out, decoded and checked. */
+/*
+ * Every record the agent hands out, decoded and checked: a member per
+ * record type (CP_RECORD_TYPES of cuprobe_events.h: launch, alloc, free,
+ * copy, sync, name, proc, rt_launch, memset, event, module, vmm, attach,
+ * context, ret, xid).
+ */
+#define CP_EVENT_MEMBER(NAME, value, member, type, name) struct type member;
 union cp_event {
 	struct cp_event_header hdr;
-	struct cp_launch_event launch;
-	struct cp_alloc_event alloc;
-	struct cp_free_event free;
-	struct cp_copy_event copy;
-	struct cp_sync_event sync;
-	struct cp_name_event name;
-	struct cp_proc_event proc;
-	struct cp_rt_launch_event rt_launch;
-	struct cp_memset_event memset;
-	struct cp_event_event event;
-	struct cp_module_event module;
-	struct cp_vmm_event vmm;
-	struct cp_attach_event attach;
-	struct cp_context_event context;
-	struct cp_return_event ret;
-	struct cp_xid_event xid;
+	CP_RECORD_TYPES(CP_EVENT_MEMBER)
 };
+#undef CP_EVENT_MEMBER
 
 /*
  * Check one raw ring-buffer record and copy it into *out. The kernel's bytes

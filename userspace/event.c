@@ -6,47 +6,21 @@
 #include "cuprobe.h"
 
 _Static_assert(sizeof(struct cp_event_header) == 24, "header layout");
-_Static_assert(sizeof(struct cp_launch_event) % 8 == 0, "launch alignment");
-_Static_assert(sizeof(struct cp_alloc_event) % 8 == 0, "alloc alignment");
-_Static_assert(sizeof(struct cp_free_event) % 8 == 0, "free alignment");
-_Static_assert(sizeof(struct cp_copy_event) % 8 == 0, "copy alignment");
-_Static_assert(sizeof(struct cp_sync_event) % 8 == 0, "sync alignment");
-_Static_assert(sizeof(struct cp_name_event) % 8 == 0, "name alignment");
-_Static_assert(sizeof(struct cp_proc_event) % 8 == 0, "proc alignment");
-_Static_assert(sizeof(struct cp_rt_launch_event) % 8 == 0, "rt launch alignment");
-_Static_assert(sizeof(struct cp_memset_event) % 8 == 0, "memset alignment");
-_Static_assert(sizeof(struct cp_event_event) % 8 == 0, "event alignment");
-_Static_assert(sizeof(struct cp_module_event) % 8 == 0, "module alignment");
-_Static_assert(sizeof(struct cp_vmm_event) % 8 == 0, "vmm alignment");
-_Static_assert(sizeof(struct cp_attach_event) % 8 == 0, "attach alignment");
-_Static_assert(sizeof(struct cp_context_event) % 8 == 0, "context alignment");
-_Static_assert(sizeof(struct cp_return_event) % 8 == 0, "return alignment");
-_Static_assert(sizeof(struct cp_xid_event) % 8 == 0, "xid alignment");
+#define ALIGNED(NAME, value, member, type, name) \
+	_Static_assert(sizeof(struct type) % 8 == 0, #member " record alignment");
+CP_RECORD_TYPES(ALIGNED)
+#undef ALIGNED
+/* With CP_EV_TYPE_MAX one past the last line's value, the values are 1, 2, ... in order. */
+#define ONE(NAME, value, member, type, name) + 1
+_Static_assert(0 CP_RECORD_TYPES(ONE) == CP_EV_TYPE_MAX - 1, "record types numbered from 1, in order");
+#undef ONE
 _Static_assert(CP_API_MAX < 0x10000, "API ids fit the cookie's 16 bits");
 _Static_assert(CP_FAMILY_MAX < 0x100, "families fit the cookie's 8 bits");
 
-/*
- * Bytes the kernel writes for each type. An attach record's kernel part ends
- * where the agent's outcome fields begin.
- */
-static const size_t record_sizes[CP_EV_TYPE_MAX] = {
-	[CP_EV_LAUNCH] = sizeof(struct cp_launch_event),
-	[CP_EV_ALLOC] = sizeof(struct cp_alloc_event),
-	[CP_EV_FREE] = sizeof(struct cp_free_event),
-	[CP_EV_COPY] = sizeof(struct cp_copy_event),
-	[CP_EV_SYNC] = sizeof(struct cp_sync_event),
-	[CP_EV_NAME] = sizeof(struct cp_name_event),
-	[CP_EV_PROC] = sizeof(struct cp_proc_event),
-	[CP_EV_RT_LAUNCH] = sizeof(struct cp_rt_launch_event),
-	[CP_EV_MEMSET] = sizeof(struct cp_memset_event),
-	[CP_EV_EVENT] = sizeof(struct cp_event_event),
-	[CP_EV_MODULE] = sizeof(struct cp_module_event),
-	[CP_EV_VMM] = sizeof(struct cp_vmm_event),
-	[CP_EV_ATTACH] = sizeof(struct cp_attach_event),
-	[CP_EV_CONTEXT] = sizeof(struct cp_context_event),
-	[CP_EV_RETURN] = sizeof(struct cp_return_event),
-	[CP_EV_XID] = sizeof(struct cp_xid_event),
-};
+/* Bytes the kernel writes for each type. */
+#define SIZE(NAME, value, member, type, name) [CP_EV_##NAME] = sizeof(struct type),
+static const size_t record_sizes[CP_EV_TYPE_MAX] = { CP_RECORD_TYPES(SIZE) };
+#undef SIZE
 
 int cp_event__decode(const void *data, size_t size, union cp_event *out)
 {
@@ -84,14 +58,9 @@ int cp_event__decode(const void *data, size_t size, union cp_event *out)
 	return 0;
 }
 
-static const char *const type_names[CP_EV_TYPE_MAX] = {
-	[CP_EV_LAUNCH] = "launch", [CP_EV_ALLOC] = "alloc", [CP_EV_FREE] = "free",
-	[CP_EV_COPY] = "copy", [CP_EV_SYNC] = "sync", [CP_EV_NAME] = "name",
-	[CP_EV_PROC] = "process", [CP_EV_RT_LAUNCH] = "rt_launch", [CP_EV_MEMSET] = "memset",
-	[CP_EV_EVENT] = "event", [CP_EV_MODULE] = "module", [CP_EV_VMM] = "vmm",
-	[CP_EV_ATTACH] = "attach", [CP_EV_CONTEXT] = "context", [CP_EV_RETURN] = "return",
-	[CP_EV_XID] = "xid",
-};
+#define TYPE_NAME(NAME, value, member, type, name) [CP_EV_##NAME] = name,
+static const char *const type_names[CP_EV_TYPE_MAX] = { CP_RECORD_TYPES(TYPE_NAME) };
+#undef TYPE_NAME
 
 const char *cp_event_type__name(enum cp_event_type type)
 {

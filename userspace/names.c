@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 
 #include "cuprobe_internal.h"
+#include "format/escape.h"
 
 /* KEY_*_UNRESOLVED remember a failed look-up, so it is not repeated per launch. */
 enum key_kind { KEY_HANDLE = 0, KEY_STUB = 1, KEY_STUB_UNRESOLVED = 2, KEY_DRIVER_UNRESOLVED = 3 };

@@ -6,6 +6,7 @@
  * (PCI:0000:00:06): 31, pid=694, name=xid_fault, channel ...". So the tracer
  * reads /dev/kmsg from its start, and on an Xid record finds the log line
  * with the same code and message (waiting a moment for the log to catch up).
+ * Every reader of an Xid record asks cp_xid__process which process it hit.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -96,4 +97,24 @@ int cp_tracer__handle_xid(struct cp_tracer *tracer, struct cp_xid_event *xid)
 			return -ENOENT;
 		poll(&(struct pollfd){ .fd = tracer->kmsg_fd, .events = POLLIN }, 1, 20);
 	}
+}
+
+/* The process an Xid hit: the kernel log's, else "pid=" in its message, else the task current then. */
+uint32_t cp_xid__process(const struct cp_xid_event *xid)
+{
+	const char *at = xid ? strstr(xid->msg, "pid=") : NULL;
+	unsigned long pid;
+	char *end;
+
+	if (!xid)
+		return 0;
+	if (xid->process)
+		return xid->process;
+	/* Some Xid messages name the process: "pid=1234, name=python, ...". */
+	if (at) {
+		pid = strtoul(at + 4, &end, 10);
+		if (end != at + 4 && pid > 0 && pid <= UINT32_MAX)
+			return (uint32_t)pid;
+	}
+	return xid->hdr.pid;
 }

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The output interface (internal to userspace/format/), after bpftrace's
+ * src/output/: one struct of writers, a file per format implementing it
+ * (text.c, json.c), a row per format in format.c's table. Adding a format
+ * is a file defining a struct cp_format_ops and its row (and its enum
+ * cp_format value); a writer left NULL means the format writes nothing of
+ * that kind. Inside a format, records go through a table by record type
+ * generated from CP_RECORD_TYPES (cuprobe_events.h): a writer per type.
+ * format.c does what every format shares (argument checks, the sink,
+ * sorting report rows, kernel labels) before it calls them. The BTF values
+ * of cuprobe run (btf.c) and the Chrome trace (chrome_trace.c) are formats
+ * of their own kind, with their own entry points in format.h.
+ */
+#ifndef CUPROBE_FORMAT_OUTPUT_H
+#define CUPROBE_FORMAT_OUTPUT_H
+
+#include "cuprobe_internal.h"
+#include "sink.h"
+
+struct cp_format_ops {
+	const char *name;
+	/* The line before the records, or NULL. */
+	const char *header;
+	/* One record, no newline; start_ns: when tracing started, for relative times. */
+	void (*record)(struct cp_sink *out, const union cp_event *event,
+		       const struct cp_names *names, uint64_t start_ns);
+	/* A process's report (its rows already sorted, most used first), newline-terminated. */
+	void (*report)(struct cp_sink *out, const struct cp_report *report, struct cp_names *names);
+	void (*leak)(struct cp_sink *out, const struct cp_leak *leak);
+	/* A launch's bound; kernel: its label (cp_format__kernel_label). */
+	void (*interval)(struct cp_sink *out, const struct cp_gpu_interval *interval,
+			 const char *kernel, uint64_t start_ns);
+	/* After an Xid of process pid: its kernels in flight (known: the process was traced). */
+	void (*xid_in_flight)(struct cp_sink *out, const struct cp_xid_event *xid, uint32_t pid,
+			      const struct cp_gpu_interval *in_flight, size_t count, bool known,
+			      struct cp_names *names);
+	/* A library file probed while tracing ran. */
+	void (*traced_file)(struct cp_sink *out, const struct cp_traced_file *file);
+};
+
+extern const struct cp_format_ops cp_format_text_ops;
+extern const struct cp_format_ops cp_format_json_ops;
+
+/* Shared by the formats. */
+const char *cp_format__proc_kind_name(uint32_t kind);
+/* What an event record's handle names: a stream, or a whole context (cuCtxRecordEvent and kin). */
+const char *cp_format__event_scope(uint32_t op);
+
+/*
+ * The JSON writers the Chrome trace's events reuse for their args: a
+ * record's fields as --json writes them (the object left open for the
+ * caller to close; true when they include the call's "result"), and a
+ * launch's bound as a gpu_interval record (closed).
+ */
+bool cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
+			    const struct cp_names *names);
+void cp_json__interval(struct cp_sink *out, const struct cp_gpu_interval *interval,
+		       const char *kernel);
+
+#endif
