@@ -83,7 +83,10 @@ struct {
 	__type(value, __u64);
 } launch_slots SEC(".maps");
 
-/* Per process, with device programs: its kernel and graph launches so far (the timeline's seq). */
+/*
+ * Per process, with device programs: its kernel and graph launches so far
+ * (the timeline's seq); gone when the process exits.
+ */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -1436,6 +1439,7 @@ int BPF_PROG(process_exit, struct task_struct *task)
 	bpf_map_delete_elem(&held_pids, &tgid);
 	bpf_map_delete_elem(&maps_read, &tgid);
 	bpf_map_delete_elem(&cuprobe_process_contexts, &tgid);
+	bpf_map_delete_elem(&launch_seqs, &tgid);
 	count(CP_API_sched_process_exit);
 	now = bpf_ktime_get_ns();
 	event = reserve(cpu_counters(), sizeof(*event));

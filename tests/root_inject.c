@@ -481,8 +481,10 @@ Test(inject, pid_and_system_wide_targets_refuse_device_programs)
 	const char *with_pid[] = { "-p", pid, NULL };
 	const char *system_wide[] = { "-d", "1", NULL };
 	pid_t target = start_background(workload);
+	char maps[64];
 
-	usleep(200 * 1000);
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)target);
+	cr_assert(wait_for_text(maps, "libcuda.so.1", 30), "drv_launch never mapped the driver");
 	snprintf(pid, sizeof(pid), "%d", (int)target);
 	snprintf(text, sizeof(text), count_program, "vec_add", "vec_add");
 	expect_refused_before(text, with_pid, "device programs need -- COMMAND (the one mode that injects code)");
