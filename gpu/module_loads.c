@@ -5,7 +5,7 @@
  * For the device-program tests (tests/root_inject.c): what reached the
  * driver is compared with what this program passed.
  *
- * usage: module_loads [--launches N] [--ex] STEP...
+ * usage: module_loads [--launches N] [--ex|--cooperative] STEP...
  *   ptx            cuModuleLoadData of the embedded vec_add PTX (vec_add_ptx.h)
  *   ptx-ex         cuModuleLoadDataEx of it, with a JIT option
  *   library        cuLibraryLoadData of it; cuLibraryGetKernel
@@ -20,6 +20,7 @@
  *   linkfile=FILE  cuLinkAddFile(FILE as a fatbin), then cuModuleLoadData
  *   --launches N   vec_add launches per step that has it (default 2)
  *   --ex           launch with cuLaunchKernelEx
+ *   --cooperative  launch with cuLaunchCooperativeKernel
  * prints one line per step: STEP vec_add=launched|absent; exit 1 on any error.
  *
  * Its RUNPATH finds the simulated driver in the build tree; copied alone to
@@ -50,7 +51,7 @@ struct driver {
 
 static struct driver exported = { cuModuleLoadData, cuModuleGetFunction, cuLaunchKernel };
 static long launches = 2;
-static bool use_ex;
+static bool use_ex, use_cooperative;
 
 static bool check(CUresult rc, const char *what)
 {
@@ -111,6 +112,9 @@ static bool run_vec_add(const struct driver *d, CUfunction f)
 						  .blockDimX = BLOCK, .blockDimY = 1, .blockDimZ = 1 };
 
 			ok = check(cuLaunchKernelEx(&config, f, params, NULL), "cuLaunchKernelEx");
+		} else if (use_cooperative) {
+			ok = check(cuLaunchCooperativeKernel(f, grid, 1, 1, BLOCK, 1, 1, 0, NULL, params),
+				   "cuLaunchCooperativeKernel");
 		} else {
 			ok = check(d->launch_kernel(f, grid, 1, 1, BLOCK, 1, 1, 0, NULL, params, NULL),
 				   "cuLaunchKernel");
@@ -270,10 +274,12 @@ int main(int argc, char **argv)
 	for (; i < argc && argv[i][0] == '-'; i++) {
 		if (!strcmp(argv[i], "--ex")) {
 			use_ex = true;
+		} else if (!strcmp(argv[i], "--cooperative")) {
+			use_cooperative = true;
 		} else if (!strcmp(argv[i], "--launches") && i + 1 < argc) {
 			launches = strtol(argv[++i], NULL, 10);
 		} else {
-			fprintf(stderr, "usage: module_loads [--launches N] [--ex] STEP...\n");
+			fprintf(stderr, "usage: module_loads [--launches N] [--ex|--cooperative] STEP...\n");
 			return 2;
 		}
 	}

@@ -314,19 +314,27 @@ Test(inject, every_loading_entry_point_is_rewritten_and_launches, .timeout = 180
 	free_run(&r);
 }
 
-Test(inject, launches_through_cuLaunchKernelEx_carry_their_seq_too)
+/* The other launch entry points: the slot header before their kernelParams too. */
+static void expect_seqs_with(const char *launch_option)
 {
-	const char *steps[] = { "--launches", "4", "--ex", "ptx", NULL };
+	const char *steps[] = { "--launches", "4", launch_option, "ptx", NULL };
 	unsigned long seqs[8];
 	struct run r;
 
 	setup_run(&r);
 	count_kernels(&r, "vec_*");
 	run_cuprobe(&r, NULL, steps);
-	cr_assert_eq(r.status, 0, "%s", r.err_text);
-	cr_assert_eq(launch_seqs(&r, seqs, 8), 4);
-	cr_expect(seqs[0] == 1 && seqs[3] == 4, "seqs %lu .. %lu", seqs[0], seqs[3]);
+	cr_assert_eq(r.status, 0, "%s: %s", launch_option, r.err_text);
+	cr_assert_eq(launch_seqs(&r, seqs, 8), 4, "%s", launch_option);
+	cr_expect(seqs[0] == 1 && seqs[1] == 2 && seqs[2] == 3 && seqs[3] == 4, "%s: seqs %lu %lu %lu %lu",
+		  launch_option, seqs[0], seqs[1], seqs[2], seqs[3]);
 	free_run(&r);
+}
+
+Test(inject, launches_through_cuLaunchKernelEx_and_cooperative_ones_carry_their_seq_too)
+{
+	expect_seqs_with("--ex");
+	expect_seqs_with("--cooperative");
 }
 
 Test(inject, json_lists_what_was_instrumented)

@@ -42,6 +42,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1259,6 +1260,7 @@ struct launch_block {
 
 /* Extra-array launches: the caller's buffer copied with the slot's address after it. */
 struct launch_extra {
+	struct cp_launch_slot_header header; /* just before extra, where the BPF side looks */
 	void *extra[5];
 	size_t size;
 	unsigned char buffer[];
@@ -1298,15 +1300,23 @@ static bool capturing(CUstream stream, bool ptsz)
 }
 
 /* The launch's parameters with the slot's address added: CUDA_SUCCESS, or why it cannot launch. */
+static void finish_launch(struct launch *l);
+
+/*
+ * The launch's parameters with the slot's address added: CUDA_SUCCESS, or
+ * why it cannot launch (nothing to free then).
+ */
 static CUresult prepare_launch(struct launch *l, const struct kernel_info *k, void **params, void **extra,
 			       bool with_slot)
 {
 	size_t n = k->param_count, i;
 	uint64_t index = with_slot ? take_slot() : 0;
 	uint64_t address = index ? (uint64_t)(uintptr_t)((uint64_t *)inject.slots.base + index) : 0;
+	struct cp_launch_slot_header header = { .magic = inject.plan.magic, .index = index };
 
 	memset(l, 0, offsetof(struct launch, stack));
-	if (params) {
+	/* kernelParams (a kernel launched with neither array has no parameters of its own). */
+	if (params || !extra) {
 		if (n <= STACK_PARAMS) {
 			l->block = &l->stack.block;
 		} else {
@@ -1315,8 +1325,8 @@ static CUresult prepare_launch(struct launch *l, const struct kernel_info *k, vo
 				return CUDA_ERROR_OUT_OF_MEMORY;
 			l->on_heap = true;
 		}
-		l->block->header = (struct cp_launch_slot_header){ .magic = inject.plan.magic, .index = index };
-		for (i = 0; i < n; i++)
+		l->block->header = header;
+		for (i = 0; params && i < n; i++)
 			l->block->params[i] = params[i];
 		memcpy(&l->block->params[n + 1], &address, sizeof(address));
 		l->block->params[n] = &l->block->params[n + 1];
@@ -1326,20 +1336,25 @@ static CUresult prepare_launch(struct launch *l, const struct kernel_info *k, vo
 		/* CU_LAUNCH_PARAM_BUFFER_POINTER p, CU_LAUNCH_PARAM_BUFFER_SIZE &size, END. */
 		void *buffer = NULL;
 		size_t *size = NULL, room = (k->param_bytes + 7) / 8 * 8 + 8;
+		CUresult rc = CUDA_SUCCESS;
 
-		for (i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+		for (i = 0; extra[i] != CU_LAUNCH_PARAM_END && rc == CUDA_SUCCESS; i += 2) {
 			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
 				buffer = extra[i + 1];
 			else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
 				size = extra[i + 1];
 			else
-				return CUDA_ERROR_NOT_SUPPORTED;
+				rc = CUDA_ERROR_NOT_SUPPORTED;
 		}
-		if (!buffer || !size)
-			return CUDA_ERROR_INVALID_VALUE;
-		l->extra_block = calloc(1, sizeof(*l->extra_block) + sizeof(struct cp_launch_slot_header) + room);
-		if (!l->extra_block)
-			return CUDA_ERROR_OUT_OF_MEMORY;
+		if (rc == CUDA_SUCCESS && (!buffer || !size))
+			rc = CUDA_ERROR_INVALID_VALUE;
+		if (rc == CUDA_SUCCESS && !(l->extra_block = calloc(1, sizeof(*l->extra_block) + room)))
+			rc = CUDA_ERROR_OUT_OF_MEMORY;
+		if (rc != CUDA_SUCCESS) {
+			finish_launch(l);
+			return rc;
+		}
+		l->extra_block->header = header;
 		memcpy(l->extra_block->buffer, buffer, *size < k->param_bytes ? *size : k->param_bytes);
 		memcpy(l->extra_block->buffer + room - 8, &address, sizeof(address));
 		l->extra_block->size = room;
@@ -1349,9 +1364,6 @@ static CUresult prepare_launch(struct launch *l, const struct kernel_info *k, vo
 		l->extra_block->extra[3] = &l->extra_block->size;
 		l->extra_block->extra[4] = CU_LAUNCH_PARAM_END;
 		l->extra = l->extra_block->extra;
-		/* With only an extra array, the slot header must precede it: the BPF side looks there. */
-		if (!params)
-			l->params = NULL;
 	}
 	return CUDA_SUCCESS;
 }
