@@ -215,6 +215,13 @@ struct cp_tracer_opts {
 	 * cuInit probes its users' programs rely on.
 	 */
 	uint64_t families;
+	/*
+	 * cuprobe run with device programs: the launch-slot map's entries and
+	 * the magic its launch path writes before a launch's parameters; the
+	 * launch probe then puts each launch's seq in its slot. 0: none.
+	 */
+	uint32_t launch_slots;
+	uint64_t launch_slot_magic;
 };
 
 /* opts may be NULL: every option zero. */

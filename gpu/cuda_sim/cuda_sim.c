@@ -31,6 +31,7 @@
 
 #include <cuda.h>
 
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -112,6 +113,8 @@ struct sim_function {
 	const char *name_ptr;		/* = name, at offset 8 as in the driver */
 	const struct sim_kernel_impl *impl; /* NULL: no CPU implementation */
 	struct sim_function *function;	/* KERNEL: from cuKernelGetFunction */
+	unsigned int param_count;	/* from the PTX; 0 when the image was binary */
+	bool launch_param;		/* its last parameter is cuprobe's __cuprobe_launch */
 	char name[];
 };
 
@@ -980,12 +983,13 @@ static struct sim_function *find_entry(const struct sim_module *module,
 }
 
 static CUresult add_entry(struct sim_module *module, enum sim_magic entry_magic,
-			  const char *name, size_t name_len)
+			  const char *name, size_t name_len, struct sim_function **added)
 {
 	struct sim_function **entries;
 	struct sim_function *entry;
 
-	if (find_entry(module, name, name_len))
+	*added = find_entry(module, name, name_len);
+	if (*added)
 		return CUDA_SUCCESS;
 	entries = realloc(module->entries,
 			  (module->entry_count + 1) * sizeof(*entries));
@@ -996,13 +1000,37 @@ static CUresult add_entry(struct sim_module *module, enum sim_magic entry_magic,
 	if (!entry)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	module->entries[module->entry_count++] = entry;
+	*added = entry;
 	return CUDA_SUCCESS;
 }
 
 /*
+ * An entry's parameter list, from its '(' to its ')': how many, and whether
+ * the last one is cuprobe's (the instrumented kernels' trailing
+ * __cuprobe_launch). Returns where the list ends.
+ */
+static const char *parse_params(const char *p, struct sim_function *entry)
+{
+	const char *end = strchr(p, ')'), *last = NULL, *at;
+
+	if (!end)
+		return p;
+	for (at = p; (at = strstr(at, ".param")) && at < end; at += 6) {
+		entry->param_count++;
+		last = at;
+	}
+	if (last) {
+		const char *name = strstr(last, "__cuprobe_launch");
+
+		entry->launch_param = name && name < end;
+	}
+	return end;
+}
+
+/*
  * The simulator cannot run device code, it only needs the kernel names:
- * collect every ".entry NAME", skipping comments. Binary images (cubin,
- * fatbin) are refused, since their names are not plain text.
+ * collect every ".entry NAME" (and its parameters), skipping comments.
+ * Binary images go through parse_image.
  */
 static CUresult parse_ptx(struct sim_module *module, enum sim_magic entry_magic,
 			  const char *ptx)
@@ -1037,6 +1065,7 @@ static CUresult parse_ptx(struct sim_module *module, enum sim_magic entry_magic,
 				seen_version = true;
 			if (strncmp(p, entry_directive, directive_len) == 0 &&
 			    is_space(p[directive_len])) {
+				struct sim_function *entry;
 				const char *name;
 
 				p += directive_len;
@@ -1048,15 +1077,221 @@ static CUresult parse_ptx(struct sim_module *module, enum sim_magic entry_magic,
 				if (p == name)
 					return CUDA_ERROR_INVALID_PTX;
 				rc = add_entry(module, entry_magic, name,
-					       (size_t)(p - name));
+					       (size_t)(p - name), &entry);
 				if (rc != CUDA_SUCCESS)
 					return rc;
+				while (is_space(*p))
+					p++;
+				if (*p == '(' && entry->param_count == 0)
+					p = parse_params(p, entry);
 				continue;
 			}
 		}
 		p++;
 	}
 	return seen_version ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+}
+
+/* ---------------------------------------------- binary images, recorded images */
+
+#define SIM_FATBIN_MAGIC 0xba55ed50u
+#define SIM_FATBIN_WRAPPER_MAGIC 0x466243b1u
+#define SIM_FATBIN_COMPRESSED 0xa000u	/* LZ4 0x2000, ZSTD 0x8000 */
+#define SIM_STO_CUDA_ENTRY 0x10
+
+static uint32_t read_u32(const void *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* The fatbin a wrapper (cudart's registration struct) points at. */
+static const unsigned char *unwrap(const void *image)
+{
+	const void *data;
+
+	if (read_u32(image) != SIM_FATBIN_WRAPPER_MAGIC)
+		return image;
+	memcpy(&data, (const char *)image + 8, sizeof(data));
+	return data;
+}
+
+/* How many bytes the driver reads of image: its text, a fatbin's size, a cubin's extent. */
+static size_t image_size(const void *image)
+{
+	const unsigned char *data = unwrap(image);
+	uint64_t entries;
+	uint16_t header;
+
+	if (read_u32(data) == SIM_FATBIN_MAGIC) {
+		memcpy(&header, data + 6, sizeof(header));
+		memcpy(&entries, data + 8, sizeof(entries));
+		return (size_t)header + entries;
+	}
+	if (!memcmp(data, ELFMAG, SELFMAG)) {
+		const Elf64_Ehdr *eh = (const Elf64_Ehdr *)data;
+		size_t end = eh->e_shoff + (size_t)eh->e_shnum * sizeof(Elf64_Shdr), i;
+
+		if (eh->e_phoff + (size_t)eh->e_phnum * sizeof(Elf64_Phdr) > end)
+			end = eh->e_phoff + (size_t)eh->e_phnum * sizeof(Elf64_Phdr);
+		for (i = 0; i < eh->e_phnum; i++) {
+			const Elf64_Phdr *ph = (const Elf64_Phdr *)(data + eh->e_phoff) + i;
+
+			if (ph->p_offset + ph->p_filesz > end)
+				end = ph->p_offset + ph->p_filesz;
+		}
+		for (i = 0; i < eh->e_shnum; i++) {
+			const Elf64_Shdr *sh = (const Elf64_Shdr *)(data + eh->e_shoff) + i;
+
+			if (sh->sh_type != SHT_NOBITS && sh->sh_offset + sh->sh_size > end)
+				end = sh->sh_offset + sh->sh_size;
+		}
+		return end;
+	}
+	return strlen((const char *)data);
+}
+
+static atomic_uint images_recorded;
+
+/*
+ * CUDA_SIM_IMAGE_DIR=DIR: each image a module-loading entry point is
+ * handed goes to DIR/PID-N-API.img (N from 1 in the process), as many bytes
+ * as the driver reads of it (a wrapper's fatbin, PTX without its NUL): what
+ * a test compares with what the program passed.
+ */
+static void record_image(const char *api, const void *image, size_t size)
+{
+	const char *dir = getenv("CUDA_SIM_IMAGE_DIR");
+	char path[4096];
+	size_t done = 0;
+	ssize_t n;
+	int fd;
+
+	if (!dir || !image)
+		return;
+	snprintf(path, sizeof(path), "%s/%d-%u-%s.img", dir, (int)getpid(),
+		 atomic_fetch_add(&images_recorded, 1) + 1, api);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	while (done < size && (n = write(fd, (const char *)unwrap(image) + done, size - done)) > 0)
+		done += (size_t)n;
+	close(fd);
+}
+
+/*
+ * Each launch of a kernel whose last parameter is __cuprobe_launch appends
+ * "NAME SEQ" to DIR/PID.launches: SEQ read from the launch slot that
+ * parameter points at, as the kernel would read it (0: no slot).
+ */
+static void record_launch(const struct sim_function *function, void **params)
+{
+	const char *dir = getenv("CUDA_SIM_IMAGE_DIR");
+	uint64_t slot = 0, seq = 0;
+	char path[4096], line[1024];
+	int fd, len;
+
+	if (!dir || !params || !function->param_count || !params[function->param_count - 1])
+		return;
+	memcpy(&slot, params[function->param_count - 1], sizeof(slot));
+	if (slot)
+		memcpy(&seq, (const void *)(uintptr_t)slot, sizeof(seq));
+	snprintf(path, sizeof(path), "%s/%d.launches", dir, (int)getpid());
+	len = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", function->name, seq);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, line, (size_t)len) != len)
+		len = -1;
+	close(fd);
+}
+
+/* A cubin's kernels: its STT_FUNC symbols marked as entries. */
+static CUresult parse_cubin(struct sim_module *module, enum sim_magic entry_magic,
+			    const unsigned char *data)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)data;
+	const Elf64_Shdr *sections = (const Elf64_Shdr *)(data + eh->e_shoff);
+	struct sim_function *entry;
+	size_t i, j;
+	CUresult rc;
+
+	for (i = 0; i < eh->e_shnum; i++) {
+		const Elf64_Shdr *strtab;
+		const Elf64_Sym *syms;
+
+		if (sections[i].sh_type != SHT_SYMTAB)
+			continue;
+		strtab = &sections[sections[i].sh_link];
+		syms = (const Elf64_Sym *)(data + sections[i].sh_offset);
+		for (j = 0; j < sections[i].sh_size / sizeof(*syms); j++) {
+			const char *name = (const char *)data + strtab->sh_offset + syms[j].st_name;
+
+			if (ELF64_ST_TYPE(syms[j].st_info) != STT_FUNC ||
+			    !(syms[j].st_other & SIM_STO_CUDA_ENTRY))
+				continue;
+			rc = add_entry(module, entry_magic, name, strlen(name), &entry);
+			if (rc != CUDA_SUCCESS)
+				return rc;
+		}
+	}
+	return CUDA_SUCCESS;
+}
+
+/*
+ * A fatbin's kernels, from its uncompressed PTX and ELF entries (compressed
+ * ones are skipped: the simulator has no decompressor, and the names are
+ * in every entry alike).
+ */
+static CUresult parse_fatbin(struct sim_module *module, enum sim_magic entry_magic,
+			     const unsigned char *data)
+{
+	size_t at, end = image_size(data);
+	uint16_t header;
+	CUresult rc = CUDA_SUCCESS;
+
+	memcpy(&header, data + 6, sizeof(header));
+	for (at = header; rc == CUDA_SUCCESS && at + 64 <= end;) {
+		const unsigned char *e = data + at;
+		uint64_t stored, flags;
+		uint32_t entry_header = read_u32(e + 4);
+		uint16_t kind;
+
+		memcpy(&kind, e, sizeof(kind));
+		memcpy(&stored, e + 8, sizeof(stored));
+		memcpy(&flags, e + 40, sizeof(flags));
+		if (entry_header < 64 || at + entry_header + stored > end)
+			return CUDA_ERROR_INVALID_IMAGE;
+		if (!(flags & SIM_FATBIN_COMPRESSED) && kind == 1) {
+			char *text = calloc(1, stored + 1);
+
+			if (!text)
+				return CUDA_ERROR_OUT_OF_MEMORY;
+			memcpy(text, e + entry_header, stored);
+			rc = parse_ptx(module, entry_magic, text);
+			free(text);
+		} else if (!(flags & SIM_FATBIN_COMPRESSED) && kind == 2) {
+			rc = parse_cubin(module, entry_magic, e + entry_header);
+		}
+		at += entry_header + stored;
+	}
+	return rc;
+}
+
+static CUresult parse_image(struct sim_module *module, enum sim_magic entry_magic,
+			    const void *image)
+{
+	const unsigned char *data = unwrap(image);
+
+	if (!data)
+		return CUDA_ERROR_INVALID_IMAGE;
+	if (read_u32(data) == SIM_FATBIN_MAGIC)
+		return parse_fatbin(module, entry_magic, data);
+	if (!memcmp(data, ELFMAG, SELFMAG))
+		return parse_cubin(module, entry_magic, data);
+	return parse_ptx(module, entry_magic, image);
 }
 
 static CUresult load_module(struct sim_module **out, enum sim_magic magic,
@@ -1073,7 +1308,7 @@ static CUresult load_module(struct sim_module **out, enum sim_magic magic,
 	if (!module)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	module->magic = magic;
-	rc = parse_ptx(module, entry_magic, image);
+	rc = parse_image(module, entry_magic, image);
 	if (rc != CUDA_SUCCESS) {
 		free_module(module);
 		return rc;
@@ -1105,7 +1340,36 @@ SIM_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	if (image)
+		record_image("cuModuleLoadData", image, image_size(image));
 	return load_module((struct sim_module **)module, SIM_MAGIC_MODULE, image);
+}
+
+/* JIT options are accepted and ignored: there is no JIT. */
+SIM_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image,
+					       unsigned int numOptions, CUjit_option *options,
+					       void **optionValues)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (numOptions && (!options || !optionValues))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (image)
+		record_image("cuModuleLoadDataEx", image, image_size(image));
+	return load_module((struct sim_module **)module, SIM_MAGIC_MODULE, image);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (fatCubin)
+		record_image("cuModuleLoadFatBinary", fatCubin, image_size(fatCubin));
+	return load_module((struct sim_module **)module, SIM_MAGIC_MODULE, fatCubin);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod,
@@ -1153,6 +1417,8 @@ SIM_EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *co
 					      void **libraryOptionValues,
 					      unsigned int numLibraryOptions)
 {
+	if (code)
+		record_image("cuLibraryLoadData", code, image_size(code));
 	return load_library(library, code, numJitOptions && (!jitOptions || !jitOptionsValues),
 			    numLibraryOptions && (!libraryOptions || !libraryOptionValues));
 }
@@ -1185,10 +1451,15 @@ SIM_EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kern
 		return CUDA_ERROR_INVALID_HANDLE;
 
 	pthread_mutex_lock(&kernel_function_lock);
-	if (!sim_kernel->function)
+	if (!sim_kernel->function) {
 		sim_kernel->function = new_function(SIM_MAGIC_FUNCTION,
 						    sim_kernel->name,
 						    strlen(sim_kernel->name));
+		if (sim_kernel->function) {
+			sim_kernel->function->param_count = sim_kernel->param_count;
+			sim_kernel->function->launch_param = sim_kernel->launch_param;
+		}
+	}
 	*pFunc = (CUfunction)sim_kernel->function;
 	pthread_mutex_unlock(&kernel_function_lock);
 	return *pFunc ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -1564,6 +1835,8 @@ static CUresult launch(CUfunction f, const struct sim_launch_dims *dims,
 	/* Parameters packed into a buffer through `extra` are not simulated. */
 	if (extra)
 		return CUDA_ERROR_NOT_SUPPORTED;
+	if (function->launch_param)
+		record_launch(function, params);
 	/* The entry exists in the image, but the simulator cannot run it. */
 	if (!function->impl)
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -2529,7 +2802,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHa
 
 /* ------------------------------------------------ modules from files */
 
-static char *read_image(const char *path)
+static char *read_image(const char *path, size_t *out_size)
 {
 	FILE *file = fopen(path, "re");
 	char *image = NULL;
@@ -2543,6 +2816,7 @@ static char *read_image(const char *path)
 			free(image);
 			image = NULL;
 		}
+		*out_size = (size_t)size;
 	}
 	fclose(file);
 	return image;
@@ -2551,15 +2825,17 @@ static char *read_image(const char *path)
 SIM_EXPORT CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
 {
 	CUresult rc = require_context();
+	size_t size = 0;
 	char *image;
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	if (!fname)
 		return CUDA_ERROR_INVALID_VALUE;
-	image = read_image(fname);
+	image = read_image(fname, &size);
 	if (!image)
 		return CUDA_ERROR_FILE_NOT_FOUND;
+	record_image("cuModuleLoad", image, size);
 	rc = load_module((struct sim_module **)module, SIM_MAGIC_MODULE, image);
 	free(image);
 	return rc;
@@ -2572,18 +2848,378 @@ SIM_EXPORT CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char
 						  void **libraryOptionValues,
 						  unsigned int numLibraryOptions)
 {
+	size_t size = 0;
 	CUresult rc;
 	char *image;
 
 	if (!fileName)
 		return CUDA_ERROR_INVALID_VALUE;
-	image = read_image(fileName);
+	image = read_image(fileName, &size);
 	if (!image)
 		return CUDA_ERROR_FILE_NOT_FOUND;
+	record_image("cuLibraryLoadFromFile", image, size);
 	rc = load_library(library, image, numJitOptions && (!jitOptions || !jitOptionsValues),
 			  numLibraryOptions && (!libraryOptions || !libraryOptionValues));
 	free(image);
 	return rc;
+}
+
+/* ------------------------------------------------------------------ linking */
+
+/*
+ * A link's "cubin" is its PTX inputs one after the other: all the
+ * simulator reads of an image is its entries' names.
+ */
+struct sim_link {
+	enum sim_magic magic;
+	char *text;
+	size_t len;
+};
+
+#define SIM_MAGIC_LINK 0x6c6e6b31	/* "lnk1" */
+
+SIM_EXPORT CUresult CUDAAPI cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options,
+					    void **optionValues, CUlinkState *stateOut)
+{
+	struct sim_link *link;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!stateOut || (numOptions && (!options || !optionValues)))
+		return CUDA_ERROR_INVALID_VALUE;
+	link = calloc(1, sizeof(*link));
+	if (!link)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	link->magic = SIM_MAGIC_LINK;
+	*stateOut = (CUlinkState)link;
+	return CUDA_SUCCESS;
+}
+
+static struct sim_link *link_from_handle(CUlinkState state)
+{
+	struct sim_link *link = (struct sim_link *)state;
+
+	return link && link->magic == SIM_MAGIC_LINK ? link : NULL;
+}
+
+/* The PTX of an input: the text itself, or a fatbin's uncompressed PTX entries. */
+static CUresult link_append(struct sim_link *link, CUjitInputType type, const void *data, size_t size)
+{
+	const char *text = data;
+	size_t len;
+	char *grown;
+
+	if (type == CU_JIT_INPUT_FATBINARY) {
+		const unsigned char *fatbin = unwrap(data);
+		size_t at, end = image_size(fatbin);
+		uint16_t header;
+		CUresult rc = CUDA_SUCCESS;
+
+		memcpy(&header, fatbin + 6, sizeof(header));
+		for (at = header; rc == CUDA_SUCCESS && at + 64 <= end;) {
+			const unsigned char *e = fatbin + at;
+			uint64_t stored, flags;
+			uint32_t entry_header = read_u32(e + 4);
+			uint16_t kind;
+
+			memcpy(&kind, e, sizeof(kind));
+			memcpy(&stored, e + 8, sizeof(stored));
+			memcpy(&flags, e + 40, sizeof(flags));
+			if (kind == 1 && !(flags & SIM_FATBIN_COMPRESSED))
+				rc = link_append(link, CU_JIT_INPUT_PTX, e + entry_header,
+						 strnlen((const char *)e + entry_header, stored));
+			at += entry_header + stored;
+		}
+		return rc;
+	}
+	if (type != CU_JIT_INPUT_PTX)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	len = strnlen(text, size ? size : SIZE_MAX);
+	grown = realloc(link->text, link->len + len + 2);
+	if (!grown)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	link->text = grown;
+	memcpy(link->text + link->len, text, len);
+	link->len += len;
+	link->text[link->len++] = '\n';
+	link->text[link->len] = '\0';
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data,
+					     size_t size, const char *name, unsigned int numOptions,
+					     CUjit_option *options, void **optionValues)
+{
+	struct sim_link *link = link_from_handle(state);
+
+	if (!link)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!data || (numOptions && (!options || !optionValues)))
+		return CUDA_ERROR_INVALID_VALUE;
+	record_image("cuLinkAddData_v2", data,
+		     type == CU_JIT_INPUT_PTX ? strnlen(data, size ? size : SIZE_MAX) : image_size(data));
+	return link_append(link, type, data, size);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path,
+					     unsigned int numOptions, CUjit_option *options,
+					     void **optionValues)
+{
+	struct sim_link *link = link_from_handle(state);
+	size_t size = 0;
+	CUresult rc;
+	char *image;
+
+	if (!link)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!path || (numOptions && (!options || !optionValues)))
+		return CUDA_ERROR_INVALID_VALUE;
+	image = read_image(path, &size);
+	if (!image)
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	record_image("cuLinkAddFile_v2", image, size);
+	rc = link_append(link, type, image, size);
+	free(image);
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
+{
+	struct sim_link *link = link_from_handle(state);
+
+	if (!link)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!cubinOut || !sizeOut || !link->text)
+		return CUDA_ERROR_INVALID_VALUE;
+	*cubinOut = link->text;
+	*sizeOut = link->len + 1;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLinkDestroy(CUlinkState state)
+{
+	struct sim_link *link = link_from_handle(state);
+
+	if (!link)
+		return CUDA_ERROR_INVALID_HANDLE;
+	link->magic = SIM_MAGIC_DEAD;
+	free(link->text);
+	free(link);
+	return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------- registered host memory */
+
+/*
+ * Host memory registered with the driver: device code reaches it at its
+ * host address (CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM),
+ * as on Linux with a real GPU.
+ */
+struct sim_registration {
+	struct sim_registration *next;
+	uintptr_t base;
+	size_t bytes;
+};
+
+static pthread_mutex_t registrations_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_registration *registrations;
+
+SIM_EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+	struct sim_registration *r;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!p || !bytesize)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&registrations_lock);
+	for (r = registrations; r; r = r->next)
+		if ((uintptr_t)p < r->base + r->bytes && r->base < (uintptr_t)p + bytesize) {
+			pthread_mutex_unlock(&registrations_lock);
+			return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+		}
+	r = calloc(1, sizeof(*r));
+	if (r) {
+		*r = (struct sim_registration){ .next = registrations, .base = (uintptr_t)p,
+						.bytes = bytesize };
+		registrations = r;
+	}
+	pthread_mutex_unlock(&registrations_lock);
+	return r ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemHostUnregister(void *p)
+{
+	struct sim_registration **at, *r;
+	CUresult rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+
+	pthread_mutex_lock(&registrations_lock);
+	for (at = &registrations; (r = *at); at = &r->next)
+		if (r->base == (uintptr_t)p) {
+			*at = r->next;
+			free(r);
+			rc = CUDA_SUCCESS;
+			break;
+		}
+	pthread_mutex_unlock(&registrations_lock);
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+	struct sim_registration *r;
+	bool found = false;
+
+	if (!pdptr || !p || Flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&registrations_lock);
+	for (r = registrations; r && !found; r = r->next)
+		found = (uintptr_t)p >= r->base && (uintptr_t)p < r->base + r->bytes;
+	pthread_mutex_unlock(&registrations_lock);
+	if (!found && !range_is_allocated((uintptr_t)p, 1, SIM_MEM_HOST))
+		return CUDA_ERROR_INVALID_VALUE;
+	*pdptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------ attributes, names, capture */
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!pi)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
+		return CUDA_ERROR_INVALID_DEVICE;
+	switch (attrib) {
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+		*pi = 9;
+		return CUDA_SUCCESS;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+		*pi = 0;
+		return CUDA_SUCCESS;
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+	case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+		*pi = 1;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!current_context)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*device = current_context->device;
+	return CUDA_SUCCESS;
+}
+
+/* Nothing is ever captured: the simulator has no graphs. */
+SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	if (!captureStatus)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!stream_is_valid(hStream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream,
+						      CUstreamCaptureStatus *captureStatus)
+{
+	return cuStreamIsCapturing(hStream, captureStatus);
+}
+SIM_SAME_SIGNATURE(cuStreamIsCapturing_ptsz, cuStreamIsCapturing);
+
+SIM_EXPORT CUresult CUDAAPI cuFuncGetName(const char **name, CUfunction hfunc)
+{
+	const struct sim_function *function = (const struct sim_function *)hfunc;
+
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!function || (function->magic != SIM_MAGIC_FUNCTION && function->magic != SIM_MAGIC_KERNEL))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*name = function->name;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel hfunc)
+{
+	return cuFuncGetName(name, (CUfunction)hfunc);
+}
+
+/* ------------------------------------------------------- cuGetProcAddress */
+
+/*
+ * The entry points the simulator hands out by name, as the driver does
+ * (cudart resolves the driver this way): the variant a caller of any CUDA
+ * version gets, and the per-thread-stream twin where there is one.
+ */
+static const struct {
+	const char *name;
+	void *fn, *ptsz;
+} proc_table[] = {
+#define SIM_PROC(name, fn, ptsz) { name, (void *)(fn), (void *)(ptsz) },
+	SIM_PROC("cuInit", cuInit, NULL)
+	SIM_PROC("cuDeviceGet", cuDeviceGet, NULL)
+	SIM_PROC("cuDeviceGetCount", cuDeviceGetCount, NULL)
+	SIM_PROC("cuDeviceGetAttribute", cuDeviceGetAttribute, NULL)
+	SIM_PROC("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain, NULL)
+	SIM_PROC("cuCtxSetCurrent", cuCtxSetCurrent, NULL)
+	SIM_PROC("cuCtxGetCurrent", cuCtxGetCurrent, NULL)
+	SIM_PROC("cuCtxSynchronize", cuCtxSynchronize, NULL)
+	SIM_PROC("cuModuleLoadData", cuModuleLoadData, NULL)
+	SIM_PROC("cuModuleLoadDataEx", cuModuleLoadDataEx, NULL)
+	SIM_PROC("cuModuleGetFunction", cuModuleGetFunction, NULL)
+	SIM_PROC("cuModuleUnload", cuModuleUnload, NULL)
+	SIM_PROC("cuLibraryLoadData", cuLibraryLoadData, NULL)
+	SIM_PROC("cuLibraryGetKernel", cuLibraryGetKernel, NULL)
+	SIM_PROC("cuLibraryUnload", cuLibraryUnload, NULL)
+	SIM_PROC("cuLaunchKernel", cuLaunchKernel, cuLaunchKernel_ptsz)
+	SIM_PROC("cuLaunchKernelEx", cuLaunchKernelEx, cuLaunchKernelEx_ptsz)
+	SIM_PROC("cuMemAlloc", cuMemAlloc, NULL)
+	SIM_PROC("cuMemFree", cuMemFree, NULL)
+	SIM_PROC("cuMemcpyHtoD", cuMemcpyHtoD, NULL)
+	SIM_PROC("cuMemcpyDtoH", cuMemcpyDtoH, NULL)
+	SIM_PROC("cuStreamSynchronize", cuStreamSynchronize, cuStreamSynchronize_ptsz)
+	SIM_PROC("cuGetProcAddress", cuGetProcAddress, NULL)
+#undef SIM_PROC
+};
+
+SIM_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+						cuuint64_t flags,
+						CUdriverProcAddressQueryResult *symbolStatus)
+{
+	size_t i;
+
+	if (!symbol || !pfn)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pfn = NULL;
+	for (i = 0; i < sizeof(proc_table) / sizeof(proc_table[0]); i++) {
+		if (strcmp(proc_table[i].name, symbol))
+			continue;
+		*pfn = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && proc_table[i].ptsz ?
+		       proc_table[i].ptsz : proc_table[i].fn;
+		if (symbolStatus)
+			*symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+		return CUDA_SUCCESS;
+	}
+	if (symbolStatus)
+		*symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	return CUDA_ERROR_NOT_FOUND;
 }
 
 /* ----------------------------------------------------------------- errors */
