@@ -17,6 +17,7 @@
 #include "device/fatbin.h"
 #include "cuprobe_internal.h"
 #include "device/inject_protocol.h"
+#include "device/loaded_fatbins.h"
 #include "helpers.h"
 
 #ifdef DEVICE_DATA_DIR
@@ -190,6 +191,35 @@ Test(fatbin, sass_only_fatbins_and_cubins_name_their_kernels)
 	cr_expect_str_eq(names[0], "vec_add");
 	cp_image__free_names(names, count);
 	cp_image__release(&image);
+	free(bytes);
+}
+
+/*
+ * A cubin no loaded object's fatbin holds (this test binary has none):
+ * none of the three ways finds one; what is not a cubin is refused. (The
+ * three ways that find one: root_inject, with nvcc-built libraries.)
+ */
+Test(loaded_fatbins, a_cubin_from_no_loaded_fatbin_is_not_found)
+{
+	struct cp_loaded_fatbins loaded = CP_LOADED_FATBINS_INIT;
+	struct cp_cubin_fatbin from;
+	struct cp_image image, fatbin;
+	char *kernels[] = { "vec_add" };
+	size_t size;
+	void *bytes = load("vec_add.cubin", &size);
+	void *fatbin_bytes;
+
+	cr_assert_eq(cp_image__parse(bytes, size, &image, NULL, 0), 0);
+	cr_expect_eq(cp_loaded_fatbins__find(&loaded, &image, kernels, 1, 90, &from), -ENOENT);
+	/* Twice: the second time from what the first read of each object left. */
+	cr_expect_eq(cp_loaded_fatbins__find(&loaded, &image, kernels, 1, 90, &from), -ENOENT);
+	fatbin_bytes = load("vec_add-none.fatbin", &size);
+	cr_assert_eq(cp_image__parse(fatbin_bytes, size, &fatbin, NULL, 0), 0);
+	cr_expect_eq(cp_loaded_fatbins__find(&loaded, &fatbin, kernels, 1, 90, &from), -EINVAL);
+	cp_image__release(&fatbin);
+	cp_image__release(&image);
+	cp_loaded_fatbins__release(&loaded);
+	free(fatbin_bytes);
 	free(bytes);
 }
 

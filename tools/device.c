@@ -260,7 +260,8 @@ static void handle_report(struct cp_device_run *d, const struct cp_inject_report
 		break;
 	case CP_INJECT_INSTRUMENTED:
 		if (names_add(&d->instrumented, shown) && cp_verbosity)
-			cp_say("pid %u: %s: kernel %s instrumented (%s)", r->pid, r->api, shown, programs);
+			cp_say("pid %u: %s: kernel %s instrumented (%s)%s%s", r->pid, r->api, shown,
+			       programs, *r->detail ? ": " : "", r->detail);
 		break;
 	case CP_INJECT_NO_PTX:
 	case CP_INJECT_REFUSED:

@@ -53,6 +53,7 @@
 
 #include "fatbin.h"
 #include "inject_protocol.h"
+#include "loaded_fatbins.h"
 #include "ptx_jit.h"
 #include "ptx_rewrite.h"
 
@@ -231,6 +232,8 @@ struct module_info {
 	 */
 	char **images;
 	size_t image_count;
+	/* Where a cubin's PTX came from (its fatbin), said with each instrumented kernel; or "". */
+	char origin[320];
 };
 
 /* A handle (module, library, function, kernel, link state, cubin) and what it stands for. */
@@ -270,7 +273,10 @@ static struct {
 	struct handle_table modules;   /* CUmodule/CUlibrary -> module_info (owner: itself or its library) */
 	struct handle_table functions; /* CUfunction/CUkernel -> kernel_info (owner: the module) */
 	struct handle_table links;     /* CUlinkState and linked cubins -> module_info */
+	/* The loaded objects' fatbins, where the PTX of the cubins cudart loads is. */
+	struct cp_loaded_fatbins fatbins;
 } inject = {
+	.fatbins = CP_LOADED_FATBINS_INIT,
 	.register_lock = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_RWLOCK_INITIALIZER,
 };
@@ -552,6 +558,55 @@ static void report_names(enum cp_inject_report_kind kind, const char *api, char 
 	}
 }
 
+/* Does any program's glob match one of the kernels? */
+static bool any_matches(char *const *names, size_t count)
+{
+	size_t i, j;
+
+	for (i = 0; i < count; i++)
+		for (j = 0; j < inject.plan.program_count; j++)
+			if (cp_ptx__glob_matches(inject.plan.programs[j].glob, names[i]))
+				return true;
+	return false;
+}
+
+/*
+ * A cubin has no PTX, but the fatbin it was picked from may (cudart loads
+ * the cubin for the device, never the fatbin): that fatbin's PTX for the
+ * device, when some program's glob matches one of the cubin's kernels.
+ * -ENODATA: none matches (nothing to say); -ENOENT: no fatbin with PTX.
+ */
+static int ptx_of_cubin(const struct cp_image *cubin, unsigned int arch, char **ptx, size_t *len,
+			char *origin, size_t origin_size)
+{
+	struct cp_cubin_fatbin from;
+	struct cp_image fatbin;
+	char **names = NULL;
+	size_t count = 0;
+	int err;
+
+	err = cp_image__elf_kernels(cubin, arch, &names, &count);
+	if (err)
+		return err;
+	if (!any_matches(names, count)) {
+		cp_image__free_names(names, count);
+		return -ENODATA;
+	}
+	err = cp_loaded_fatbins__find(&inject.fatbins, cubin, names, count, arch, &from);
+	cp_image__free_names(names, count);
+	if (err)
+		return err;
+	err = cp_image__parse(from.fatbin, from.size, &fatbin, NULL, 0);
+	if (err)
+		return -ENOENT;
+	err = cp_image__ptx_for(&fatbin, arch, ptx, len, NULL);
+	cp_image__release(&fatbin);
+	if (!err)
+		snprintf(origin, origin_size, "PTX from the fatbin its cubin came from (%s, %s)",
+			 *from.object ? from.object : "the program", cp_cubin_origin__name(from.origin));
+	return err;
+}
+
 /*
  * What to load in place of image (bound: how many bytes may be read; SIZE_MAX
  * for a pointer a driver call was handed): the rewritten PTX (the caller frees
@@ -564,7 +619,7 @@ static char *instrument(const char *api, const void *image, size_t bound, struct
 					    .prelude = inject.prelude };
 	struct cp_ptx_rewrite rewrite;
 	struct cp_image parsed;
-	char error[512], *ptx = NULL, **names = NULL, *text = NULL;
+	char error[512], origin[320] = "", *ptx = NULL, **names = NULL, *text = NULL;
 	unsigned int arch, ptx_arch = 0;
 	size_t len, count = 0, i, n = 0;
 	int err;
@@ -581,6 +636,13 @@ static char *instrument(const char *api, const void *image, size_t bound, struct
 	}
 	arch = device_arch();
 	err = cp_image__ptx_for(&parsed, arch, &ptx, &len, &ptx_arch);
+	if (err == -ENOENT && parsed.kind == CP_IMAGE_ELF) {
+		err = ptx_of_cubin(&parsed, arch, &ptx, &len, origin, sizeof(origin));
+		if (err == -ENODATA) {
+			cp_image__release(&parsed);
+			return NULL;
+		}
+	}
 	if (err) {
 		if (err == -ENOENT && !cp_image__elf_kernels(&parsed, arch, &names, &count)) {
 			char detail[64];
@@ -620,6 +682,7 @@ static char *instrument(const char *api, const void *image, size_t bound, struct
 		goto fail;
 	}
 	(*info)->api = api;
+	snprintf((*info)->origin, sizeof((*info)->origin), "%s", origin);
 	for (i = 0; i < rewrite.kernel_count; i++) {
 		struct cp_ptx_kernel *k = &rewrite.kernels[i];
 
@@ -659,7 +722,7 @@ static void loaded(const void *handle, struct module_info *info, char **image)
 	pthread_rwlock_unlock(&inject.lock);
 	for (i = 0; i < info->kernel_count; i++)
 		report(CP_INJECT_INSTRUMENTED, info->api, info->kernels[i].name, info->kernels[i].probes,
-		       device_arch(), NULL);
+		       device_arch(), "%s", info->origin);
 	/* A context now? Then the maps are registered before anything launches. */
 	ensure_registered();
 }
