@@ -18,9 +18,17 @@
  *   module=FILE    cuModuleLoad(FILE)
  *   libfile=FILE   cuLibraryLoadFromFile(FILE)
  *   linkfile=FILE  cuLinkAddFile(FILE as a fatbin), then cuModuleLoadData
+ *   cudart=LIB     as cudart 13 loads a kernel: LIB (built by nvcc) opened, its
+ *                  fatbin registered with this program (__cudaRegisterFatBinary),
+ *                  the cubin for the device taken from it and cuLibraryLoadData'd:
+ *                  a pointer into the fatbin, or a decompressed copy
+ *   cudart-copy=LIB      the same with the cubin always copied
+ *   cudart-patched=LIB   the same with a copy whose ELF padding differs
  *   --launches N   vec_add launches per step that has it (default 2)
  *   --ex           launch with cuLaunchKernelEx
  *   --cooperative  launch with cuLaunchCooperativeKernel
+ *   proc-v1        the ptx step through cuGetProcAddress (CUDA 11.3's), as
+ *                  cudart resolves it at version 11030
  * prints one line per step: STEP vec_add=launched|absent; exit 1 on any error.
  *
  * Its RUNPATH finds the simulated driver in the build tree; copied alone to
@@ -32,11 +40,14 @@
 #include <cuda.h>
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <zstd.h>
 
 #include "vec_add_ptx.h"
 
@@ -182,22 +193,206 @@ static bool link_step(const char *step, CUjitInputType type, const void *data, s
 	return check(cuLinkDestroy(link), "cuLinkDestroy") && ok;
 }
 
-/* The driver's entry points as cudart finds them: dlsym, then cuGetProcAddress. */
-static bool resolve(struct driver *d)
+/* The first cuGetProcAddress (CUDA 11.3): cuda.h names only its successor. */
+typedef CUresult CUDAAPI get_proc_v1_fn(const char *symbol, void **pfn, int cudaVersion,
+					cuuint64_t flags);
+
+/*
+ * The driver's entry points as cudart 13 finds them: dlsym of
+ * cuGetProcAddress_v2 on libcuda's handle; through it, cuGetProcAddress
+ * itself, at version 11030 (the first one) and 12000 (_v2); every other
+ * entry point through what those returned.
+ */
+static bool resolve(struct driver *d, bool v1)
 {
-	__typeof__(cuGetProcAddress_v2) *get_proc;
+	__typeof__(cuGetProcAddress_v2) *get_proc, *get_proc_12000 = NULL;
+	get_proc_v1_fn *get_proc_11030 = NULL;
 	void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	const char *names[] = { "cuModuleLoadData", "cuModuleGetFunction", "cuLaunchKernel" };
+	void **slots[] = { (void **)&d->module_load_data, (void **)&d->module_get_function,
+			   (void **)&d->launch_kernel };
+	size_t i;
 
 	if (!libcuda)
 		return false;
 	get_proc = (__typeof__(cuGetProcAddress_v2) *)dlsym(libcuda, "cuGetProcAddress_v2");
-	return get_proc &&
-	       check(get_proc("cuModuleLoadData", (void **)&d->module_load_data, CUDA_VERSION, 0, NULL),
-		     "cuGetProcAddress") &&
-	       check(get_proc("cuModuleGetFunction", (void **)&d->module_get_function, CUDA_VERSION, 0,
-			      NULL), "cuGetProcAddress") &&
-	       check(get_proc("cuLaunchKernel", (void **)&d->launch_kernel, CUDA_VERSION, 0, NULL),
-		     "cuGetProcAddress");
+	if (!get_proc ||
+	    !check(get_proc("cuGetProcAddress", (void **)&get_proc_11030, 11030, 0, NULL), "cuGetProcAddress") ||
+	    !check(get_proc("cuGetProcAddress", (void **)&get_proc_12000, 12000, 0, NULL), "cuGetProcAddress"))
+		return false;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!check(v1 ? get_proc_11030(names[i], slots[i], 12000, 0) :
+				get_proc_12000(names[i], slots[i], CUDA_VERSION, 0, NULL),
+			   "cuGetProcAddress"))
+			return false;
+	return true;
+}
+
+/* ---- cudart's part, stood in for: fatbins registered by nvcc's host code ---- */
+
+#define MAX_REGISTERED 16
+
+/* The fatbin wrapper nvcc's host code registers (fatbin.h names its layout). */
+struct fatbin_wrapper {
+	unsigned int magic, version;
+	const unsigned char *data;
+	const void *unused;
+};
+
+static const struct fatbin_wrapper *registered[MAX_REGISTERED];
+static size_t registered_count;
+
+/* What nvcc's host code calls when its object loads; exported (-rdynamic). */
+void **__cudaRegisterFatBinary(void *fatCubin)
+{
+	if (registered_count == MAX_REGISTERED)
+		return NULL;
+	registered[registered_count] = fatCubin;
+	return (void **)&registered[registered_count++];
+}
+
+void __cudaRegisterFatBinaryEnd(void **handle)
+{
+	(void)handle;
+}
+
+void __cudaUnregisterFatBinary(void **handle)
+{
+	(void)handle;
+}
+
+void __cudaRegisterFunction(void **handle, const char *host, char *device, const char *name,
+			    int thread_limit, void *tid, void *bid, void *block, void *grid, int *warp)
+{
+	(void)handle, (void)host, (void)device, (void)name, (void)thread_limit;
+	(void)tid, (void)bid, (void)block, (void)grid, (void)warp;
+}
+
+/* Launches through cudart's own path: never taken here (the kernels launch by the driver). */
+int __cudaLaunchKernel(void)
+{
+	return 1;
+}
+
+int __cudaGetKernel(void)
+{
+	return 1;
+}
+
+char __cudaInitModule(void **handle)
+{
+	(void)handle;
+	return 0;
+}
+
+unsigned int __cudaPopCallConfiguration(void)
+{
+	return 1;
+}
+
+enum cubin_hand { CUBIN_AS_IT_IS, CUBIN_COPIED, CUBIN_PATCHED };
+
+/*
+ * The ELF entry of the fatbin for the device's architecture: a pointer to
+ * it when it is stored uncompressed, else a decompressed copy (*copy then).
+ * Entry layout: u16 kind (2: ELF), u32 header size at 4, u64 stored size at
+ * 8, u32 compressed size at 16, u32 architecture at 28, u64 flags at 40
+ * (0x8000: ZSTD), u64 uncompressed size at 56.
+ */
+static const void *device_cubin(const unsigned char *fatbin, unsigned int arch, void **copy,
+				size_t *cubin_size)
+{
+	uint64_t entries, stored, flags, size;
+	uint32_t header, entry_arch, compressed;
+	uint16_t fatbin_header, kind;
+	const unsigned char *e, *end;
+
+	memcpy(&fatbin_header, fatbin + 6, sizeof(fatbin_header));
+	memcpy(&entries, fatbin + 8, sizeof(entries));
+	end = fatbin + fatbin_header + entries;
+	for (e = fatbin + fatbin_header; e + 64 <= end; e += header + stored) {
+		memcpy(&kind, e, sizeof(kind));
+		memcpy(&header, e + 4, sizeof(header));
+		memcpy(&stored, e + 8, sizeof(stored));
+		memcpy(&compressed, e + 16, sizeof(compressed));
+		memcpy(&entry_arch, e + 28, sizeof(entry_arch));
+		memcpy(&flags, e + 40, sizeof(flags));
+		memcpy(&size, e + 56, sizeof(size));
+		if (kind != 2 || entry_arch != arch)
+			continue;
+		if (!(flags & 0x8000)) {
+			*cubin_size = stored;
+			return e + header;
+		}
+		*cubin_size = size;
+		*copy = malloc(size);
+		if (*copy && ZSTD_decompress(*copy, size, e + header, compressed) == size)
+			return *copy;
+		free(*copy);
+		*copy = NULL;
+		return NULL;
+	}
+	return NULL;
+}
+
+/* The fatbin LIB registered when it was opened (the first time: opened again, it registers nothing). */
+static const struct fatbin_wrapper *registered_by(const char *path)
+{
+	static struct {
+		void *lib;
+		const struct fatbin_wrapper *wrapper;
+	} opened[MAX_REGISTERED];
+	static size_t opened_count;
+	size_t before = registered_count, i;
+	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+
+	if (!lib) {
+		fprintf(stderr, "module_loads: %s\n", dlerror());
+		return NULL;
+	}
+	for (i = 0; i < opened_count; i++)
+		if (opened[i].lib == lib)
+			return opened[i].wrapper;
+	if (registered_count == before || opened_count == MAX_REGISTERED) {
+		fprintf(stderr, "module_loads: %s: registered no fatbin\n", path);
+		return NULL;
+	}
+	opened[opened_count].lib = lib;
+	opened[opened_count].wrapper = registered[registered_count - 1];
+	return opened[opened_count++].wrapper;
+}
+
+static bool cudart_step(const char *step, const char *path, enum cubin_hand hand)
+{
+	const struct fatbin_wrapper *wrapper = registered_by(path);
+	void *copy = NULL;
+	const void *cubin;
+	CUlibrary library;
+	int major = 0, minor = 0;
+	size_t size = 0;
+	bool ok;
+
+	if (!wrapper)
+		return false;
+	check(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0), "cuDeviceGetAttribute");
+	check(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0), "cuDeviceGetAttribute");
+	cubin = device_cubin(wrapper->data, (unsigned int)(major * 10 + minor), &copy, &size);
+	if (cubin && hand != CUBIN_AS_IT_IS && !copy) {
+		if ((copy = malloc(size)))
+			memcpy(copy, cubin, size);
+		cubin = copy;
+	}
+	/* Bytes that change nothing the driver reads: the ELF identification's padding. */
+	if (cubin && hand == CUBIN_PATCHED)
+		((unsigned char *)copy)[EI_PAD + 6] ^= 1;
+	if (!cubin) {
+		fprintf(stderr, "module_loads: %s: no cubin for sm_%d%d in its fatbin\n", path, major, minor);
+		return false;
+	}
+	ok = check(cuLibraryLoadData(&library, cubin, NULL, NULL, 0, NULL, NULL, 0), "cuLibraryLoadData") &&
+	     finish_library(step, library);
+	free(copy);
+	return ok;
 }
 
 static bool step(const char *arg)
@@ -217,7 +412,7 @@ static bool step(const char *arg)
 	bool ok = false;
 
 	if (path && strncmp(arg, "module=", 7) && strncmp(arg, "libfile=", 8) &&
-	    strncmp(arg, "linkfile=", 9) && !(file = read_file(path, &size)))
+	    strncmp(arg, "linkfile=", 9) && strncmp(arg, "cudart", 6) && !(file = read_file(path, &size)))
 		return false;
 	if (!strcmp(arg, "ptx")) {
 		ok = check(cuModuleLoadData(&module, vec_add_ptx), "cuModuleLoadData") &&
@@ -230,10 +425,10 @@ static bool step(const char *arg)
 			   "cuLibraryLoadData") && finish_library(arg, library);
 	} else if (!strcmp(arg, "link")) {
 		ok = link_step(arg, CU_JIT_INPUT_PTX, vec_add_ptx, sizeof(vec_add_ptx), NULL);
-	} else if (!strcmp(arg, "proc")) {
+	} else if (!strcmp(arg, "proc") || !strcmp(arg, "proc-v1")) {
 		struct driver resolved;
 
-		ok = resolve(&resolved) &&
+		ok = resolve(&resolved, !strcmp(arg, "proc-v1")) &&
 		     check(resolved.module_load_data(&module, vec_add_ptx), "cuModuleLoadData") &&
 		     finish_module(arg, &resolved, module);
 	} else if (!strncmp(arg, "load=", 5)) {
@@ -257,6 +452,12 @@ static bool step(const char *arg)
 			   "cuLibraryLoadFromFile") && finish_library("libfile", library);
 	} else if (!strncmp(arg, "linkfile=", 9)) {
 		ok = link_step("linkfile", CU_JIT_INPUT_FATBINARY, NULL, 0, path);
+	} else if (!strncmp(arg, "cudart=", 7)) {
+		ok = cudart_step("cudart", path, CUBIN_AS_IT_IS);
+	} else if (!strncmp(arg, "cudart-copy=", 12)) {
+		ok = cudart_step("cudart-copy", path, CUBIN_COPIED);
+	} else if (!strncmp(arg, "cudart-patched=", 15)) {
+		ok = cudart_step("cudart-patched", path, CUBIN_PATCHED);
 	} else {
 		fprintf(stderr, "module_loads: unknown step %s\n", arg);
 	}

@@ -51,6 +51,7 @@ static const char count_program[] =
 struct run {
 	char *dir;
 	char *images;      /* CUDA_SIM_IMAGE_DIR */
+	const char *library_path; /* COMMAND's LD_LIBRARY_PATH, when set */
 	char *prog;
 	int status;
 	char *out_text;
@@ -85,12 +86,13 @@ static void count_kernels(struct run *r, const char *glob)
 static void run_cuprobe(struct run *r, const char *const *extra, const char *const *steps)
 {
 	char *argv[64], *out_path = path_join(r->dir, "stdout"), *err_path = path_join(r->dir, "stderr");
-	char env_line[4200];
-	char *env[] = { env_line, NULL };
+	char env_line[4200], library_line[4200];
+	char *env[] = { env_line, r->library_path ? library_line : NULL, NULL };
 	struct run_opts opts = { .stdout_path = out_path, .stderr_path = err_path, .extra_env = env };
 	int n = 0, i;
 
 	snprintf(env_line, sizeof(env_line), "CUDA_SIM_IMAGE_DIR=%s", r->images);
+	snprintf(library_line, sizeof(library_line), "LD_LIBRARY_PATH=%s", r->library_path ? r->library_path : "");
 	argv[n++] = CUPROBE_BIN;
 	argv[n++] = "run";
 	argv[n++] = r->prog;
@@ -280,11 +282,11 @@ Test(inject, every_loading_entry_point_is_rewritten_and_launches, .timeout = 180
 			  data_path("vec_add-compute_90.ptx"), data_path("vec_add-speed.fatbin"),
 			  data_path("vec_add-size.fatbin"), data_path("vec_add-balance.fatbin") };
 	char steps_text[6][4200], paths[32][4096];
-	const char *steps[] = { "--launches", "1", "ptx-ex", "library", "link", "proc",
+	const char *steps[] = { "--launches", "1", "ptx-ex", "library", "link", "proc", "proc-v1",
 				steps_text[0], steps_text[1], steps_text[2], steps_text[3], steps_text[4],
 				steps_text[5], NULL };
 	unsigned long seqs[32];
-	size_t n, i, step_count = 10;
+	size_t n, i, step_count = 11;
 	struct run r;
 
 	snprintf(steps_text[0], 4200, "fatbin=%s", files[0]);
@@ -314,6 +316,154 @@ Test(inject, every_loading_entry_point_is_rewritten_and_launches, .timeout = 180
 		cr_expect_eq(seqs[i], i + 1, "launch %zu carried seq %lu", i, seqs[i]);
 	for (i = 0; i < 6; i++)
 		free(files[i]);
+	free_run(&r);
+}
+
+/* The "detail" of each device record of a --json output, in order. */
+static size_t instrumented_details(const char *path, char details[][512], size_t max)
+{
+	json_t *lines = load_json_lines(path);
+	size_t i, n = 0;
+
+	for (i = 0; i < json_array_size(lines) && n < max; i++) {
+		json_t *o = json_array_get(lines, i);
+
+		if (!strcmp(jstr(o, "type"), "device") && !strcmp(jstr(o, "event"), "instrumented"))
+			snprintf(details[n++], 512, "%s", jstr(o, "detail"));
+	}
+	json_decref(lines);
+	return n;
+}
+
+/*
+ * cudart 13 never hands the driver a fatbin: it takes the cubin for the
+ * device from the fatbin nvcc registered and loads that with
+ * cuLibraryLoadData (a pointer into the object's .nv_fatbin section when
+ * the cubin is stored uncompressed, a decompressed copy when not). module_loads'
+ * cudart steps do the same with nvcc-built libraries: the kernel is rewritten
+ * from the PTX of the fatbin its cubin came from, found each of the three ways.
+ */
+Test(inject, a_cudart_cubin_is_rewritten_from_the_ptx_of_its_fatbin, .timeout = 120)
+{
+	char plain[3][4200], compressed[4200], output[4200], paths[8][4096], details[8][512];
+	const char *extra[] = { "--json", "-o", output, NULL };
+	const char *steps[] = { plain[0], plain[1], plain[2], compressed, NULL };
+	const char *ways[] = { "libregistered_vec_add_plain.so, by address",
+			       "libregistered_vec_add_plain.so, by bytes",
+			       "libregistered_vec_add_plain.so, by kernel names",
+			       /* the plain library's cubin has the same bytes, and it was opened first */
+			       "libregistered_vec_add_plain.so, by bytes" };
+	unsigned long seqs[16];
+	size_t i;
+	struct run r;
+
+	snprintf(plain[0], sizeof(plain[0]), "cudart=%s", REGISTERED_PLAIN);
+	snprintf(plain[1], sizeof(plain[1]), "cudart-copy=%s", REGISTERED_PLAIN);
+	snprintf(plain[2], sizeof(plain[2]), "cudart-patched=%s", REGISTERED_PLAIN);
+	snprintf(compressed, sizeof(compressed), "cudart=%s", REGISTERED_COMPRESSED);
+	setup_run(&r);
+	count_kernels(&r, "vec_add");
+	snprintf(output, sizeof(output), "%s/out.json", r.dir);
+	run_cuprobe(&r, extra, steps);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	cr_expect_eq(lines_with(r.out_text, "vec_add=launched"), 4, "%s", r.out_text);
+	cr_assert_eq(images(&r, paths, 8), 4);
+	for (i = 0; i < 4; i++) {
+		char *text = read_text(paths[i]);
+
+		cr_expect_not_null(strstr(paths[i], "cuLibraryLoadData"), "%s", paths[i]);
+		cr_expect_not_null(strstr(text, ".entry vec_add"), "%s: not PTX", paths[i]);
+		cr_expect_not_null(strstr(text, ".param .u64 __cuprobe_launch"), "%s: not rewritten", paths[i]);
+		expect_ptxas(paths[i]);
+		free(text);
+	}
+	cr_assert_eq(instrumented_details(output, details, 8), 4);
+	for (i = 0; i < 4; i++)
+		cr_expect_not_null(strstr(details[i], ways[i]), "load %zu: \"%s\" not in \"%s\"", i, ways[i],
+				   details[i]);
+	/* Every launch of the rewritten kernels carried its parameter and its seq. */
+	cr_assert_eq(launch_seqs(&r, seqs, 16), 8);
+	for (i = 0; i < 8; i++)
+		cr_expect_eq(seqs[i], i + 1, "launch %zu carried seq %lu", i, seqs[i]);
+	free_run(&r);
+
+	/* Its cubin compressed, the library alone: found by its decompressed bytes. */
+	setup_run(&r);
+	count_kernels(&r, "vec_add");
+	snprintf(output, sizeof(output), "%s/out.json", r.dir);
+	steps[0] = compressed;
+	steps[1] = NULL;
+	run_cuprobe(&r, extra, steps);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	cr_assert_eq(instrumented_details(output, details, 8), 1);
+	cr_expect_not_null(strstr(details[0], "libregistered_vec_add_compressed.so, by bytes"), "%s",
+			   details[0]);
+	free_run(&r);
+}
+
+/*
+ * The real cudart 13 (static, as nvcc links it) resolves the driver through
+ * cuGetProcAddress_v2 from dlsym on libcuda's handle, then through what it
+ * got for "cuGetProcAddress" at versions 11030 and 12000: the simulated
+ * driver names the caller of each request, and every one must come through
+ * the preload library's wrapper, module loads and launches included.
+ * (cudart then stops at its check of the driver's integrity, through
+ * private interfaces the simulator does not have: its kernels are loaded
+ * by the cudart steps above, on a machine with a GPU by the real thing.)
+ */
+Test(inject, the_real_cudart_resolves_the_driver_through_the_wrappers, .timeout = 120)
+{
+	static const char *const needed[] = { "cuGetProcAddress 11030", "cuGetProcAddress 12000",
+					      "cuLibraryLoadData ", "cuModuleLoadData ", "cuLaunchKernel ",
+					      "cuLaunchKernelEx ", "cuLibraryGetKernel " };
+	char pattern[4200], *argv[8], *out_path, *err_path, env_images[4200], env_library[4200], line[4096];
+	char *env[] = { env_images, env_library, NULL };
+	struct run_opts opts = { .extra_env = env };
+	size_t i, requests = 0, direct = 0, found[sizeof(needed) / sizeof(needed[0])] = { 0 };
+	glob_t g;
+	FILE *f;
+	struct run r;
+
+	setup_run(&r);
+	count_kernels(&r, "vec_add*");
+	out_path = path_join(r.dir, "stdout");
+	err_path = path_join(r.dir, "stderr");
+	opts.stdout_path = out_path;
+	opts.stderr_path = err_path;
+	snprintf(env_images, sizeof(env_images), "CUDA_SIM_IMAGE_DIR=%s", r.images);
+	snprintf(env_library, sizeof(env_library), "LD_LIBRARY_PATH=%s", SIM_DRIVER_DIR);
+	argv[0] = CUPROBE_BIN;
+	argv[1] = "run";
+	argv[2] = r.prog;
+	argv[3] = "--";
+	argv[4] = CUDART_STATIC_WORKLOAD;
+	argv[5] = "1";
+	argv[6] = NULL;
+	run_program(argv, &opts, NULL);
+	r.err_text = read_text(err_path);
+	snprintf(pattern, sizeof(pattern), "%s/*.procs", r.images);
+	cr_assert_eq(glob(pattern, 0, NULL, &g), 0, "cudart asked the driver for nothing: %s", r.err_text);
+	f = fopen(g.gl_pathv[0], "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		const char *caller = strrchr(line, ' ');
+
+		requests++;
+		/* The preload library is a memfd: ld.so names it /proc/self/fd/N. */
+		if (!caller || strncmp(caller + 1, "/proc/self/fd/", 14))
+			direct++;
+		for (i = 0; i < sizeof(needed) / sizeof(needed[0]); i++)
+			found[i] += !strncmp(line, needed[i], strlen(needed[i]));
+	}
+	fclose(f);
+	globfree(&g);
+	cr_expect_gt(requests, 100, "cudart resolved %zu entry points", requests);
+	cr_expect_eq(direct, 0, "%zu of %zu requests did not come through the preload library", direct,
+		     requests);
+	for (i = 0; i < sizeof(needed) / sizeof(needed[0]); i++)
+		cr_expect_gt(found[i], 0, "cudart never asked for \"%s\"", needed[i]);
+	free(out_path);
+	free(err_path);
 	free_run(&r);
 }
 

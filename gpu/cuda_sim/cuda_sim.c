@@ -31,10 +31,12 @@
 
 #include <cuda.h>
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -3164,62 +3166,187 @@ SIM_EXPORT CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel hfunc)
 /* ------------------------------------------------------- cuGetProcAddress */
 
 /*
- * The entry points the simulator hands out by name, as the driver does
- * (cudart resolves the driver this way): the variant a caller of any CUDA
- * version gets, and the per-thread-stream twin where there is one.
+ * The entry points handed out by name, as the driver does (cudart 13
+ * resolves every driver function this way, through the pointer it got for
+ * "cuGetProcAddress" itself): any function the simulator exports, in its
+ * newest variant (cuMemAlloc -> cuMemAlloc_v2), or its per-thread-stream
+ * twin (_ptsz, _ptds) when the flag asks for one. Variants whose
+ * signatures differ are handed out from the version that introduced them.
  */
 static const struct {
-	const char *name;
-	void *fn, *ptsz;
-} proc_table[] = {
-#define SIM_PROC(name, fn, ptsz) { name, (void *)(fn), (void *)(ptsz) },
-	SIM_PROC("cuInit", cuInit, NULL)
-	SIM_PROC("cuDeviceGet", cuDeviceGet, NULL)
-	SIM_PROC("cuDeviceGetCount", cuDeviceGetCount, NULL)
-	SIM_PROC("cuDeviceGetAttribute", cuDeviceGetAttribute, NULL)
-	SIM_PROC("cuDevicePrimaryCtxRetain", cuDevicePrimaryCtxRetain, NULL)
-	SIM_PROC("cuCtxSetCurrent", cuCtxSetCurrent, NULL)
-	SIM_PROC("cuCtxGetCurrent", cuCtxGetCurrent, NULL)
-	SIM_PROC("cuCtxSynchronize", cuCtxSynchronize, NULL)
-	SIM_PROC("cuModuleLoadData", cuModuleLoadData, NULL)
-	SIM_PROC("cuModuleLoadDataEx", cuModuleLoadDataEx, NULL)
-	SIM_PROC("cuModuleGetFunction", cuModuleGetFunction, NULL)
-	SIM_PROC("cuModuleUnload", cuModuleUnload, NULL)
-	SIM_PROC("cuLibraryLoadData", cuLibraryLoadData, NULL)
-	SIM_PROC("cuLibraryGetKernel", cuLibraryGetKernel, NULL)
-	SIM_PROC("cuLibraryUnload", cuLibraryUnload, NULL)
-	SIM_PROC("cuLaunchKernel", cuLaunchKernel, cuLaunchKernel_ptsz)
-	SIM_PROC("cuLaunchKernelEx", cuLaunchKernelEx, cuLaunchKernelEx_ptsz)
-	SIM_PROC("cuMemAlloc", cuMemAlloc, NULL)
-	SIM_PROC("cuMemFree", cuMemFree, NULL)
-	SIM_PROC("cuMemcpyHtoD", cuMemcpyHtoD, NULL)
-	SIM_PROC("cuMemcpyDtoH", cuMemcpyDtoH, NULL)
-	SIM_PROC("cuStreamSynchronize", cuStreamSynchronize, cuStreamSynchronize_ptsz)
-	SIM_PROC("cuGetProcAddress", cuGetProcAddress, NULL)
-#undef SIM_PROC
+	const char *name, *variant;
+	int since;
+} sim_proc_variants[] = {
+	{ "cuGetProcAddress", "cuGetProcAddress_v2", 12000 },
+	{ "cuCtxSynchronize", "cuCtxSynchronize_v2", 13000 },
 };
+
+/*
+ * The simulator's own exports, read from its dynamic symbol table (the
+ * driver has a table of its own): dlsym would go through whatever a
+ * preloaded library puts in front of it, and cuGetProcAddress would then
+ * hand out that library's functions instead of the driver's.
+ */
+static struct {
+	uintptr_t base;
+	const ElfW(Sym) *symbols;
+	const char *strings;
+	size_t count;
+} sim_dynsym;
+
+/* How many symbols a DT_GNU_HASH table covers: up to the end of its last chain. */
+static size_t gnu_hash_symbols(const uint32_t *table)
+{
+	uint32_t buckets = table[0], first = table[1], bloom_words = table[2], i, last = 0;
+	const uint32_t *bucket = table + 4 + bloom_words * (sizeof(ElfW(Addr)) / 4);
+	const uint32_t *chain = bucket + buckets;
+
+	for (i = 0; i < buckets; i++)
+		if (bucket[i] > last)
+			last = bucket[i];
+	if (last < first)
+		return first;
+	while (!(chain[last - first] & 1))
+		last++;
+	return last + 1;
+}
+
+static int find_own_dynsym(struct dl_phdr_info *info, size_t size, void *data)
+{
+	uintptr_t self = (uintptr_t)cuInit;
+	const ElfW(Dyn) *dyn = NULL;
+	bool contains = false;
+	int i;
+
+	(void)size;
+	(void)data;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && self >= start && self - start < ph->p_memsz)
+			contains = true;
+		if (ph->p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
+	}
+	if (!contains || !dyn)
+		return 0;
+	sim_dynsym.base = info->dlpi_addr;
+	/* The loader has relocated these entries to addresses. */
+	for (; dyn->d_tag != DT_NULL; dyn++) {
+		if (dyn->d_tag == DT_SYMTAB)
+			sim_dynsym.symbols = (const ElfW(Sym) *)dyn->d_un.d_ptr;
+		else if (dyn->d_tag == DT_STRTAB)
+			sim_dynsym.strings = (const char *)dyn->d_un.d_ptr;
+		else if (dyn->d_tag == DT_HASH)
+			sim_dynsym.count = ((const uint32_t *)dyn->d_un.d_ptr)[1];
+		else if (dyn->d_tag == DT_GNU_HASH && !sim_dynsym.count)
+			sim_dynsym.count = gnu_hash_symbols((const uint32_t *)dyn->d_un.d_ptr);
+	}
+	return 1;
+}
+
+static void read_own_dynsym(void)
+{
+	dl_iterate_phdr(find_own_dynsym, NULL);
+}
+
+static void *sim_export(const char *name)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	size_t i;
+
+	pthread_once(&once, read_own_dynsym);
+	for (i = 0; sim_dynsym.symbols && sim_dynsym.strings && i < sim_dynsym.count; i++) {
+		const ElfW(Sym) *sym = &sim_dynsym.symbols[i];
+
+		if (sym->st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym->st_info) == STT_FUNC &&
+		    !strcmp(sim_dynsym.strings + sym->st_name, name))
+			return (void *)(sim_dynsym.base + sym->st_value);
+	}
+	return NULL;
+}
+
+static void *sim_proc(const char *symbol, int version, bool per_thread)
+{
+	static const char *const twins[] = { "_ptsz", "_ptds" };
+	static const char *const variants[] = { "_v3", "_v2", "" };
+	char name[256];
+	size_t i, j;
+	void *fn;
+
+	for (i = 0; i < sizeof(sim_proc_variants) / sizeof(sim_proc_variants[0]); i++)
+		if (!strcmp(symbol, sim_proc_variants[i].name))
+			return sim_export(version >= sim_proc_variants[i].since ?
+					  sim_proc_variants[i].variant : symbol);
+	for (i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+		for (j = 0; per_thread && j < sizeof(twins) / sizeof(twins[0]); j++) {
+			snprintf(name, sizeof(name), "%s%s%s", symbol, variants[i], twins[j]);
+			if ((fn = sim_export(name)))
+				return fn;
+		}
+		snprintf(name, sizeof(name), "%s%s", symbol, variants[i]);
+		if ((fn = sim_export(name)))
+			return fn;
+	}
+	return NULL;
+}
+
+/*
+ * CUDA_SIM_IMAGE_DIR=DIR: each request appends "SYMBOL VERSION CALLER" to
+ * DIR/PID.procs, CALLER the file of the object the call came from (a
+ * preloaded library's calls are told from the program's own).
+ */
+static void record_proc(const char *symbol, int version, const void *caller)
+{
+	const char *dir = getenv("CUDA_SIM_IMAGE_DIR");
+	char path[4096], line[4096];
+	Dl_info info = { 0 };
+	int fd, len;
+
+	if (!dir)
+		return;
+	if (!dladdr(caller, &info) || !info.dli_fname)
+		info.dli_fname = "?";
+	snprintf(path, sizeof(path), "%s/%d.procs", dir, (int)getpid());
+	len = snprintf(line, sizeof(line), "%s %d %s\n", *symbol ? symbol : "-", version, info.dli_fname);
+	if (len <= 0 || (size_t)len >= sizeof(line))
+		return;
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, line, (size_t)len) != len)
+		len = -1;
+	close(fd);
+}
+
+static CUresult get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
+			 CUdriverProcAddressQueryResult *status, const void *caller)
+{
+	if (!symbol || !pfn)
+		return CUDA_ERROR_INVALID_VALUE;
+	record_proc(symbol, version, caller);
+	*pfn = !strncmp(symbol, "cu", 2) ?
+	       sim_proc(symbol, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) : NULL;
+	if (status)
+		*status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
 
 SIM_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
 						cuuint64_t flags,
 						CUdriverProcAddressQueryResult *symbolStatus)
 {
-	size_t i;
+	return get_proc(symbol, pfn, cudaVersion, flags, symbolStatus, __builtin_return_address(0));
+}
 
-	if (!symbol || !pfn)
-		return CUDA_ERROR_INVALID_VALUE;
-	*pfn = NULL;
-	for (i = 0; i < sizeof(proc_table) / sizeof(proc_table[0]); i++) {
-		if (strcmp(proc_table[i].name, symbol))
-			continue;
-		*pfn = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM && proc_table[i].ptsz ?
-		       proc_table[i].ptsz : proc_table[i].fn;
-		if (symbolStatus)
-			*symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
-		return CUDA_SUCCESS;
-	}
-	if (symbolStatus)
-		*symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-	return CUDA_ERROR_NOT_FOUND;
+/* The first cuGetProcAddress (CUDA 11.3), exported under its plain name as the driver does. */
+CUresult CUDAAPI sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,
+					 cuuint64_t flags) __asm__("cuGetProcAddress");
+SIM_EXPORT CUresult CUDAAPI sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,
+						    cuuint64_t flags)
+{
+	return get_proc(symbol, pfn, cudaVersion, flags, NULL, __builtin_return_address(0));
 }
 
 /* ----------------------------------------------------------------- errors */
