@@ -250,7 +250,7 @@ static void handle_report(struct cp_device_run *d, const struct cp_inject_report
 
 	program_names(d, r->probes, programs, sizeof(programs));
 	cp_demangle_name(r->name, shown, sizeof(shown));
-	if (r->kind != CP_INJECT_READY && r->kind != CP_INJECT_ERROR)
+	if (r->kind != CP_INJECT_READY && r->kind != CP_INJECT_ERROR && r->kind != CP_INJECT_NOTE)
 		d->seen |= r->probes;
 	switch (r->kind) {
 	case CP_INJECT_READY:
@@ -270,6 +270,9 @@ static void handle_report(struct cp_device_run *d, const struct cp_inject_report
 		fresh = names_add(&d->not_instrumented, key);
 		if (fresh && names_count(d->not_instrumented) <= NAMES_SAID)
 			cp_say("not instrumentable: %s: %s (%s, pid %u)", r->detail, shown, r->api, r->pid);
+		break;
+	case CP_INJECT_NOTE:
+		cp_say("pid %u: device programs: %s%s%s", r->pid, r->detail, *shown ? ": " : "", shown);
 		break;
 	case CP_INJECT_ERROR:
 		d->failed = true;

@@ -1774,6 +1774,8 @@ static int hook_by_name(const char *name)
 static void *proc_address(const char *symbol, void *fn, int cuda_version, cuuint64_t flags)
 {
 	size_t len = symbol ? strlen(symbol) : 0;
+	static atomic_bool said;
+	bool no = false;
 	int i, best = -1;
 	bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
 
@@ -1795,9 +1797,11 @@ static void *proc_address(const char *symbol, void *fn, int cuda_version, cuuint
 	}
 	if (best < 0)
 		return fn;
-	report(CP_INJECT_ERROR, "cuGetProcAddress", symbol, 0, 0,
-	       "the driver's entry point is none of its exports: wrapped as %s by version %d",
-	       hooks[best].name, cuda_version);
+	/* Said once: a driver whose table is not its exports does it for every entry point. */
+	if (atomic_compare_exchange_strong(&said, &no, true))
+		report(CP_INJECT_NOTE, "cuGetProcAddress", symbol, 0, 0,
+		       "the driver's entry point is none of its exports: wrapped as %s by version %d (and so for the others)",
+		       hooks[best].name, cuda_version);
 	return wrapped((enum hook_id)best, fn);
 }
 

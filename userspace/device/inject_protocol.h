@@ -91,7 +91,8 @@ void cp_inject_plan__release(struct cp_inject_plan *plan);
 	X(INSTRUMENTED, "instrumented")   /* name: a kernel that got probes */	\
 	X(NO_PTX, "no_ptx")               /* name: a matching kernel without PTX for the device */ \
 	X(REFUSED, "refused")             /* name: a matching kernel whose module was not rewritten */ \
-	X(ERROR, "error")                 /* detail: anything else that went wrong */
+	X(ERROR, "error")                 /* detail: anything else that went wrong */ \
+	X(NOTE, "note")                   /* detail: worth knowing, nothing went wrong */
 
 enum cp_inject_report_kind {
 #define CP_INJECT_REPORT_ENUM(kind, text) CP_INJECT_##kind,
