@@ -467,6 +467,45 @@ Test(inject, the_real_cudart_resolves_the_driver_through_the_wrappers, .timeout 
 	free_run(&r);
 }
 
+/*
+ * Global variables are device maps too: .bss mapped writable in COMMAND,
+ * .rodata (a const volatile setting, frozen at load) mapped and registered
+ * read-only, which the kernel insists on: a writable mapping of a frozen
+ * map is refused, and the run would say so and fail.
+ */
+Test(inject, globals_reach_the_gpu_and_rodata_is_mapped_read_only)
+{
+	static const char program[] =
+		"#include \"cuprobe.bpf.h\"\n"
+		"char LICENSE[] SEC(\"license\") = \"Dual BSD/GPL\";\n"
+		"const volatile __u64 step = 1;\n"
+		"__u64 entered;\n"
+		"SEC(\"gpu/vec_add\") int GPU_PROG(add_step) { __sync_fetch_and_add(&entered, step); return 0; }\n";
+	const char *steps[] = { "ptx", NULL };
+	char paths[4][4096], *text, *at;
+	size_t declared = 0;
+	struct run r;
+
+	setup_run(&r);
+	write_program(&r, program);
+	run_cuprobe(&r, NULL, steps);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	cr_expect_not_null(strstr(r.err_text, "device programs: 1 kernel instrumented: vec_add"), "%s",
+			   r.err_text);
+	cr_assert_eq(images(&r, paths, 4), 1);
+	text = read_text(paths[0]);
+	for (at = text; (at = strstr(at, ".const .align 8 .u64 __cuprobe_map_")); at++) {
+		const char *value = strstr(at, " = ");
+
+		declared++;
+		cr_expect(value && strncmp(value, " = 0;", 5), "a map declared at address 0: %.80s", at);
+	}
+	cr_expect_eq(declared, 2, "the .bss and .rodata maps: %zu declared\n%s", declared, text);
+	expect_ptxas(paths[0]);
+	free(text);
+	free_run(&r);
+}
+
 /* The other launch entry points: the slot header before their kernelParams too. */
 static void expect_seqs_with(const char *launch_option)
 {
