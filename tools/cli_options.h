@@ -96,7 +96,7 @@ union cp_options {
 	struct cp_probes_options probes;
 };
 
-/* One option, as the parser, --help and the man page know it. */
+/* One option, as the parser, --help, the man page and the bash completion know it. */
 struct cp_option_doc {
 	int value;              /* getopt's value: the short option's letter, or an OPT_ code */
 	const char *name;       /* long name */
@@ -111,6 +111,7 @@ struct cp_option_doc {
 	 * value is not a common one: offsetof(union cp_options, ...) + 1 (0: none).
 	 */
 	size_t in[CP_CMD_COUNT];
+	enum cp_completion complete; /* what the bash completion offers for its value */
 };
 
 const struct cp_option_doc *cp_option_docs(size_t *count);
