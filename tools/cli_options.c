@@ -19,7 +19,7 @@
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
        OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
        OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED, OPT_WAKEUP_LATENCY,
-       OPT_PTX };
+       OPT_PTX, OPT_PYTHON };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
@@ -111,6 +111,16 @@ static const struct cp_option_doc option_docs[] = {
 		"verdict (gpu-bound or launch-bound) per process (every call is then\n"
 		"streamed to userspace)",
 	  } },
+	{ OPT_PYTHON, "python", 0, NULL, TRACE | STATS,
+	  "walk the calling thread's Python stack (CPython 3.10 to 3.14) at every\n"
+	  "launch, sync, copy and allocation; a process COMMAND starts is held at\n"
+	  "cuInit and at each new stack until cuprobe has read it",
+	  .help_for = { [CP_CMD_TRACE] =
+	  "walk the calling thread's Python stack (CPython 3.10 to 3.14) at every\n"
+	  "launch, sync, copy and allocation: with --json, such records carry a\n"
+	  "py_stack id and each new stack is written once, with its frames, as a\n"
+	  "py_stack record; a process COMMAND starts is held at cuInit and at each\n"
+	  "new stack until cuprobe has read it" } },
 	{ OPT_PERFETTO, "perfetto", 0, "FILE", TRACE,
 	  "also write a trace the Perfetto UI opens (Chrome trace-event JSON): API\n"
 	  "calls per thread, kernel bounds per stream with flows from their\n"
@@ -474,6 +484,9 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 			break;
 		case OPT_STACKS:
 			opts->stats.stacks = true;
+			break;
+		case OPT_PYTHON:
+			common->python = true;
 			break;
 		case OPT_LISTEN:
 			if (!*optarg || !strrchr(optarg, ':')) {

@@ -35,6 +35,7 @@ struct cp_common_options {
 	uint64_t wakeup_latency_ns; /* --wakeup-latency US; 0 = the library's default */
 	bool run_as_root;    /* --run-as-root: do not drop to SUDO_UID/SUDO_GID */
 	bool exit_with_command; /* stop when COMMAND exits, not when its whole tree has */
+	bool python;         /* --python (trace, stats): the Python stack of each call */
 	char **command;      /* after "--"; NULL when none */
 	int command_argc;
 };
