@@ -41,12 +41,18 @@ const volatile bool hold_new_mappers = false;
 const volatile bool hold_for_stacks = false;
 /* A CP_EV_RETURN record at every API's return (--perfetto's slices). */
 const volatile bool return_records = false;
+/* Python stacks at launches, syncs, copies and allocations (cuprobe_python.bpf.h). */
+const volatile bool python_stacks = false;
+/* ... and a process stopped at cuInit and at each new stack until the agent has read it. */
+const volatile bool hold_for_python = false;
 /* Benches only: parts of the launch probe left out (enum cp_bench_omit). */
 const volatile __u32 bench_omit = 0;
 /* Where nvidia:nvidia_dev_xid keeps its fields (from its tracefs format). */
 const volatile __u32 xid_dev_offset = 8;
 const volatile __u32 xid_code_offset = 12;
 const volatile __u32 xid_msg_offset = 16;
+/* cuprobe run with device programs: the magic of the session's launch slot headers; 0: none. */
+const volatile __u64 launch_slot_magic = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -67,6 +73,30 @@ struct {
 	__type(key, __u32);
 	__type(value, struct counter_slots);
 } counters SEC(".maps");
+
+/*
+ * Device programs' launch slots (userspace/device/inject_protocol.h): the
+ * launch program writes each instrumented launch's seq into the slot the
+ * launch path named; COMMAND maps the array and its kernels read the slot.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* resized by the loader */
+	__type(key, __u32);
+	__type(value, __u64);
+} launch_slots SEC(".maps");
+
+/*
+ * Per process, with device programs: its kernel and graph launches so far
+ * (the timeline's seq); gone when the process exits.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} launch_seqs SEC(".maps");
 
 /* When the consumer was last woken; shared by all CPUs, races are harmless. */
 __u64 last_wakeup_ns = 0;
@@ -368,6 +398,9 @@ static __always_inline void *call_record(struct call *c, __u32 type, __u64 size)
 	return record;
 }
 
+/* The Python frame walker: after the helpers and maps it uses. */
+#include "cuprobe_python.bpf.h"
+
 /* ---- aggregation ------------------------------------------------------------ */
 
 /* A timed call returned: latency into the (pid, api) histogram, errors counted. */
@@ -446,6 +479,43 @@ int BPF_KRETPROBE(api_return, int result)
 
 /* ---- entry probes: one per family ----------------------------------------- */
 
+/*
+ * Device programs: the launch's seq, counted per process, into the launch
+ * slot whose header (magic, index) sits just before the launch's
+ * kernelParams (or extra) array; launches without one are only counted.
+ * A map update, no write to the process's memory.
+ */
+static __always_inline void note_launch_seq(const struct call *c, const struct cuda_launch *l)
+{
+	struct { __u64 magic, index; } header;
+	__u32 tgid = c->pid_tgid >> 32, index;
+	__u64 arrays[2] = {}, *count, *slot, seq = 0, zero = 0;
+
+	count = bpf_map_lookup_elem(&launch_seqs, &tgid);
+	if (!count) {
+		bpf_map_update_elem(&launch_seqs, &tgid, &zero, BPF_NOEXIST);
+		count = bpf_map_lookup_elem(&launch_seqs, &tgid);
+	}
+	if (count)
+		seq = __sync_fetch_and_add(count, 1) + 1;
+	/* kernelParams and extra: stack arguments 10 and 11, or cuLaunchKernelEx's third and fourth. */
+	if (l->kind == CP_LAUNCH_KIND_KERNEL)
+		bpf_probe_read_user(arrays, sizeof(arrays), (void *)(PT_REGS_SP(c->regs) + 32));
+	else if (l->kind == CP_LAUNCH_KIND_COOPERATIVE)
+		bpf_probe_read_user(arrays, sizeof(arrays[0]), (void *)(PT_REGS_SP(c->regs) + 32));
+	else if (l->kind == CP_LAUNCH_KIND_EX)
+		arrays[0] = c->args.reg[2], arrays[1] = c->args.reg[3];
+	if (!arrays[0])
+		arrays[0] = arrays[1];
+	if (!arrays[0] || bpf_probe_read_user(&header, sizeof(header), (void *)(arrays[0] - sizeof(header))) ||
+	    header.magic != launch_slot_magic)
+		return;
+	index = header.index;
+	slot = bpf_map_lookup_elem(&launch_slots, &index);
+	if (slot)
+		*slot = seq; /* 0 when the count could not be kept: unknown */
+}
+
 /* Every launch family entry point: kernels (cooperative, Ex), graphs, host functions, legacy. */
 SEC("uprobe")
 int BPF_KPROBE(launch)
@@ -453,16 +523,20 @@ int BPF_KPROBE(launch)
 	struct cp_launch_event *event;
 	struct cuda_launch l;
 	struct call c;
+	__u64 py_stack;
 	__s32 device;
 
 	if (!enter(ctx, &c))
 		return 0;
 	cuprobe_decode_launch_stack(&c.args, &l, !(bench_omit & CP_OMIT_STACK_ARGS));
 	device = bench_omit & CP_OMIT_DEVICE ? -1 : cuprobe_current_device();
+	if (launch_slot_magic && l.kind != CP_LAUNCH_KIND_HOST_FUNC)
+		note_launch_seq(&c, &l);
 	if (aggregate && l.kind != CP_LAUNCH_KIND_HOST_FUNC)
 		count_launch(c.pid_tgid >> 32, device, l.function,
 			     (__u64)l.grid[0] * l.grid[1] * l.grid[2] * l.block[0] * l.block[1] *
 			     l.block[2], l.kind == CP_LAUNCH_KIND_GRAPH);
+	py_stack = python_stack(c.pid_tgid, c.api, c.now);
 	if (bench_omit & CP_OMIT_RECORD)
 		return 0;
 	event = call_record(&c, CP_EV_LAUNCH, sizeof(*event));
@@ -476,6 +550,7 @@ int BPF_KPROBE(launch)
 	event->flags = l.flags;
 	event->device = device;
 	event->pad = 0;
+	event->py_stack = py_stack;
 	submit(event, c.now, false);
 	return 0;
 }
@@ -594,6 +669,7 @@ int BPF_KPROBE(copy)
 	struct cp_copy_event *event;
 	struct cuda_copy x;
 	struct call c;
+	__u64 py_stack;
 
 	if (!enter(ctx, &c))
 		return 0;
@@ -619,6 +695,7 @@ int BPF_KPROBE(copy)
 			__sync_fetch_and_add(&row->bytes, x.bytes);
 		}
 	}
+	py_stack = python_stack(c.pid_tgid, c.api, c.now);
 	event = call_record(&c, CP_EV_COPY, sizeof(*event));
 	if (!event)
 		return 0;
@@ -630,6 +707,7 @@ int BPF_KPROBE(copy)
 	event->async = x.async;
 	event->count = x.count;
 	event->flags = x.flags;
+	event->py_stack = py_stack;
 	submit(event, c.now, false);
 	return 0;
 }
@@ -1025,9 +1103,12 @@ int BPF_KRETPROBE(call_return, int result)
 		struct cuda_alloc a;
 
 		cuda_decode_alloc_call(&call, result, &a);
+		__u64 py_stack;
+
 		if (aggregate && result == 0 && a.ptr)
 			track_alloc(c.pid_tgid >> 32, a.ptr, a.bytes, a.kind, c.api, call.stack_id,
 				    call.caller, c.now);
+		py_stack = python_stack(c.pid_tgid, c.api, c.now);
 		event = call_record(&c, CP_EV_ALLOC, sizeof(*event));
 		if (!event)
 			return 0;
@@ -1036,6 +1117,7 @@ int BPF_KRETPROBE(call_return, int result)
 		event->ptr = a.ptr;
 		event->bytes = a.bytes;
 		event->stream = a.stream;
+		event->py_stack = py_stack;
 		submit(event, c.now, false);
 	} else if (family == CP_FAMILY_vmm) {
 		struct cp_vmm_event *event;
@@ -1065,6 +1147,7 @@ int BPF_KRETPROBE(call_return, int result)
 		submit(event, c.now, false);
 	} else if (family == CP_FAMILY_sync || family == CP_FAMILY_copy) {
 		/* Syncs and blocking copies, when they return: the timeline's evidence. */
+		__u64 py_stack = python_stack(c.pid_tgid, c.api, c.now);
 		struct cp_sync_event *event = call_record(&c, CP_EV_SYNC, sizeof(*event));
 		__u32 kind = family == CP_FAMILY_copy ? CP_SYNC_COPY : CP_COOKIE_KIND(call.cookie);
 
@@ -1077,6 +1160,7 @@ int BPF_KRETPROBE(call_return, int result)
 		event->device = kind == CP_SYNC_CONTEXT && call.a ?
 				context_device(c.pid_tgid >> 32, call.a) : cuprobe_current_device();
 		event->pad = 0;
+		event->py_stack = py_stack;
 		submit(event, c.now, false);
 	} else if (family == CP_FAMILY_module) {
 		struct cp_module_event *event;
@@ -1225,6 +1309,13 @@ int BPF_KPROBE(init_entry)
 	__builtin_memset(event, 0, sizeof(*event));
 	fill_header(&event->hdr, CP_EV_PROC, c.api, c.pid_tgid, c.now);
 	event->kind = CP_PROC_CUDA_INIT;
+	/* A process not checked for Python yet waits for the agent to look (this record). */
+	if (hold_for_python) {
+		__u32 tgid = c.pid_tgid >> 32;
+
+		if (!bpf_map_lookup_elem(&py_procs, &tgid))
+			py_hold(tgid);
+	}
 	submit(event, c.now, true);
 	return 0;
 }
@@ -1331,6 +1422,8 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 	__u8 one = 1;
 	__u64 now;
 
+	if (child_pid == child_tgid)
+		python_fork(parent_tgid, child_tgid);
 	if (!filter_by_pid || child_pid != child_tgid)
 		return 0;
 	if (!bpf_map_lookup_elem(&cuprobe_targets, &parent_tgid))
@@ -1368,12 +1461,15 @@ int BPF_PROG(process_exit, struct task_struct *task)
 
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
+	if (python_stacks)
+		bpf_map_delete_elem(&py_procs, &tgid); /* forked Python children are not all targets */
 	if (!bpf_map_lookup_elem(&cuprobe_targets, &tgid))
 		return 0;
 	bpf_map_delete_elem(&cuprobe_targets, &tgid);
 	bpf_map_delete_elem(&held_pids, &tgid);
 	bpf_map_delete_elem(&maps_read, &tgid);
 	bpf_map_delete_elem(&cuprobe_process_contexts, &tgid);
+	bpf_map_delete_elem(&launch_seqs, &tgid);
 	count(CP_API_sched_process_exit);
 	now = bpf_ktime_get_ns();
 	event = reserve(cpu_counters(), sizeof(*event));
@@ -1508,10 +1604,14 @@ int BPF_PROG(driver_mmap_raw, struct pt_regs *regs, long id)
 	return 0;
 }
 
-/* exec: an executable may carry static cudart (--runtime). */
+/* exec: an executable may carry static cudart (--runtime); a Python process is one no more. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(process_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (python_stacks)
+		bpf_map_delete_elem(&py_procs, &tgid); /* checked again at its cuInit */
 	if (!watch_runtime)
 		return 0;
 	file_mapped(BPF_CORE_READ(bprm, file), -1, CP_ATTACH_RUNTIME | CP_ATTACH_EXEC);

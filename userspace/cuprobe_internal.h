@@ -98,6 +98,31 @@ int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, 
 int cp_elf__exported_functions(const char *path, char ***names, size_t *count);
 void cp_elf__free_names(char **names, size_t count);
 
+/* ---- Python (python_layout.c, python_lines.c) -------------------------------- */
+
+/* The walker's layout of a CPython 3.10-3.12 from cuprobe's tables: 0, -ENOTSUP. */
+int cp_py_layout__table(uint32_t version, struct cp_py_proc *out);
+/* How many bytes of _Py_DebugOffsets cp_py_layout__from_debug_offsets reads. */
+size_t cp_py_layout__debug_offsets_size(void);
+/*
+ * The walker's layout from an interpreter's _Py_DebugOffsets (3.13, 3.14):
+ * 0; -EPROTO when they are not debug offsets, not of version, or not
+ * self-consistent; -ENOTSUP for other versions and free-threaded builds.
+ */
+int cp_py_layout__from_debug_offsets(const void *data, size_t size, uint32_t version,
+				     struct cp_py_proc *out);
+/* CP_PY_VERSION from a file name (libpython3.10.so.1.0, python3.10): 0 or -ENOENT. */
+int cp_py_layout__version_of_name(const char *name, uint32_t *version);
+/*
+ * The line of the instruction at code unit lasti of a code object whose
+ * co_linetable is table and co_firstlineno firstlineno, as
+ * PyCode_Addr2Line(code, lasti * 2) answers: 3.10's format, or 3.11's
+ * location table for later versions. -1 when the instruction has no line
+ * (or lies beyond the table), firstlineno for lasti < 0.
+ */
+int cp_py_lines__line(uint32_t version, const uint8_t *table, size_t len, int firstlineno,
+		      int32_t lasti);
+
 /* ---- names ------------------------------------------------------------------ */
 
 /*
@@ -109,6 +134,11 @@ int cp_kernel_name_from_device_stub(const char *symbol, char *out, size_t out_le
 
 /* Demangles an Itanium C++ ABI name into out; a plain C name is copied as is. */
 int cp_demangle(const char *mangled, char *out, size_t out_len);
+/*
+ * The demangled name without its parameters (and a template's return type):
+ * _ZN2ns4gemmIfEEvPT_i -> ns::gemm<float>; a plain C name as it is.
+ */
+int cp_demangle_name(const char *mangled, char *out, size_t out_len);
 
 /* ---- names as the formats write them ------------------------------------------ */
 
@@ -172,6 +202,19 @@ int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_
  * is not asked about again. 0 or -errno.
  */
 int cp_tracer__name_request_fd(const struct cp_tracer *tracer);
+/*
+ * Another fd the GPU agent's epoll watches (the socket COMMAND's preload
+ * library reports on): fn runs on the agent thread when fd is readable,
+ * and once more when the agent stops; it reads what is there and returns
+ * 0 to keep watching, 1 when fd is finished (EOF: it leaves the epoll), or
+ * a negative errno, which stops the agent. May be added while the agent
+ * runs; the caller closes fd after cp_agent__free.
+ */
+typedef int (*cp_fd_fn)(void *ctx, int fd);
+int cp_agent__add_fd(struct cp_agent *agent, int fd, cp_fd_fn fn, void *ctx);
+
+/* cuprobe run with device programs: the launch-slot map (opts.launch_slots entries of u64). */
+int cp_tracer__launch_slots_fd(const struct cp_tracer *tracer);
 int cp_tracer__answer_name_request(struct cp_tracer *tracer, struct cp_names *names,
 				   const void *record, size_t size);
 
@@ -189,6 +232,12 @@ struct cp_device_program_info {
 	const char *ptx;           /* its .func definitions, callees first */
 };
 size_t cp_program__device_count(const struct cp_program *program);
+/*
+ * Does a BPF object (ELF bytes, not loaded) hold device programs, sections
+ * beginning with "gpu" (malformed ones included: the load refuses those)?
+ * 1, 0, or a negative errno. For what must be set before the load.
+ */
+int cp_program__elf_has_device_programs(const void *elf, size_t size);
 int cp_program__device(const struct cp_program *program, size_t index,
 		       struct cp_device_program_info *out);
 
