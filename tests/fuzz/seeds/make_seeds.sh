@@ -7,7 +7,9 @@
 # example programs and of btf_types.bpf.c with a record and map entries of
 # their types; elf: small shared libraries and objects (32- and 64-bit,
 # stripped, cut short); http_request: request lines; ptx_jit: device
-# programs by hand (seed_ptx.c, with the tests' bpf_insns.h). Needs clang-14,
+# programs by hand (seed_ptx.c, with the tests' bpf_insns.h). corpus/image
+# and corpus/ptx_rewrite are nvcc's and clang's output, committed as they
+# are (the build's device test files add to them). Needs clang-14,
 # llvm-objcopy-14, bpftool, python3.
 set -eu
 build=$(cd "$1" && pwd)
