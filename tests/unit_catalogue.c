@@ -88,7 +88,7 @@ Test(catalogue, every_probed_driver_symbol_is_a_real_export)
 	size_t count = cp_catalogue__entries(&entries), i, j;
 
 	for (i = 0; i < count; i++) {
-		if (entries[i].runtime)
+		if (entries[i].library != CP_LIBRARY_driver)
 			continue;
 		for (j = 0; j < export_count && strcmp(exports[j], entries[i].symbol); j++)
 			;
@@ -162,6 +162,61 @@ Test(catalogue, family_prefixes)
 	cr_assert_eq(cp_catalogue__family_of_export("cuGraphLaunch"), CP_FAMILY_launch);
 	cr_assert_eq(cp_catalogue__family_of_export("cuMemGetInfo_v2"), CP_FAMILY_NONE);
 	cr_assert_eq(cp_catalogue__family_of_export("cuCtxSynchronize_v2"), CP_FAMILY_sync);
+}
+
+/* ---- NCCL: its table, its aliases, its argument slots -------------------------------- */
+
+Test(catalogue, nccl_lines_are_the_nccl_library_and_family)
+{
+	const struct cp_catalogue_entry *entries;
+	size_t count = cp_catalogue__entries(&entries), i, nccl = 0;
+
+	for (i = 0; i < count; i++) {
+		bool named_nccl = !strncmp(entries[i].symbol, "nccl", 4);
+
+		cr_assert_eq(named_nccl, entries[i].library == CP_LIBRARY_nccl, "%s", entries[i].symbol);
+		cr_assert_eq(named_nccl, entries[i].family == CP_FAMILY_nccl, "%s", entries[i].symbol);
+		nccl += named_nccl && entries[i].probed;
+	}
+	cr_assert_geq(nccl, 30, "%zu NCCL calls probed", nccl);
+	cr_assert_str_eq(cp_library__name(CP_LIBRARY_nccl), "nccl");
+	cr_assert(cp_family__programmable(CP_FAMILY_nccl), "cuprobe run may attach to nccl");
+	cr_assert_eq(cp_family__by_name("nccl"), CP_FAMILY_nccl);
+}
+
+Test(catalogue, pnccl_names_are_aliases_of_the_nccl_lines)
+{
+	static const char *const exports_of_nccl[] = {
+		"ncclAllReduce", "pncclAllReduce", "ncclGroupEnd", "pncclGroupEnd",
+		"ncclCommGetAsyncError", "pncclCommGetAsyncError", "pncclSomethingNew",
+	};
+	char buf[64];
+	struct coverage c = { 0 };
+	int in_families;
+
+	cr_assert_str_eq(cp_catalogue__canonical("pncclAllReduce", buf, sizeof(buf)), "ncclAllReduce");
+	cr_assert_null(cp_catalogue__canonical("ncclAllReduce", buf, sizeof(buf)));
+	cr_assert_null(cp_catalogue__canonical("pncclAllReduce", buf, 4), "too small a buffer");
+	in_families = cp_catalogue__unprobed(exports_of_nccl, 7, note, &c);
+	cr_assert_eq(in_families, 7);
+	/* the watchdog's poll and its alias are excluded; the unknown export is said, under its own name */
+	cr_assert_eq(c.excluded, 2);
+	cr_assert_eq(c.unknown, 1);
+	cr_assert_str_eq(c.unknown_names, "pncclSomethingNew ");
+}
+
+/* One entry and one return program serve every NCCL line (the nesting and the links need both). */
+Test(catalogue, every_nccl_line_goes_through_nccl_entry_and_nccl_return)
+{
+	const struct cp_catalogue_entry *entries;
+	size_t count = cp_catalogue__entries(&entries), i;
+
+	for (i = 0; i < count; i++) {
+		if (!entries[i].probed || entries[i].library != CP_LIBRARY_nccl)
+			continue;
+		cr_assert_str_eq(entries[i].program, "nccl_entry", "%s", entries[i].symbol);
+		cr_assert_str_eq(entries[i].return_program, "nccl_return", "%s", entries[i].symbol);
+	}
 }
 
 /* ---- the log2 buckets: (2^(b-1), 2^b], bucket 0 = [0, 1] ---------------------------- */

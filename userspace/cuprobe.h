@@ -87,6 +87,13 @@ CUPROBE_API const char *cp_vmm_op__name(enum cp_vmm_op op);
 CUPROBE_API const char *cp_attach_status__name(enum cp_attach_status status);
 CUPROBE_API const char *cp_context_op__name(enum cp_context_op op);
 CUPROBE_API const char *cp_family__name(enum cp_family family);
+/* "driver", "runtime", "nccl". */
+CUPROBE_API const char *cp_library__name(enum cp_library library);
+CUPROBE_API const char *cp_nccl_op__name(enum cp_nccl_op op);
+/* "int8", "float32", ...: NCCL's ncclDataType_t; "unknown" beyond them. */
+CUPROBE_API const char *cp_nccl_datatype__name(uint32_t datatype);
+/* "sum", "prod", "max", "min", "avg"; "custom" for ops made by ncclRedOpCreatePreMulSum. */
+CUPROBE_API const char *cp_nccl_redop__name(uint32_t redop);
 /* Whether users' programs may attach to the family (SEC("cuda/FAMILY")). */
 CUPROBE_API bool cp_family__programmable(enum cp_family family);
 /* CP_FAMILY_NONE when no family has that name. */
@@ -106,6 +113,7 @@ struct cp_catalogue_entry {
 	const char *program;        /* BPF program at entry (probed only) */
 	const char *return_program; /* BPF program at return, or "none" */
 	const char *reason;         /* why it is not probed (excluded only) */
+	enum cp_library library;    /* which library's table (driver, runtime, nccl) */
 };
 
 /* Every catalogue line, probed and excluded, driver first: returns how many. */
@@ -114,6 +122,12 @@ CUPROBE_API size_t cp_catalogue__entries(const struct cp_catalogue_entry **entri
 CUPROBE_API const struct cp_catalogue_entry *cp_catalogue__find(const char *symbol);
 /* The traced family whose export-name prefix symbol has, or CP_FAMILY_NONE. */
 CUPROBE_API enum cp_family cp_catalogue__family_of_export(const char *symbol);
+/*
+ * An alias's catalogued name (CP_ALIAS_PREFIXES: pncclAllReduce ->
+ * ncclAllReduce) written to buf; NULL when symbol is no alias (or buf is
+ * too small).
+ */
+CUPROBE_API const char *cp_catalogue__canonical(const char *symbol, char *buf, size_t size);
 
 /*
  * What a driver exports in a traced family without a probe: for each such
@@ -234,6 +248,9 @@ CUPROBE_API int cp_tracer__attach_driver(struct cp_tracer *tracer, const char *l
 /* Attach the cudaLaunchKernel probe to a libcudart file or an executable with static cudart. */
 CUPROBE_API int cp_tracer__attach_runtime(struct cp_tracer *tracer, const char *path,
 					  struct cp_attach_report *report);
+/* Attach the NCCL probes (the nccl family) to a libnccl file. -ENOENT when none attached. */
+CUPROBE_API int cp_tracer__attach_nccl(struct cp_tracer *tracer, const char *path,
+				       struct cp_attach_report *report);
 /* Add a process to the traced set (its later forks follow). */
 CUPROBE_API int cp_tracer__add_pid(struct cp_tracer *tracer, pid_t pid);
 CUPROBE_API int cp_tracer__ring_fd(const struct cp_tracer *tracer);
@@ -365,6 +382,7 @@ struct cp_traced_file {
 	uint32_t dev;             /* the kernel's dev_t */
 	uint64_t inode;
 	bool runtime;             /* cudaLaunchKernel probe, not the driver catalogue */
+	enum cp_library library;  /* which table of the catalogue it got */
 	bool at_start;            /* attached before tracing started */
 	enum cp_attach_status status;
 	int error;                /* negative errno when status is FAILED */

@@ -108,8 +108,8 @@ void cp_tracer__stop_guardian(struct cp_tracer *tracer);
 /* xid.c: the kernel log, read to name the process an Xid hit. */
 void cp_tracer__open_kmsg(struct cp_tracer *tracer);
 void cp_tracer__close_kmsg(struct cp_tracer *tracer);
-/* tracer.c: attach the driver catalogue or the runtime probe to the file at path. */
-int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, bool runtime,
+/* tracer.c: attach a library's table of the catalogue to the file at path. */
+int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, enum cp_library library,
 			   struct cp_attach_report *report);
 
 #endif

@@ -96,6 +96,8 @@ static bool json_launch(struct cp_sink *out, const union cp_event *event,
 		put(out, ",\"config_unreadable\":true");
 	if (e->flags & CP_LAUNCH_LEGACY)
 		put(out, ",\"legacy\":true");
+	if (e->nccl_call)
+		put_json_u64(out, "nccl_call", e->nccl_call);
 	return false;
 }
 
@@ -304,6 +306,52 @@ static bool json_xid(struct cp_sink *out, const union cp_event *event,
 	put_json_string(out, "dev", event->xid.dev);
 	put_json_string(out, "message", event->xid.msg);
 	return false;
+}
+
+static bool json_nccl(struct cp_sink *out, const union cp_event *event,
+		      const struct cp_names *names)
+{
+	const struct cp_nccl_event *e = &event->nccl;
+
+	put_json_name(out, "op", cp_nccl_op__name(e->op));
+	put_json_u64(out, "seq", e->seq);
+	put_json_u64(out, "group", e->group);
+	put_json_hex(out, "comm", e->comm);
+	put_json_hex(out, "comm_id", e->comm_id);
+	put_json_i64(out, "rank", e->rank);
+	put_json_i64(out, "nranks", e->nranks);
+	put_json_i64(out, "device", e->device);
+	if (CP_NCCL_MOVES_DATA(e->op)) {
+		put_json_u64(out, "count", e->count);
+		put_json_name(out, "datatype", cp_nccl_datatype__name(e->datatype));
+		put_json_u64(out, "bytes", e->bytes);
+		if (e->op == CP_NCCL_ALL_REDUCE || e->op == CP_NCCL_REDUCE ||
+		    e->op == CP_NCCL_REDUCE_SCATTER) {
+			put_json_name(out, "redop", cp_nccl_redop__name(e->redop));
+			if (e->redop >= 5)
+				put_json_u64(out, "redop_handle", e->redop);
+		}
+		if (e->root >= 0) {
+			if (e->op == CP_NCCL_SEND || e->op == CP_NCCL_RECV)
+				put_json_i64(out, "peer", e->root);
+			else
+				put_json_i64(out, "root", e->root);
+		}
+		put_json_hex(out, "stream", e->stream);
+	}
+	if (e->parent)
+		put_json_hex(out, "parent", e->parent);
+	put_json_u64(out, "launches", e->launches);
+	put_json_u64(out, "entry_ns", e->entry_ns);
+	put_json_u64(out, "duration_ns", e->hdr.time_ns - e->entry_ns);
+	put_json_i64(out, "result", e->result);
+	if (e->flags & CP_NCCL_BAD_DATATYPE)
+		put_lit(out, ",\"bad_datatype\":true");
+	if (e->flags & CP_NCCL_COMM_UNKNOWN)
+		put_lit(out, ",\"comm_unknown\":true");
+	if (e->flags & CP_NCCL_ID_UNREADABLE)
+		put_lit(out, ",\"id_unreadable\":true");
+	return true;
 }
 
 static bool json_rt_launch(struct cp_sink *out, const union cp_event *event,
@@ -588,9 +636,10 @@ static void json_traced_file(struct cp_sink *out, const struct cp_traced_file *f
 
 	put_lit(out, "{\"type\":\"driver_file\"");
 	put_json_string(out, "path", f->path);
-	put(out, ",\"runtime\":%s,\"dev\":%u,\"inode\":%llu,\"status\":\"%s\",\"error\":%d,"
-	    "\"probes\":%u,\"first_mapped_ns\":%llu,\"probes_live_ns\":%llu,",
-	    f->runtime ? "true" : "false", f->dev, (unsigned long long)f->inode,
+	put(out, ",\"runtime\":%s,\"library\":\"%s\",\"dev\":%u,\"inode\":%llu,\"status\":\"%s\","
+	    "\"error\":%d,\"probes\":%u,\"first_mapped_ns\":%llu,\"probes_live_ns\":%llu,",
+	    f->runtime ? "true" : "false", cp_library__name(f->library), f->dev,
+	    (unsigned long long)f->inode,
 	    cp_attach_status__name(f->status), f->error, f->probes,
 	    (unsigned long long)f->first_mapped_ns, (unsigned long long)f->probes_live_ns);
 	if (live)

@@ -70,6 +70,8 @@ static void text_launch(struct cp_sink *out, const union cp_event *event,
 	put_field_hex(out, "stream", e->stream);
 	if (e->flags & CP_LAUNCH_CONFIG_FAULT)
 		put(out, " (config unreadable)");
+	if (e->nccl_call)
+		put_field_u64(out, "nccl", e->nccl_call);
 }
 
 static void text_alloc(struct cp_sink *out, const union cp_event *event,
@@ -258,6 +260,48 @@ static void text_xid(struct cp_sink *out, const union cp_event *event,
 	put_text_string(out, event->xid.dev);
 	put(out, " ");
 	put_text_string(out, event->xid.msg);
+}
+
+static void text_nccl(struct cp_sink *out, const union cp_event *event,
+		      const struct cp_names *names)
+{
+	const struct cp_nccl_event *e = &event->nccl;
+
+	put_lit(out, " ");
+	put_str(out, cp_nccl_op__name(e->op));
+	if (CP_NCCL_MOVES_DATA(e->op)) {
+		put_field_u64(out, "count", e->count);
+		put_lit(out, " ");
+		put_str(out, cp_nccl_datatype__name(e->datatype));
+		put_field_u64(out, "bytes", e->bytes);
+		if (e->op == CP_NCCL_ALL_REDUCE || e->op == CP_NCCL_REDUCE ||
+		    e->op == CP_NCCL_REDUCE_SCATTER)
+			put_field_str(out, "op", cp_nccl_redop__name(e->redop));
+		if (e->root >= 0 && (e->op == CP_NCCL_SEND || e->op == CP_NCCL_RECV))
+			put_field_i64(out, "peer", e->root);
+		else if (e->root >= 0)
+			put_field_i64(out, "root", e->root);
+		put_field_hex(out, "stream", e->stream);
+	}
+	if (e->comm) {
+		put_field_hex(out, "comm", e->comm);
+		if (e->rank >= 0 || e->nranks >= 0)
+			put(out, " rank=%d/%d", e->rank, e->nranks);
+		if (e->comm_id)
+			put_field_hex(out, "id", e->comm_id);
+		if (e->device >= 0)
+			put_field_i64(out, "device", e->device);
+	}
+	if (e->parent)
+		put_field_hex(out, "parent", e->parent);
+	put_field_u64(out, "seq", e->seq);
+	if (e->group && e->group != e->seq)
+		put_field_u64(out, "group", e->group);
+	if (e->launches)
+		put_field_u64(out, "launches", e->launches);
+	put(out, " took=%lluus", (unsigned long long)((e->hdr.time_ns - e->entry_ns) / 1000));
+	if (e->result)
+		put_field_i64(out, "failed", e->result);
 }
 
 static void text_rt_launch(struct cp_sink *out, const union cp_event *event,
