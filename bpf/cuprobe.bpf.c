@@ -1402,8 +1402,10 @@ int BPF_KRETPROBE(nccl_return, int result)
 	now = bpf_ktime_get_ns();
 	if (nccl_links_launches(slot->call.op))
 		__sync_fetch_and_add(&nccl_open_calls, -1);
-	if (slot->call.op == CP_NCCL_GROUP_END && thread->group_depth && !--thread->group_depth)
+	if (slot->call.op == CP_NCCL_GROUP_END && (!thread->group_depth || !--thread->group_depth)) {
 		thread->group = 0;
+		slot->call.flags |= CP_NCCL_GROUP_OUTERMOST;
+	}
 	out_array = slot->call.comm;
 	cuda_nccl_returned(&slot->call, result);
 	nccl_track_comms(pid_tgid >> 32, &slot->call, out_array);

@@ -333,6 +333,7 @@ enum cp_nccl_op {
 #define CP_NCCL_BAD_DATATYPE (1u << 0) /* a datatype NCCL does not define: bytes 0 */
 #define CP_NCCL_COMM_UNKNOWN (1u << 1) /* the communicator was made before tracing began */
 #define CP_NCCL_ID_UNREADABLE (1u << 2) /* init: the unique id could not be read */
+#define CP_NCCL_GROUP_OUTERMOST (1u << 3) /* ncclGroupEnd that ended the outermost group: it launched the group's work */
 
 /* Launch kinds (the launch family's kind). */
 enum cp_launch_kind {

@@ -426,6 +426,22 @@ struct cp_device_mem_row {
 	uint64_t frees;
 };
 
+/* One process's NCCL calls of one operation on one communicator (calls as the program made them). */
+struct cp_nccl_row {
+	uint32_t pid;
+	uint32_t op;              /* enum cp_nccl_op */
+	uint64_t comm;            /* ncclComm_t; 0 for group calls */
+	uint64_t comm_id;         /* NCCL's hash of its unique id; 0 when not known */
+	int32_t rank, nranks;     /* -1 when not known */
+	int32_t device;           /* the communicator's device; -1 when not known */
+	uint32_t pad;
+	uint64_t calls;
+	uint64_t errors;          /* calls that returned other than ncclSuccess */
+	uint64_t bytes;           /* count x datatype size, summed */
+	uint64_t enqueue_ns;      /* entry to return, summed */
+	uint64_t launches;        /* launches made inside the calls */
+};
+
 /* One process's copies in one direction, issued with a device current. */
 struct cp_copy_row {
 	uint32_t pid;
@@ -499,6 +515,8 @@ struct cp_stats_snapshot {
 	size_t device_mem_count;
 	struct cp_copy_row *copies;
 	size_t copy_count;
+	struct cp_nccl_row *nccls;
+	size_t nccl_count;
 };
 
 CUPROBE_API int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
@@ -629,6 +647,7 @@ struct cp_gpu_interval {
 	uint32_t evidence_api;    /* the call that proved it (enum cp_api) */
 	uint32_t evidence_tid;
 	bool graph;               /* a graph launch: the bound covers the whole graph */
+	uint32_t nccl_call;       /* the NCCL call it is the work of (its seq), 0 none */
 };
 typedef void (*cp_interval_fn)(void *ctx, const struct cp_gpu_interval *interval);
 

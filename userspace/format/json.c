@@ -351,6 +351,8 @@ static bool json_nccl(struct cp_sink *out, const union cp_event *event,
 		put_lit(out, ",\"comm_unknown\":true");
 	if (e->flags & CP_NCCL_ID_UNREADABLE)
 		put_lit(out, ",\"id_unreadable\":true");
+	if (e->flags & CP_NCCL_GROUP_OUTERMOST)
+		put_lit(out, ",\"outermost\":true");
 	return true;
 }
 
@@ -539,6 +541,29 @@ static void json_report(struct cp_sink *out, const struct cp_report *r, struct c
 		    (unsigned long long)mem->unknown_frees);
 	else
 		put(out, ",\"memory\":null");
+	if (r->nccl_count) {
+		put(out, ",\"nccl\":[");
+		for (i = 0; i < r->nccl_count; i++) {
+			const struct cp_nccl_report_row *n = &r->nccl[i];
+			const struct cp_nccl_row *row = &n->row;
+
+			put(out, "%s{\"comm\":\"0x%llx\",\"comm_id\":\"0x%llx\",\"rank\":%d,\"nranks\":%d,"
+			    "\"device\":%d,\"op\":\"%s\",\"calls\":%llu,\"errors\":%llu,\"bytes\":%llu,"
+			    "\"enqueue_ns\":%llu,\"launches\":%llu", i ? "," : "",
+			    (unsigned long long)row->comm, (unsigned long long)row->comm_id, row->rank,
+			    row->nranks, row->device, cp_nccl_op__name(row->op),
+			    (unsigned long long)row->calls, (unsigned long long)row->errors,
+			    (unsigned long long)row->bytes, (unsigned long long)row->enqueue_ns,
+			    (unsigned long long)row->launches);
+			if (r->nccl_gpu)
+				put(out, ",\"kernels\":%llu,\"gpu_max_ns\":%llu,\"gpu_start_ns\":%llu,"
+				    "\"gpu_end_ns\":%llu", (unsigned long long)n->kernels,
+				    (unsigned long long)n->gpu_max_ns, (unsigned long long)n->gpu_start_ns,
+				    (unsigned long long)n->gpu_end_ns);
+			put(out, "}");
+		}
+		put(out, "]");
+	}
 	if (r->gpu)
 		put_gpu_json(out, r);
 	put(out, "}\n");
@@ -594,6 +619,8 @@ void cp_json__interval(struct cp_sink *out, const struct cp_gpu_interval *interv
 	if (interval->evidence != CP_DONE_NONE)
 		put(out, ",\"evidence_api\":\"%s\",\"evidence_tid\":%u",
 		    cp_api__name(interval->evidence_api), interval->evidence_tid);
+	if (interval->nccl_call)
+		put(out, ",\"nccl_call\":%u", interval->nccl_call);
 	put(out, "}");
 }
 

@@ -454,6 +454,51 @@ static void put_gpu_text(struct cp_sink *out, const struct cp_report *r)
 	}
 }
 
+/* The NCCL table: per communicator (its rank of its size, its id) and op. */
+static void put_nccl_text(struct cp_sink *out, const struct cp_report *r)
+{
+	char bytes[32], enqueue[32], gpu[32], comm[96];
+	uint64_t last_comm = ~0ull;
+	size_t i;
+
+	put(out, "  nccl calls:\n    %-44s %-15s %10s %11s %10s %9s", "communicator", "op", "calls",
+	    "bytes", "enqueue", "launches");
+	if (r->nccl_gpu)
+		put(out, " %9s %10s", "kernels", "gpu<=");
+	put(out, "\n");
+	for (i = 0; i < r->nccl_count; i++) {
+		const struct cp_nccl_report_row *n = &r->nccl[i];
+		const struct cp_nccl_row *row = &n->row;
+
+		if (row->comm != last_comm) {
+			if (!row->comm)
+				snprintf(comm, sizeof(comm), "(groups)");
+			else if (row->comm_id)
+				snprintf(comm, sizeof(comm), "0x%llx %d/%d id 0x%llx",
+					 (unsigned long long)row->comm, row->rank, row->nranks,
+					 (unsigned long long)row->comm_id);
+			else
+				snprintf(comm, sizeof(comm), "0x%llx %d/%d", (unsigned long long)row->comm,
+					 row->rank, row->nranks);
+			last_comm = row->comm;
+		} else {
+			comm[0] = '\0';
+		}
+		cp_format__bytes(row->bytes, false, bytes, sizeof(bytes));
+		human_ns(row->calls ? row->enqueue_ns / row->calls : 0, enqueue, sizeof(enqueue));
+		put(out, "    %-44s %-15s %10llu %11s %10s %9llu", comm, cp_nccl_op__name(row->op),
+		    (unsigned long long)row->calls, CP_NCCL_MOVES_DATA(row->op) ? bytes : "-",
+		    enqueue, (unsigned long long)row->launches);
+		if (r->nccl_gpu) {
+			human_ns(n->gpu_max_ns, gpu, sizeof(gpu));
+			put(out, " %9llu %10s", (unsigned long long)n->kernels, n->kernels ? gpu : "-");
+		}
+		if (row->errors)
+			put(out, " (%llu failed)", (unsigned long long)row->errors);
+		put(out, "\n");
+	}
+}
+
 static void text_report(struct cp_sink *out, const struct cp_report *r, struct cp_names *names)
 {
 	const struct cp_kernel_row *kernels = r->kernels;
@@ -528,6 +573,8 @@ static void text_report(struct cp_sink *out, const struct cp_report *r, struct c
 		put(out, "\n  pinned host memory: %s live in %llu allocations\n", c,
 		    (unsigned long long)mem->host_live_allocations);
 	}
+	if (r->nccl_count)
+		put_nccl_text(out, r);
 	if (r->gpu)
 		put_gpu_text(out, r);
 }
