@@ -289,8 +289,9 @@
 	P(cudaLaunchKernel_ptsz, runtime, rt_launch, none, 0)
 
 /*
- * NCCL (API of NCCL 2.28, nccl.h; the *Config, Gather, Scatter and one-sided
- * calls are 2.29 and later, absent symbols are skipped). One family, one
+ * NCCL (API of NCCL 2.28, nccl.h, checked against 2.28.9's exports,
+ * tests/data/libnccl-2.28.9-exports.txt; the *Config and one-sided calls
+ * are 2.29 and later: absent symbols are skipped). One family, one
  * record type: the kind is enum cp_nccl_op. The argument slots mean:
  *   A      the communicator; for calls that make one, the out pointer
  *   B      collectives and send/recv: the datatype; init: nranks; queries:
@@ -312,6 +313,7 @@
 #define CP_NCCL_QUERY(op) (CP_KIND(op) | CP_ARG_A(1) | CP_ARG_B(2))
 #define CP_NCCL_ON(op) (CP_KIND(op) | CP_ARG_A(1))
 #define CP_NCCL_NO_WORK "moves no data and touches no communicator's state that the records need"
+#define CP_NCCL_DEVICE_API "the device API's host side: the program's own kernels move the data, and the launch probes see them"
 
 #define CP_NCCL_APIS(P, X) \
 	/* collectives: (sendbuff, recvbuff, count, datatype, ...); their Config forms take one more */ \
@@ -388,7 +390,16 @@
 	X(ncclParamGetU16, nccl, CP_NCCL_NO_WORK) X(ncclParamGetU32, nccl, CP_NCCL_NO_WORK) \
 	X(ncclParamGetU64, nccl, CP_NCCL_NO_WORK) X(ncclParamGetStr, nccl, CP_NCCL_NO_WORK) \
 	X(ncclParamGet, nccl, CP_NCCL_NO_WORK) X(ncclParamGetParameter, nccl, CP_NCCL_NO_WORK) \
-	X(ncclParamGetAllParameterKeys, nccl, CP_NCCL_NO_WORK) X(ncclParamDumpAll, nccl, CP_NCCL_NO_WORK)
+	X(ncclParamGetAllParameterKeys, nccl, CP_NCCL_NO_WORK) X(ncclParamDumpAll, nccl, CP_NCCL_NO_WORK) \
+	X(ncclResetDebugInitInternal, nccl, CP_NCCL_NO_WORK) \
+	/* the device API (2.28): communicators and teams for kernels the program writes and launches */ \
+	X(ncclDevCommCreate, nccl, CP_NCCL_DEVICE_API) X(ncclDevCommDestroy, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclTeamWorld, nccl, CP_NCCL_DEVICE_API) X(ncclTeamLsa, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclTeamRail, nccl, CP_NCCL_DEVICE_API) X(ncclTeamRankToWorld, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclTeamRankToLsa, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclLsaBarrierCreateRequirement, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclGinBarrierCreateRequirement, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclLLA2ACreateRequirement, nccl, CP_NCCL_DEVICE_API) X(ncclLLA2ACalcSlots, nccl, CP_NCCL_DEVICE_API)
 
 /* Slots of enum cp_api that are not probed symbols: lifecycle and driver tracepoints. */
 #define CP_PSEUDO_APIS(S) S(sched_process_fork) S(sched_process_exit) S(driver_mapped) S(nvidia_dev_xid)
