@@ -1,0 +1,453 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * NCCL end to end, as root, with the real cuprobe, the simulated NCCL and
+ * the simulated driver (nccl_loop says what it called):
+ *  - trace: every operation's calls and bytes exactly, the communicators
+ *    (rank, size, NCCL's commId hash), ncclBcast counted once though it is
+ *    made through ncclBroadcast, every kernel linked to the collective (or
+ *    the group) that launched it and each call's launch count right, the
+ *    Perfetto trace's collective slices over their kernels;
+ *  - stats: the same per communicator and op, the API table's probe hits,
+ *    and with --timeline every kernel's bound attributed;
+ *  - a late attach (-p): exact from the attach on, the communicator learned
+ *    from the queries the program makes;
+ *  - cuprobe run with the nccl family (bpf/examples/nccl_bytes.bpf.c).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "cuprobe.h"
+#include "helpers.h"
+
+#define MAX_OPS 32
+
+struct op_count {
+	char op[32];
+	long long calls, bytes, launches;
+};
+
+struct run {
+	char *dir;
+	char *events;
+	char *perfetto;
+	char *out;
+	char *err;
+	char *out_text;
+	char *err_text;
+	json_t *json;
+	int status;
+	struct op_count ops[MAX_OPS];
+	size_t op_count;
+	char *summary;
+};
+
+static void run_init(struct run *r)
+{
+	require_root();
+	memset(r, 0, sizeof(*r));
+	r->dir = make_tmpdir();
+	r->events = path_join(r->dir, "events.json");
+	r->perfetto = path_join(r->dir, "perfetto.json");
+	r->out = path_join(r->dir, "stdout.txt");
+	r->err = path_join(r->dir, "stderr.txt");
+}
+
+static void run_free(struct run *r)
+{
+	if (r->json)
+		json_decref(r->json);
+	remove_tree(r->dir);
+	free(r->dir);
+	free(r->events);
+	free(r->perfetto);
+	free(r->out);
+	free(r->err);
+	free(r->out_text);
+	free(r->err_text);
+	free(r->summary);
+}
+
+/* The workload's "nccl_loop: op=NAME calls=N bytes=B launches=L" lines, and its summary. */
+static void read_workload(struct run *r)
+{
+	const char *at = r->out_text;
+
+	while ((at = strstr(at, "nccl_loop: op="))) {
+		struct op_count *o = &r->ops[r->op_count];
+
+		cr_assert_lt(r->op_count, MAX_OPS);
+		cr_assert_eq(sscanf(at, "nccl_loop: op=%31s calls=%lld bytes=%lld launches=%lld", o->op,
+				    &o->calls, &o->bytes, &o->launches), 4, "%.80s", at);
+		r->op_count++;
+		at++;
+	}
+	r->summary = find_line(r->out_text, "nccl_loop: pid=", 0);
+	cr_assert_not_null(r->summary, "nccl_loop printed no summary:\n%s\n%s", r->out_text,
+			   r->err_text);
+	cr_assert(strstr(r->summary, "result=ok"), "%s", r->summary);
+	cr_assert_gt(r->op_count, 10, "only %zu operations", r->op_count);
+}
+
+static void run_cuprobe(struct run *r, char **argv)
+{
+	struct run_opts o = { .stdout_path = r->out, .stderr_path = r->err };
+
+	argv[0] = CUPROBE_BIN;
+	r->status = run_program(argv, &o, NULL);
+	r->out_text = read_text(r->out);
+	r->err_text = read_text(r->err);
+	cr_assert_not_null(r->out_text);
+	cr_assert_not_null(r->err_text);
+	cr_assert_eq(r->status, 0, "cuprobe exited %d; stderr:\n%s", r->status, r->err_text);
+	read_workload(r);
+}
+
+/* "api=NAME calls=N" of the workload: calls of that export it made itself. */
+static long long api_calls(const struct run *r, const char *api)
+{
+	char needle[96];
+	const char *at;
+
+	snprintf(needle, sizeof(needle), "nccl_loop: api=%s calls=", api);
+	at = strstr(r->out_text, needle);
+	return at ? atoll(at + strlen(needle)) : 0;
+}
+
+static bool nccl_of(json_t *ev, long long pid)
+{
+	return !strcmp(jstr(ev, "type"), "nccl") && jint(ev, "pid") == pid;
+}
+
+/*
+ * Per operation: the records' calls, bytes and launches are the workload's,
+ * and no record of an operation it did not make.
+ */
+static void check_ops(struct run *r, long long pid)
+{
+	size_t i, j;
+	json_t *ev;
+
+	for (i = 0; i < r->op_count; i++) {
+		long long calls = 0, bytes = 0, launches = 0;
+
+		json_array_foreach(r->json, j, ev) {
+			if (!nccl_of(ev, pid) || strcmp(jstr(ev, "op"), r->ops[i].op))
+				continue;
+			calls++;
+			launches += jint(ev, "launches");
+			if (json_object_get(ev, "bytes"))
+				bytes += jint(ev, "bytes");
+			cr_assert_eq(jint(ev, "result"), 0, "%s failed", r->ops[i].op);
+		}
+		cr_assert_eq(calls, r->ops[i].calls, "%s: %lld calls, cuprobe saw %lld", r->ops[i].op,
+			     r->ops[i].calls, calls);
+		cr_assert_eq(bytes, r->ops[i].bytes, "%s: %lld bytes, cuprobe saw %lld", r->ops[i].op,
+			     r->ops[i].bytes, bytes);
+		cr_assert_eq(launches, r->ops[i].launches, "%s: %lld launches, cuprobe linked %lld",
+			     r->ops[i].op, r->ops[i].launches, launches);
+	}
+	json_array_foreach(r->json, j, ev) {
+		bool known = false;
+
+		if (!nccl_of(ev, pid))
+			continue;
+		for (i = 0; i < r->op_count; i++)
+			known |= !strcmp(jstr(ev, "op"), r->ops[i].op);
+		cr_assert(known, "a record of %s, which nccl_loop did not count", jstr(ev, "op"));
+	}
+}
+
+/*
+ * Every launch of the workload is NCCL's, linked to the call whose seq it
+ * carries (a collective, or a group's ncclGroupStart), and each call's
+ * launch count is the launches that name it.
+ */
+static void check_links(struct run *r, long long pid)
+{
+	size_t i, j, linked = 0;
+	json_t *ev, *owner;
+
+	json_array_foreach(r->json, i, ev) {
+		long long link;
+
+		if (strcmp(jstr(ev, "type"), "launch") || jint(ev, "pid") != pid)
+			continue;
+		cr_assert(json_object_get(ev, "nccl_call"), "a launch of %s linked to no NCCL call",
+			  jstr(ev, "kernel"));
+		link = jint(ev, "nccl_call");
+		cr_assert(!strncmp(jstr(ev, "kernel"), "ncclDevKernel_", 14), "%s", jstr(ev, "kernel"));
+		owner = NULL;
+		json_array_foreach(r->json, j, owner)
+			if (nccl_of(owner, pid) && jint(owner, "seq") == link)
+				break;
+		cr_assert_lt(j, json_array_size(r->json), "no NCCL call has seq %lld", link);
+		/* A collective's own kernel is named after it; a group's is Generic or SendRecv. */
+		if (!strcmp(jstr(owner, "op"), "group_start"))
+			cr_assert(strstr(jstr(ev, "kernel"), "Generic") ||
+				  strstr(jstr(ev, "kernel"), "SendRecv"), "%s", jstr(ev, "kernel"));
+		else
+			cr_assert(json_object_get(owner, "stream") &&
+				  !strcmp(jstr(owner, "stream"), jstr(ev, "stream")),
+				  "a collective's kernel on another stream");
+		linked++;
+	}
+	cr_assert_eq((long long)linked, line_value(r->summary, "launches"));
+	/* The other way: each call's count is what links to it. */
+	json_array_foreach(r->json, i, owner) {
+		long long link, count = 0;
+
+		if (!nccl_of(owner, pid) || !jint(owner, "launches"))
+			continue;
+		link = !strcmp(jstr(owner, "op"), "group_end") ? jint(owner, "group") : jint(owner, "seq");
+		cr_assert(strcmp(jstr(owner, "op"), "group_end") ||
+			  json_is_true(json_object_get(owner, "outermost")), "an inner group end launched");
+		json_array_foreach(r->json, j, ev)
+			if (!strcmp(jstr(ev, "type"), "launch") && jint(ev, "pid") == pid &&
+			    json_object_get(ev, "nccl_call") && jint(ev, "nccl_call") == link)
+				count++;
+		cr_assert_eq(count, jint(owner, "launches"), "%s seq %lld", jstr(owner, "op"),
+			     jint(owner, "seq"));
+	}
+}
+
+/* The communicators: the first as ncclCommInitRank made it, those of ncclCommInitAll by rank. */
+static void check_comms(struct run *r, long long pid, int ranks)
+{
+	long long seen[8] = { 0 };
+	size_t i;
+	json_t *ev;
+	char comm[32], id[32];
+
+	snprintf(comm, sizeof(comm), "0x%llx", strtoull(strstr(r->summary, " comm=") + 6, NULL, 16));
+	snprintf(id, sizeof(id), "0x%llx", strtoull(strstr(r->summary, " comm_id=") + 9, NULL, 16));
+	json_array_foreach(r->json, i, ev) {
+		if (!nccl_of(ev, pid) || !json_object_get(ev, "bytes"))
+			continue;
+		if (!strcmp(jstr(ev, "comm"), comm)) {
+			cr_assert_str_eq(jstr(ev, "comm_id"), id, "the commId hash NCCL would print");
+			cr_assert_eq(jint(ev, "rank"), 0);
+			cr_assert_eq(jint(ev, "nranks"), 1);
+			cr_assert_eq(jint(ev, "device"), 0);
+		} else if (jint(ev, "nranks") == ranks) {
+			cr_assert_lt(jint(ev, "rank"), ranks);
+			seen[jint(ev, "rank")]++;
+		} else {
+			/* The split's child: its rank and size depend on every rank's colour. */
+			cr_assert_eq(jint(ev, "nranks"), -1, "comm %s", jstr(ev, "comm"));
+			cr_assert_str_eq(jstr(ev, "op"), "all_reduce");
+		}
+	}
+	for (i = 0; ranks && i < (size_t)ranks; i++)
+		cr_assert_gt(seen[i], 0, "no call of rank %zu of the %d", i, ranks);
+}
+
+Test(trace, every_operation_counted_linked_and_drawn_exactly, .timeout = 120)
+{
+	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "--perfetto", NULL, "--",
+			 NCCL_LOOP, "3", "--ranks", "3", "--kernel-us", "20", NULL };
+	json_t *perfetto, *ev;
+	long long pid, slices = 0, owners = 0;
+	size_t i;
+	struct run r;
+
+	run_init(&r);
+	argv[4] = r.events;
+	argv[6] = r.perfetto;
+	run_cuprobe(&r, argv);
+	r.json = load_json_lines(r.events);
+	pid = line_value(r.summary, "pid");
+	check_ops(&r, pid);
+	check_links(&r, pid);
+	check_comms(&r, pid, 3);
+	/* ncclBcast is one call, though NCCL (and the simulator) makes it through ncclBroadcast. */
+	cr_assert_eq(count_events(r.json, "nccl", "ncclBcast"), api_calls(&r, "ncclBcast"));
+	cr_assert_eq(count_events(r.json, "nccl", "ncclBroadcast"), api_calls(&r, "ncclBroadcast"));
+
+	/* Perfetto: a slice per call (or group) that launched, over its kernels, all bounded. */
+	json_array_foreach(r.json, i, ev)
+		if (nccl_of(ev, pid) && jint(ev, "launches") &&
+		    (strcmp(jstr(ev, "op"), "group_end") || json_is_true(json_object_get(ev, "outermost"))))
+			owners++;
+	perfetto = json_load_file(r.perfetto, 0, NULL);
+	cr_assert(json_is_array(perfetto), "the Perfetto trace is not a JSON array");
+	json_array_foreach(perfetto, i, ev) {
+		json_t *args;
+
+		if (strcmp(jstr(ev, "ph"), "b") || !json_object_get(ev, "cat") ||
+		    strcmp(jstr(ev, "cat"), "nccl"))
+			continue;
+		args = json_object_get(ev, "args");
+		cr_assert_eq(jint(args, "kernels"), jint(args, "launches"));
+		cr_assert_eq(jint(args, "kernels_bounded"), jint(args, "launches"));
+		slices++;
+	}
+	cr_assert_eq(slices, owners, "%lld collective slices for %lld calls that launched", slices,
+		     owners);
+	json_decref(perfetto);
+	run_free(&r);
+}
+
+/* The stats report's "nccl" rows of one op, summed over communicators. */
+static void stats_op(json_t *stats, const char *op, long long *calls, long long *bytes,
+		     long long *launches, long long *kernels)
+{
+	json_t *row;
+	size_t i;
+
+	*calls = *bytes = *launches = *kernels = 0;
+	json_array_foreach(json_object_get(stats, "nccl"), i, row) {
+		if (strcmp(jstr(row, "op"), op))
+			continue;
+		*calls += jint(row, "calls");
+		*bytes += jint(row, "bytes");
+		*launches += jint(row, "launches");
+		*kernels += jint(row, "kernels");
+	}
+}
+
+Test(stats, per_communicator_and_op_with_the_kernels_bounds, .timeout = 120)
+{
+	char *argv[] = { NULL, "stats", "--json", "--timeline", "-o", NULL, "--",
+			 NCCL_LOOP, "2", "--ranks", "2", "--kernel-us", "20", NULL };
+	long long pid, calls, bytes, launches, kernels, all_launches = 0, all_kernels = 0;
+	json_t *stats = NULL, *ev, *api;
+	size_t i;
+	struct run r;
+
+	run_init(&r);
+	argv[5] = r.events;
+	run_cuprobe(&r, argv);
+	r.json = load_json_lines(r.events);
+	pid = line_value(r.summary, "pid");
+	json_array_foreach(r.json, i, ev)
+		if (!strcmp(jstr(ev, "type"), "stats") && jint(ev, "pid") == pid)
+			stats = ev;
+	cr_assert_not_null(stats, "no report for nccl_loop");
+	for (i = 0; i < r.op_count; i++) {
+		stats_op(stats, r.ops[i].op, &calls, &bytes, &launches, &kernels);
+		cr_assert_eq(calls, r.ops[i].calls, "%s calls", r.ops[i].op);
+		cr_assert_eq(bytes, r.ops[i].bytes, "%s bytes", r.ops[i].op);
+		cr_assert_eq(launches, r.ops[i].launches, "%s launches", r.ops[i].op);
+		all_launches += launches;
+		all_kernels += kernels;
+	}
+	/* Every kernel bounded (the exit bounds the last ones) and given to a row. */
+	cr_assert_eq(all_kernels, all_launches);
+	cr_assert_eq(all_launches, line_value(r.summary, "launches"));
+	/* The API table counts probe hits: ncclBcast's own ncclBroadcast among them. */
+	json_array_foreach(json_object_get(stats, "apis"), i, api) {
+		const char *name = jstr(api, "api");
+
+		if (strncmp(name, "nccl", 4))
+			continue;
+		cr_assert_eq(jint(api, "calls"), api_calls(&r, name) +
+			     (!strcmp(name, "ncclBroadcast") ? api_calls(&r, "ncclBcast") : 0), "%s", name);
+	}
+	run_free(&r);
+}
+
+Test(attach, late_attach_is_exact_from_the_attach_on, .timeout = 120)
+{
+	char *workload[] = { NCCL_LOOP, "2", "--wait-signal", NULL };
+	char *argv[] = { CUPROBE_BIN, "trace", "-v", "--json", "-o", NULL, "-p", NULL, NULL };
+	struct run_opts work_opts = { 0 }, opts = { 0 };
+	char pid_text[16], *work_out;
+	long long pid;
+	pid_t target, cuprobe;
+	size_t i;
+	json_t *ev;
+	struct run r;
+
+	run_init(&r);
+	work_out = path_join(r.dir, "workload.txt");
+	work_opts.stdout_path = work_out;
+	target = spawn_program(workload, &work_opts);
+	cr_assert(wait_for_text(work_out, "ready", 30), "nccl_loop never got ready");
+	snprintf(pid_text, sizeof(pid_text), "%d", target);
+	argv[5] = r.events;
+	argv[7] = pid_text;
+	opts.stdout_path = r.out;
+	opts.stderr_path = r.err;
+	cuprobe = spawn_program(argv, &opts);
+	cr_assert(wait_for_text(r.err, "Ctrl-C stops", 60), "cuprobe did not start: %s", read_text(r.err));
+	/* Its NCCL was mapped before: found in its maps and probed at the start. */
+	cr_assert(strstr(read_text(r.err), "NCCL probes attached"), "%s", read_text(r.err));
+	kill(target, SIGUSR1);
+	cr_assert_eq(wait_program(target, 60), 0);
+	r.status = wait_program(cuprobe, 60);
+	cr_assert_eq(r.status, 0, "cuprobe: %s", read_text(r.err));
+	r.out_text = read_text(work_out);
+	r.err_text = read_text(r.err);
+	read_workload(&r);
+	r.json = load_json_lines(r.events);
+	pid = line_value(r.summary, "pid");
+	check_ops(&r, pid);
+	check_links(&r, pid);
+	/* Made before the attach, the communicator is learned from the queries: rank and size, no id. */
+	json_array_foreach(r.json, i, ev) {
+		if (!nccl_of(ev, pid) || !json_object_get(ev, "bytes") || jint(ev, "nranks") == -1)
+			continue;
+		cr_assert_eq(jint(ev, "rank"), 0);
+		cr_assert_eq(jint(ev, "nranks"), 1);
+		cr_assert_eq(jint(ev, "device"), 0);
+		cr_assert_str_eq(jstr(ev, "comm_id"), "0x0");
+	}
+	free(work_out);
+	run_free(&r);
+}
+
+Test(run, nccl_family_counts_every_collective, .timeout = 120)
+{
+	char *argv[] = { NULL, "run", EXAMPLES_DIR "/nccl_bytes.bpf.c", "--json", "-o", NULL, "--",
+			 NCCL_LOOP, "2", "--ranks", "2", NULL };
+	static const char *const ops[] = {
+		"", "all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter",
+		"all_to_all", "gather", "scatter", "send", "recv",
+	};
+	json_t *line, *entries = NULL, *entry;
+	long long pid;
+	size_t i, j, k;
+	struct run r;
+
+	run_init(&r);
+	argv[5] = r.events;
+	run_cuprobe(&r, argv);
+	r.json = load_json_lines(r.events);
+	pid = line_value(r.summary, "pid");
+	json_array_foreach(r.json, i, line)
+		if (!strcmp(jstr(line, "type"), "map") && !strcmp(jstr(line, "map"), "nccl_bytes"))
+			entries = json_object_get(line, "entries");
+	cr_assert(json_is_array(entries), "nccl_bytes not printed: %s", r.err_text);
+	for (k = 1; k < sizeof(ops) / sizeof(ops[0]); k++) {
+		long long calls = 0, bytes = 0, want_calls = 0, want_bytes = 0;
+
+		json_array_foreach(entries, j, entry) {
+			json_t *key = json_object_get(entry, "key"), *value = json_object_get(entry, "value");
+
+			if (jint(key, "pid") != pid || jint(key, "op") != (long long)k)
+				continue;
+			calls += jint(value, "calls");
+			bytes += jint(value, "bytes");
+		}
+		for (i = 0; i < r.op_count; i++)
+			if (!strcmp(r.ops[i].op, ops[k])) {
+				want_calls = r.ops[i].calls;
+				want_bytes = r.ops[i].bytes;
+			}
+		/* ncclBcast's ncclBroadcast is a call of its own to a program: as many more broadcasts. */
+		if (!strcmp(ops[k], "broadcast")) {
+			/* nccl_loop's ncclBcast moves float64: elements x 8 each. */
+			want_calls += api_calls(&r, "ncclBcast");
+			want_bytes += api_calls(&r, "ncclBcast") * line_value(r.summary, "elements") * 8;
+		}
+		cr_assert_eq(calls, want_calls, "%s calls", ops[k]);
+		cr_assert_eq(bytes, want_bytes, "%s bytes", ops[k]);
+	}
+	run_free(&r);
+}
