@@ -12,8 +12,10 @@
  *   nccl_loop: api=NAME calls=N
  *   nccl_loop: pid=P comm=0x... comm_id=0x... ranks=R ... result=ok
  *
- * Its RUNPATH finds the simulated driver and the simulated libnccl in the
- * build tree.
+ * --wait-signal: one uncounted round, "ready", then the counted run once
+ * SIGUSR1 comes (a tracer attaches in between). --start-delay MS: a pause
+ * before the first call. Its RUNPATH finds the simulated driver and the
+ * simulated libnccl in the build tree.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -238,7 +240,8 @@ wrong:
 static void usage(void)
 {
 	fprintf(stderr,
-		"usage: %s ITERATIONS [--ranks N] [--elements N] [--kernel-us N] [--wait-signal]\n",
+		"usage: %s ITERATIONS [--ranks N] [--elements N] [--kernel-us N] [--wait-signal]\n"
+		"       [--start-delay MS]\n",
 		program);
 	exit(2);
 }
@@ -246,7 +249,7 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	unsigned long long iterations;
-	long elements = 1024, ranks = 0, kernel_us = -1;
+	long elements = 1024, ranks = 0, kernel_us = -1, start_delay_ms = 0;
 	bool wait_signal = false;
 	CUdevice device;
 	CUcontext context;
@@ -274,6 +277,8 @@ int main(int argc, char **argv)
 			elements = strtol(argv[++i], &end, 10);
 		else if (!strcmp(argv[i], "--kernel-us") && i + 1 < argc)
 			kernel_us = strtol(argv[++i], &end, 10);
+		else if (!strcmp(argv[i], "--start-delay") && i + 1 < argc)
+			start_delay_ms = strtol(argv[++i], &end, 10);
 		else if (!strcmp(argv[i], "--wait-signal"))
 			wait_signal = true, end = "";
 		else
@@ -282,8 +287,11 @@ int main(int argc, char **argv)
 			usage();
 	}
 	if (ranks < 0 || ranks == 1 || ranks > MAX_RANKS || elements < 2 || elements % 2 ||
-	    elements > (1 << 24))
+	    elements > (1 << 24) || start_delay_ms < 0)
 		usage();
+	/* Time for a tracer started system-wide to attach to the libraries it just mapped. */
+	if (start_delay_ms)
+		usleep((useconds_t)start_delay_ms * 1000);
 	if (kernel_us >= 0) {
 		char value[32];
 

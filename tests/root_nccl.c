@@ -11,7 +11,8 @@
  *    and with --timeline every kernel's bound attributed;
  *  - a late attach (-p): exact from the attach on, the communicator learned
  *    from the queries the program makes;
- *  - cuprobe run with the nccl family (bpf/examples/nccl_bytes.bpf.c).
+ *  - cuprobe run with the nccl family (bpf/examples/nccl_bytes.bpf.c);
+ *  - the exporter: calls and bytes per op and GPU, on /metrics.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 
 #include "cuprobe.h"
 #include "helpers.h"
+#include "prom.h"
 
 #define MAX_OPS 32
 
@@ -449,5 +451,74 @@ Test(run, nccl_family_counts_every_collective, .timeout = 120)
 		cr_assert_eq(calls, want_calls, "%s calls", ops[k]);
 		cr_assert_eq(bytes, want_bytes, "%s bytes", ops[k]);
 	}
+	run_free(&r);
+}
+
+/* The sum of a family's series of pid and op in a text exposition. */
+static double metric_sum(const char *text, const char *family, long long pid, const char *op)
+{
+	char pid_label[32], op_label[64];
+	const char *line = text;
+	double sum = 0;
+
+	snprintf(pid_label, sizeof(pid_label), "pid=\"%lld\"", pid);
+	snprintf(op_label, sizeof(op_label), "op=\"%s\"", op);
+	while (line && *line) {
+		const char *end = strchr(line, '\n'), *close;
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		char copy[1024];
+
+		if (len < sizeof(copy) && !strncmp(line, family, strlen(family)) && line[strlen(family)] == '{') {
+			memcpy(copy, line, len);
+			copy[len] = '\0';
+			close = strrchr(copy, '}');
+			if (close && strstr(copy, pid_label) && strstr(copy, op_label))
+				sum += strtod(close + 1, NULL);
+		}
+		line = end ? end + 1 : NULL;
+	}
+	return sum;
+}
+
+Test(exporter, nccl_calls_and_bytes_per_op_and_gpu, .timeout = 180)
+{
+	static const char *const args[] = { "-i", "0.3", NULL };
+	char *workload[] = { NCCL_LOOP, "2", "--ranks", "2", "--start-delay", "1000", NULL };
+	struct exporter_proc exporter = { 0 };
+	struct http_reply reply = { 0 };
+	double deadline;
+	size_t i;
+	long long pid;
+	struct run r;
+
+	run_init(&r);
+	exporter_start(&exporter, r.dir, args);
+	r.status = run_program(workload, &(struct run_opts){ .stdout_path = r.out }, NULL);
+	cr_assert_eq(r.status, 0);
+	r.out_text = read_text(r.out);
+	r.err_text = strdup("");
+	read_workload(&r);
+	pid = line_value(r.summary, "pid");
+	/* Exited, its series stay (--keep-exited): wait for the read after its exit. */
+	deadline = now_seconds() + 30;
+	for (;;) {
+		http_reply_free(&reply);
+		cr_assert(http_get(exporter.port, "/metrics", NULL, &reply), "no answer from the exporter");
+		if (metric_sum(reply.body, "cuprobe_nccl_calls_total", pid, "comm_destroy") > 0)
+			break;
+		cr_assert_lt(now_seconds(), deadline, "no NCCL series of pid %lld:\n%s", pid, reply.body);
+		usleep(200000);
+	}
+	for (i = 0; i < r.op_count; i++) {
+		cr_assert_eq(metric_sum(reply.body, "cuprobe_nccl_calls_total", pid, r.ops[i].op),
+			     (double)r.ops[i].calls, "%s calls", r.ops[i].op);
+		cr_assert_eq(metric_sum(reply.body, "cuprobe_nccl_bytes_total", pid, r.ops[i].op),
+			     (double)r.ops[i].bytes, "%s bytes", r.ops[i].op);
+	}
+	/* A GPU label: the communicators' device 0. */
+	cr_assert(strstr(reply.body, "op=\"all_reduce\"") && strstr(reply.body, "gpu=\"0\""));
+	http_reply_free(&reply);
+	cr_assert_eq(exporter_stop(&exporter), 0);
+	free(exporter.err_path);
 	run_free(&r);
 }

@@ -41,6 +41,14 @@ static const struct counter_line {
 	  "%llu VMM releases/unmaps of handles made before tracing began (not counted)" },
 	{ COUNTER(stacks_lost), NO_COUNTER, true, "%llu allocation stacks not captured" },
 	{ COUNTER(call_start_full), NO_COUNTER, true, "%llu calls not timed (start map full)" },
+	{ COUNTER(nccl_too_deep), NO_COUNTER, true,
+	  "%llu NCCL calls nested deeper than a thread's stack of calls (not recorded)" },
+	{ COUNTER(nccl_unmatched), NO_COUNTER, true,
+	  "%llu NCCL calls whose entry or return was not seen (not recorded)" },
+	{ COUNTER(nccl_comms_full), NO_COUNTER, true,
+	  "%llu NCCL communicators not kept (map full): their rank and size unknown" },
+	{ COUNTER(nccl_stats_full), NO_COUNTER, true,
+	  "%llu NCCL calls that did not fit in the NCCL map" },
 };
 
 static unsigned long long counter_at(const struct cp_counters *counters, size_t offset)

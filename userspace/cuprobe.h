@@ -279,6 +279,10 @@ struct cp_counters {
 	uint64_t device_stats_full;  /* per-device memory or copy updates that did not fit */
 	uint64_t hold_failed;
 	uint64_t driver_mappings;   /* attach events the BPF side emitted */
+	uint64_t nccl_too_deep;     /* NCCL calls nested past a thread's stack (not recorded) */
+	uint64_t nccl_unmatched;    /* NCCL returns whose entry was lost, entries whose return was */
+	uint64_t nccl_comms_full;   /* NCCL communicators not kept: rank and size unknown */
+	uint64_t nccl_stats_full;   /* NCCL calls of (pid, communicator, op) rows that did not fit */
 };
 CUPROBE_API int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters *out);
 

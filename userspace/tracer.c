@@ -967,5 +967,9 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
 	out->device_stats_full = sums[CP_CNT_DEVICE_STATS_FULL];
 	out->hold_failed = sums[CP_CNT_HOLD_FAILED];
 	out->driver_mappings = sums[CP_API_driver_mapped];
+	out->nccl_too_deep = sums[CP_CNT_NCCL_TOO_DEEP];
+	out->nccl_unmatched = sums[CP_CNT_NCCL_UNMATCHED];
+	out->nccl_comms_full = sums[CP_CNT_NCCL_COMMS_FULL];
+	out->nccl_stats_full = sums[CP_CNT_NCCL_STATS_FULL];
 	return 0;
 }
