@@ -240,7 +240,8 @@ static bool json_attach(struct cp_sink *out, const union cp_event *event,
 {
 	const struct cp_attach_event *e = &event->attach;
 
-	put(out, ",\"library\":\"%s\"", e->flags & CP_ATTACH_RUNTIME ? "runtime" : "driver");
+	put(out, ",\"library\":\"%s\"", e->flags & CP_ATTACH_RUNTIME ? "runtime" :
+	    e->flags & CP_ATTACH_NCCL ? "nccl" : "driver");
 	put_json_string(out, "file", e->name);
 	put(out, ",\"dev\":%u,\"inode\":%llu,\"held\":%s,\"status\":\"%s\",\"probes\":%u",
 	    e->dev, (unsigned long long)e->inode, e->flags & CP_ATTACH_HELD ? "true" : "false",
