@@ -49,6 +49,17 @@ static const struct counter_line {
 	  "%llu NCCL communicators not kept (map full): their rank and size unknown" },
 	{ COUNTER(nccl_stats_full), NO_COUNTER, true,
 	  "%llu NCCL calls that did not fit in the NCCL map" },
+	/* --python */
+	{ COUNTER(py_truncated), NO_COUNTER, false,
+	  "%llu Python stacks deeper than 64 frames: the innermost 64 kept" },
+	{ COUNTER(py_unreadable), NO_COUNTER, true,
+	  "%llu Python stacks stopped at memory that could not be read" },
+	{ COUNTER(py_stacks_lost), NO_COUNTER, true,
+	  "%llu calls without their Python stack: its frames did not fit in the ring buffer" },
+	{ COUNTER(py_collisions), NO_COUNTER, true,
+	  "%llu calls without their Python stack: another stack had its id" },
+	{ COUNTER(py_busy), NO_COUNTER, true,
+	  "%llu calls without their Python stack: a walk preempted on their CPU held the scratch" },
 };
 
 static unsigned long long counter_at(const struct cp_counters *counters, size_t offset)
