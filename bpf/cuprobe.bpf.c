@@ -209,6 +209,7 @@ struct nccl_open_call {
 	struct cuda_nccl call;
 	__u64 sp;        /* the stack pointer at entry: matches the return to it */
 	__u64 entry_ns;
+	__u64 py_stack;  /* the calling Python stack (--python) */
 	__u32 seq;
 	__u32 group;
 	__u32 launches;  /* made inside it */
@@ -1291,6 +1292,7 @@ int BPF_KPROBE(nccl_entry)
 		slot->group = slot->seq;
 	if (nccl_links_launches(slot->call.op))
 		__sync_fetch_and_add(&nccl_open_calls, 1);
+	slot->py_stack = python_stack(c.pid_tgid, c.api, c.now);
 	return 0;
 }
 
@@ -1455,6 +1457,7 @@ int BPF_KRETPROBE(nccl_return, int result)
 	event->result = result;
 	event->launches = slot->launches;
 	event->flags = slot->call.flags;
+	event->py_stack = slot->py_stack;
 	submit(event, now, false);
 	return 0;
 }

@@ -570,6 +570,7 @@ struct cp_nccl_event {
 	__s32 result;     /* ncclResult_t */
 	__u32 launches;   /* launches made inside the call (they carry its seq) */
 	__u32 flags;      /* CP_NCCL_* */
+	__u64 py_stack;   /* the calling Python stack (CP_EV_PY_STACK); 0: none */
 };
 
 struct cp_context_event {

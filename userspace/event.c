@@ -70,6 +70,7 @@ uint64_t cp_event__py_stack(const union cp_event *event)
 	case CP_EV_SYNC: return event->sync.py_stack;
 	case CP_EV_COPY: return event->copy.py_stack;
 	case CP_EV_ALLOC: return event->alloc.py_stack;
+	case CP_EV_NCCL: return event->nccl.py_stack;
 	default: return 0;
 	}
 }
