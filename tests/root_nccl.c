@@ -522,3 +522,90 @@ Test(exporter, nccl_calls_and_bytes_per_op_and_gpu, .timeout = 180)
 	free(exporter.err_path);
 	run_free(&r);
 }
+
+/*
+ * --python: a Python program calling the simulated NCCL through ctypes (its
+ * libnccl dlopen'd: an attach event, the process held until probed); each
+ * all_reduce's record names the Python stack that made it, whose innermost
+ * frame is the line marked "# @all_reduce".
+ */
+static const char nccl_py[] =
+	"import ctypes, sys\n"
+	"class UniqueId(ctypes.Structure):\n"
+	"    _fields_ = [('internal', ctypes.c_char * 128)]\n"
+	"cuda = ctypes.CDLL(sys.argv[1])\n"
+	"nccl = ctypes.CDLL(sys.argv[2])\n"
+	"ptr = ctypes.c_void_p\n"
+	"context, buffer = ptr(), ctypes.c_uint64()\n"
+	"assert cuda.cuInit(0) == 0\n"
+	"assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), 0) == 0\n"
+	"assert cuda.cuCtxSetCurrent(context) == 0\n"
+	"assert cuda.cuMemAlloc_v2(ctypes.byref(buffer), 4096) == 0\n"
+	"uid, comm = UniqueId(), ptr()\n"
+	"nccl.ncclCommInitRank.argtypes = [ctypes.POINTER(ptr), ctypes.c_int, UniqueId, ctypes.c_int]\n"
+	"assert nccl.ncclGetUniqueId(ctypes.byref(uid)) == 0\n"
+	"assert nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0) == 0\n"
+	"nccl.ncclAllReduce.argtypes = [ptr, ptr, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ptr, ptr]\n"
+	"def step():\n"
+	"    assert nccl.ncclAllReduce(buffer.value, buffer.value, 1024, 7, 0, comm, None) == 0  # @all_reduce\n"
+	"for i in range(5):\n"
+	"    step()\n"
+	"assert nccl.ncclCommDestroy(comm) == 0\n"
+	"print('nccl_py: done')\n";
+
+Test(python, nccl_records_carry_the_calling_python_stack, .timeout = 120)
+{
+	char *argv[24] = { NULL, "trace", "--json", "--python", "--lib", CUDA_SIM_LIB, "-o", NULL, "--" };
+	json_t *stacks = json_object(), *ev, *stack, *inner;
+	size_t i, n = 9, marked = 0, all_reduces = 0;
+	char *script;
+	struct run r;
+	int line = 0;
+
+	run_init(&r);
+	script = path_join(r.dir, "nccl.py");
+	cr_assert(write_text(script, nccl_py));
+	/* The marked line, 1-based. */
+	for (i = 0, line = 1; nccl_py + i < strstr(nccl_py, "# @all_reduce"); i++)
+		line += nccl_py[i] == '\n';
+	argv[7] = r.events;
+#ifdef ASAN_RUNTIME
+	argv[n++] = "/usr/bin/env";
+	argv[n++] = "LD_PRELOAD=" ASAN_RUNTIME;
+	argv[n++] = "ASAN_OPTIONS=detect_leaks=0";
+#endif
+	argv[n++] = PYTHON_BIN;
+	argv[n++] = script;
+	argv[n++] = CUDA_SIM_LIB;
+	argv[n++] = NCCL_SIM_LIB;
+	argv[n] = NULL;
+	argv[0] = CUPROBE_BIN;
+	r.status = run_program(argv, &(struct run_opts){ .stdout_path = r.out, .stderr_path = r.err },
+			       NULL);
+	r.err_text = read_text(r.err);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	cr_assert(strstr(read_text(r.out), "nccl_py: done"));
+	r.json = load_json_lines(r.events);
+	json_array_foreach(r.json, i, ev) {
+		if (!strcmp(jstr(ev, "type"), "py_stack")) {
+			json_object_set(stacks, jstr(ev, "stack_id"), ev);
+			continue;
+		}
+		if (strcmp(jstr(ev, "type"), "nccl") || strcmp(jstr(ev, "op"), "all_reduce"))
+			continue;
+		all_reduces++;
+		cr_assert_not_null(json_object_get(ev, "py_stack"), "an all_reduce without its stack");
+		stack = json_object_get(stacks, jstr(ev, "py_stack"));
+		cr_assert_not_null(stack, "its py_stack record did not come first");
+		inner = json_array_get(json_object_get(stack, "frames"), 0);
+		cr_assert(strstr(jstr(inner, "file"), "nccl.py"), "%s", jstr(inner, "file"));
+		marked += jint(inner, "line") == line;
+	}
+	cr_assert_eq(all_reduces, 5);
+	cr_assert_eq(marked, 5, "the innermost frame is not line %d", line);
+	/* Its libnccl came by an attach event while it ran. */
+	cr_assert(strstr(r.err_text, "NCCL file"), "%s", r.err_text);
+	json_decref(stacks);
+	free(script);
+	run_free(&r);
+}
