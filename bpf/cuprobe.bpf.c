@@ -52,6 +52,8 @@ const volatile __u32 bench_omit = 0;
 const volatile __u32 xid_dev_offset = 8;
 const volatile __u32 xid_code_offset = 12;
 const volatile __u32 xid_msg_offset = 16;
+/* cuprobe run with device programs: the magic of the session's launch slot headers; 0: none. */
+const volatile __u64 launch_slot_magic = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -72,6 +74,30 @@ struct {
 	__type(key, __u32);
 	__type(value, struct counter_slots);
 } counters SEC(".maps");
+
+/*
+ * Device programs' launch slots (userspace/device/inject_protocol.h): the
+ * launch program writes each instrumented launch's seq into the slot the
+ * launch path named; COMMAND maps the array and its kernels read the slot.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1); /* resized by the loader */
+	__type(key, __u32);
+	__type(value, __u64);
+} launch_slots SEC(".maps");
+
+/*
+ * Per process, with device programs: its kernel and graph launches so far
+ * (the timeline's seq); gone when the process exits.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} launch_seqs SEC(".maps");
 
 /* When the consumer was last woken; shared by all CPUs, races are harmless. */
 __u64 last_wakeup_ns = 0;
@@ -526,6 +552,43 @@ static __always_inline __u32 nccl_link(void)
 	return outer->seq;
 }
 
+/*
+ * Device programs: the launch's seq, counted per process, into the launch
+ * slot whose header (magic, index) sits just before the launch's
+ * kernelParams (or extra) array; launches without one are only counted.
+ * A map update, no write to the process's memory.
+ */
+static __always_inline void note_launch_seq(const struct call *c, const struct cuda_launch *l)
+{
+	struct { __u64 magic, index; } header;
+	__u32 tgid = c->pid_tgid >> 32, index;
+	__u64 arrays[2] = {}, *count, *slot, seq = 0, zero = 0;
+
+	count = bpf_map_lookup_elem(&launch_seqs, &tgid);
+	if (!count) {
+		bpf_map_update_elem(&launch_seqs, &tgid, &zero, BPF_NOEXIST);
+		count = bpf_map_lookup_elem(&launch_seqs, &tgid);
+	}
+	if (count)
+		seq = __sync_fetch_and_add(count, 1) + 1;
+	/* kernelParams and extra: stack arguments 10 and 11, or cuLaunchKernelEx's third and fourth. */
+	if (l->kind == CP_LAUNCH_KIND_KERNEL)
+		bpf_probe_read_user(arrays, sizeof(arrays), (void *)(PT_REGS_SP(c->regs) + 32));
+	else if (l->kind == CP_LAUNCH_KIND_COOPERATIVE)
+		bpf_probe_read_user(arrays, sizeof(arrays[0]), (void *)(PT_REGS_SP(c->regs) + 32));
+	else if (l->kind == CP_LAUNCH_KIND_EX)
+		arrays[0] = c->args.reg[2], arrays[1] = c->args.reg[3];
+	if (!arrays[0])
+		arrays[0] = arrays[1];
+	if (!arrays[0] || bpf_probe_read_user(&header, sizeof(header), (void *)(arrays[0] - sizeof(header))) ||
+	    header.magic != launch_slot_magic)
+		return;
+	index = header.index;
+	slot = bpf_map_lookup_elem(&launch_slots, &index);
+	if (slot)
+		*slot = seq; /* 0 when the count could not be kept: unknown */
+}
+
 /* Every launch family entry point: kernels (cooperative, Ex), graphs, host functions, legacy. */
 SEC("uprobe")
 int BPF_KPROBE(launch)
@@ -542,6 +605,8 @@ int BPF_KPROBE(launch)
 	nccl_call = nccl_link();
 	cuprobe_decode_launch_stack(&c.args, &l, !(bench_omit & CP_OMIT_STACK_ARGS));
 	device = bench_omit & CP_OMIT_DEVICE ? -1 : cuprobe_current_device();
+	if (launch_slot_magic && l.kind != CP_LAUNCH_KIND_HOST_FUNC)
+		note_launch_seq(&c, &l);
 	if (aggregate && l.kind != CP_LAUNCH_KIND_HOST_FUNC)
 		count_launch(c.pid_tgid >> 32, device, l.function,
 			     (__u64)l.grid[0] * l.grid[1] * l.grid[2] * l.block[0] * l.block[1] *
@@ -1725,6 +1790,7 @@ int BPF_PROG(process_exit, struct task_struct *task)
 	bpf_map_delete_elem(&held_pids, &tgid);
 	bpf_map_delete_elem(&maps_read, &tgid);
 	bpf_map_delete_elem(&cuprobe_process_contexts, &tgid);
+	bpf_map_delete_elem(&launch_seqs, &tgid);
 	count(CP_API_sched_process_exit);
 	now = bpf_ktime_get_ns();
 	event = reserve(cpu_counters(), sizeof(*event));

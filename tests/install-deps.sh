@@ -22,7 +22,7 @@ apt-get update -q
 # the Python stacks' workloads and line tables (root_python, unit_python).
 apt-get install -y -q --no-install-recommends \
 	build-essential cmake pkg-config clang llvm \
-	libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libiberty-dev libncurses-dev \
+	libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev liblz4-dev libiberty-dev libncurses-dev \
 	libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev \
 	golang-github-prometheus-client-model-dev \
 	libcriterion-dev libjansson-dev tmux prometheus \

@@ -67,7 +67,7 @@ const struct cp_command cp_commands[CP_CMD_COUNT] = {
 	  .no_command = "watches the whole host",
 	},
 	[CP_CMD_RUN] = { CP_CMD_RUN, "run", cp_cmd_run,
-	  "run your own BPF programs on CUDA calls, print their maps and rings",
+	  "run your own BPF programs on CUDA calls (and in kernels, with -- COMMAND)",
 	  "PROG [OPTIONS] [-- COMMAND [ARGS...]]",
 	  "Run your own BPF programs on CUDA calls. PROG is a BPF object (.bpf.o) or\n"
 	  "BPF C (.bpf.c, compiled with clang as the invoking user against\n"
@@ -79,9 +79,14 @@ const struct cp_command cp_commands[CP_CMD_COUNT] = {
 	  "entry of the kernels whose names match GLOB) and gpu.exit/GLOB (before\n"
 	  "their exits) are device programs: the kernel's verifier checks them,\n"
 	  "cuprobe translates them to PTX (--ptx prints it), and they run inside the\n"
-	  "kernels of a COMMAND. Every ring buffer declared with CUPROBE_RING is\n"
-	  "printed record by record, every other map at exit (and every -i),\n"
-	  "formatted from BTF. Targets as for cuprobe trace.",
+	  "kernels of a COMMAND. This is the one mode that puts code into the traced\n"
+	  "process: COMMAND gets a preloaded library that rewrites the matching\n"
+	  "kernels' PTX as modules load, so device programs need -- COMMAND (-p and\n"
+	  "system-wide refuse them). Kernels with no PTX for the GPU, modules that\n"
+	  "cannot be rewritten and globs that match no kernel are each said in one\n"
+	  "line and make the exit status 1. Every ring buffer declared with\n"
+	  "CUPROBE_RING is printed record by record, every other map at exit (and\n"
+	  "every -i), formatted from BTF. Targets as for cuprobe trace.",
 	  "At exit one summary line per ring goes to stderr: records printed, lost to a\n"
 	  "full ring, and shorter than their type. A PROG that is not a BPF object, has\n"
 	  "no BTF, no cuda/ or gpu/ program or an unknown section, that the verifier\n"

@@ -19,6 +19,8 @@
 
 #include "cli_options.h"
 #include "cuprobe_internal.h"
+#include "device.h"
+#include "device/device.h"
 #include "record_path.h"
 #include "session.h"
 #include "spawn.h"
@@ -369,7 +371,11 @@ int cp_cmd_run(const union cp_options *options)
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_session_ring *session_rings = NULL;
 	struct cp_wait_hooks hooks = { 0 };
+	struct cp_device_run device = { .plan_fd = -1, .library_fd = -1, .report_fd = -1,
+					.child_report_fd = -1 };
 	struct run_ctx run = { 0 };
+	uint64_t magic = 0;
+	bool has_device = false;
 	struct cp_session session;
 	void *elf = NULL;
 	size_t elf_size = 0;
@@ -391,6 +397,22 @@ int cp_cmd_run(const union cp_options *options)
 			       1ull << CP_FAMILY_init | 1ull << CP_FAMILY_nccl;
 	tracer_opts.no_call_records = true;
 	session.program_name = opts->program;
+	/*
+	 * Device programs: the one mode that puts code into a process, so a
+	 * COMMAND's only, refused before anything is loaded otherwise. --ptx
+	 * only prints them.
+	 */
+	has_device = !opts->ptx && cp_program__elf_has_device_programs(elf, elf_size) > 0;
+	if (has_device && !opts->common.command) {
+		cp_say("%s: device programs (gpu/ sections) run inside the kernels of a COMMAND only: cuprobe run PROG -- COMMAND (--ptx shows them)",
+		       opts->program);
+		exit_code = CP_EXIT_USAGE;
+		goto cleanup;
+	}
+	if (has_device) {
+		magic = cp_device__magic();
+		cp_device__tracer_opts(&tracer_opts, magic);
+	}
 	session.program_elf = elf;
 	session.program_size = elf_size;
 	session.program_settings = opts->settings;
@@ -399,14 +421,10 @@ int cp_cmd_run(const union cp_options *options)
 	exit_code = cp_session__attach(&session, &tracer_opts);
 	if (!exit_code && opts->ptx)
 		exit_code = print_ptx(&session, opts);
+	if (!exit_code && has_device)
+		exit_code = cp_device__prepare(&device, &session, magic, opts->common.json, &run.lock);
 	if (exit_code || opts->ptx)
 		goto cleanup;
-	if (cp_program__device_count(session.program) && !opts->common.command) {
-		cp_say("%s: device programs (gpu/ sections) run inside the kernels of a COMMAND only: cuprobe run PROG -- COMMAND (--ptx shows them)",
-		       opts->program);
-		exit_code = CP_EXIT_USAGE;
-		goto cleanup;
-	}
 	run.session = &session;
 	run.btf = cp_program__btf(session.program);
 	run.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
@@ -421,8 +439,12 @@ int cp_cmd_run(const union cp_options *options)
 	run.path = (struct cp_record_path){ .on_settled = on_settled, .ctx = &run, .lock = &run.lock,
 					    .forget_later = true };
 	exit_code = cp_record_path__start(&run.path, &session);
+	if (!exit_code && has_device)
+		exit_code = cp_device__watch(&device);
 	if (!exit_code)
 		exit_code = cp_session__start_command(&session);
+	if (has_device)
+		cp_device__command_started(&device);
 	if (exit_code)
 		goto cleanup;
 	if (cp_verbosity)
@@ -440,8 +462,12 @@ int cp_cmd_run(const union cp_options *options)
 	report_rings(&run);
 	cp_session__report_files(&session, run.format);
 	exit_code = cp_session__finish(&session);
+	/* Matching kernels left without probes fail a run that would have succeeded. */
+	if (has_device && cp_device__finish(&device) && !exit_code)
+		exit_code = CP_EXIT_SETUP;
 cleanup:
 	cp_session__close(&session);
+	cp_device__close(&device);
 	cp_text__free(&run.text);
 	free(run.rings);
 	free(session_rings);

@@ -559,8 +559,9 @@ int cp_session__start_command(struct cp_session *s)
 		 */
 		if (!s->opts->exit_with_command && prctl(PR_SET_CHILD_SUBREAPER, 1))
 			cp_say("warning: cannot follow COMMAND's orphans: %s", strerror(errno));
-		err = cp_child__prepare(&s->child, s->command_path, s->opts->command, &s->identity,
-					&s->original_mask, command_output_to_stderr(s));
+		err = cp_child__prepare_with(&s->child, s->command_path, s->opts->command,
+					     &s->identity, &s->original_mask,
+					     command_output_to_stderr(s), s->command_extras);
 		if (!err) {
 			s->child_pid = s->child.pid;
 			err = cp_tracer__add_pid(s->tracer, s->child.pid);

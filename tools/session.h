@@ -87,6 +87,8 @@ struct cp_session {
 	const char *const *program_settings; /* --set NAME=VALUE */
 	size_t program_setting_count;
 	struct cp_program *program;
+	/* cuprobe run with device programs: what COMMAND inherits besides (set before its start). */
+	const struct cp_child_extras *command_extras;
 	/* More rings the agent consumes (a user's program's), set before the agent starts. */
 	struct cp_session_ring *rings;
 	size_t ring_count;

@@ -184,53 +184,91 @@ static char *env_var(const char *name, const char *value)
 	return var;
 }
 
-static int user_setup__prepare(struct user_setup *u, const struct cp_identity *id)
+/* The length of "NAME=" in an environment entry, 0 when it has no '='. */
+static size_t env_name_len(const char *entry)
+{
+	const char *equals = strchr(entry, '=');
+
+	return equals ? (size_t)(equals - entry) + 1 : 0;
+}
+
+/* Is entry replaced by one of extra (same NAME=)? */
+static bool replaced(const char *entry, char *const *extra)
+{
+	size_t n = env_name_len(entry);
+
+	for (; n && extra && *extra; extra++)
+		if (env_name_len(*extra) == n && !strncmp(*extra, entry, n))
+			return true;
+	return false;
+}
+
+static int user_setup__prepare(struct user_setup *u, const struct cp_identity *id,
+			       char *const *extra_env)
 {
 	static const char *const names[] = { "HOME=", "USER=", "LOGNAME=", "SHELL=" };
-	const struct passwd *pw;
-	size_t n = 0, i, j, out = 0;
+	const struct passwd *pw = NULL;
+	size_t n = 0, extra = 0, i, j, out = 0;
 
 	memset(u, 0, sizeof(*u));
-	if (!id->drop)
+	while (extra_env && extra_env[extra])
+		extra++;
+	if (!id->drop && !extra)
 		return 0;
-	pw = getpwuid(id->uid);
-	if (user_groups(id, pw, &u->groups, &u->group_count))
-		return -ENOMEM;
+	if (id->drop) {
+		pw = getpwuid(id->uid);
+		if (user_groups(id, pw, &u->groups, &u->group_count))
+			return -ENOMEM;
+	}
 	/* A uid without a passwd entry has no home or name to give: the environment stays. */
-	if (!pw)
-		return 0;
-	u->vars[0] = env_var("HOME", *pw->pw_dir ? pw->pw_dir : "/");
-	u->vars[1] = env_var("USER", pw->pw_name);
-	u->vars[2] = env_var("LOGNAME", pw->pw_name);
-	u->vars[3] = env_var("SHELL", *pw->pw_shell ? pw->pw_shell : "/bin/sh");
+	if (pw) {
+		u->vars[0] = env_var("HOME", *pw->pw_dir ? pw->pw_dir : "/");
+		u->vars[1] = env_var("USER", pw->pw_name);
+		u->vars[2] = env_var("LOGNAME", pw->pw_name);
+		u->vars[3] = env_var("SHELL", *pw->pw_shell ? pw->pw_shell : "/bin/sh");
+		if (!u->vars[0] || !u->vars[1] || !u->vars[2] || !u->vars[3]) {
+			user_setup__free(u);
+			return -ENOMEM;
+		}
+	}
 	while (environ[n])
 		n++;
-	u->env = calloc(n + 5, sizeof(*u->env));
-	if (!u->env || !u->vars[0] || !u->vars[1] || !u->vars[2] || !u->vars[3]) {
+	u->env = calloc(n + extra + 5, sizeof(*u->env));
+	if (!u->env) {
 		user_setup__free(u);
 		return -ENOMEM;
 	}
 	for (i = 0; i < n; i++) {
-		for (j = 0; j < 4; j++)
+		for (j = 0; pw && j < 4; j++)
 			if (!strncmp(environ[i], names[j], strlen(names[j])))
 				break;
-		if (j == 4)
+		if ((!pw || j == 4) && !replaced(environ[i], extra_env))
 			u->env[out++] = environ[i];
 	}
-	for (j = 0; j < 4; j++)
+	for (j = 0; pw && j < 4; j++)
 		u->env[out++] = u->vars[j];
+	for (i = 0; i < extra; i++)
+		u->env[out++] = extra_env[i];
 	return 0;
 }
 
 int cp_child__prepare(struct cp_child *child, const char *path, char **argv,
 		      const struct cp_identity *id, const sigset_t *child_mask, bool stdout_to_stderr)
 {
+	return cp_child__prepare_with(child, path, argv, id, child_mask, stdout_to_stderr, NULL);
+}
+
+int cp_child__prepare_with(struct cp_child *child, const char *path, char **argv,
+			   const struct cp_identity *id, const sigset_t *child_mask,
+			   bool stdout_to_stderr, const struct cp_child_extras *extras)
+{
 	struct user_setup user;
 	int go[2], report[2];
+	size_t i;
 	char byte;
 	int err;
 
-	err = user_setup__prepare(&user, id);
+	err = user_setup__prepare(&user, id, extras ? extras->env : NULL);
 	if (err)
 		return err;
 	if (pipe2(go, O_CLOEXEC)) {
@@ -258,6 +296,9 @@ int cp_child__prepare(struct cp_child *child, const char *path, char **argv,
 			err = errno;
 		if (!err && stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 			err = errno;
+		for (i = 0; !err && extras && i < extras->fd_count; i++)
+			if (fcntl(extras->fds[i], F_SETFD, 0))
+				err = errno;
 		if (!err) {
 			sigprocmask(SIG_SETMASK, child_mask, NULL);
 			execve(path, argv, user.env ? user.env : environ);
@@ -355,7 +396,7 @@ int cp_capture_as_user(const struct cp_identity *id, const char *path, char **ar
 
 	*out = NULL;
 	*out_size = 0;
-	err = user_setup__prepare(&user, id);
+	err = user_setup__prepare(&user, id, NULL);
 	if (err)
 		return err;
 	if (pipe2(pipe_fds, O_CLOEXEC)) {

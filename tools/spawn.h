@@ -44,6 +44,17 @@ int cp_resolve_command(const char *name, const struct cp_identity *id, char *out
 int cp_child__prepare(struct cp_child *child, const char *path, char **argv,
 		      const struct cp_identity *id, const sigset_t *child_mask,
 		      bool stdout_to_stderr);
+
+/* What COMMAND gets beyond its argv (cuprobe run with device programs). */
+struct cp_child_extras {
+	char *const *env;  /* "NAME=value" entries, NULL-terminated: they replace same-named ones */
+	const int *fds;    /* fds COMMAND inherits (close-on-exec cleared in the child only) */
+	size_t fd_count;
+};
+/* cp_child__prepare with extras (NULL: none). */
+int cp_child__prepare_with(struct cp_child *child, const char *path, char **argv,
+			   const struct cp_identity *id, const sigset_t *child_mask,
+			   bool stdout_to_stderr, const struct cp_child_extras *extras);
 /* Lets the child exec: 0 when exec succeeded, else the child's -errno (it then exits 127). */
 int cp_child__release(struct cp_child *child);
 /* Kills and reaps a child that will not be released. */

@@ -18,7 +18,8 @@
 
 static const char about[] =
 	"Kernel-assisted tracing of CUDA programs: kernel uprobes on libcuda.so.1\n"
-	"feed BPF maps and a ring buffer; nothing is injected into the programs.\n"
+	"feed BPF maps and a ring buffer; nothing is injected into the programs\n"
+	"(but device programs, which cuprobe run puts into the kernels of a COMMAND).\n"
 	"Needs root (CAP_BPF, CAP_PERFMON) and a kernel with BTF.";
 
 /* text as one paragraph (its newlines are spaces), wrapped into [indent, width) columns. */
@@ -267,7 +268,8 @@ int cp_usage__man_index(const struct cp_command *commands, size_t count, FILE *o
 	      "Kernel uprobes on the CUDA driver API (libcuda.so.1) fire in any process; BPF\n"
 	      "programs write what happened into BPF maps and a ring buffer, and a GPU agent\n"
 	      "thread hands the records to an output. Nothing is injected into the traced\n"
-	      "programs. Loading and attaching needs root (CAP_BPF, CAP_PERFMON,\n"
+	      "programs, except by cuprobe run's device programs, with -- COMMAND only.\n"
+	      "Loading and attaching needs root (CAP_BPF, CAP_PERFMON,\n"
 	      "CAP_SYS_ADMIN) and a kernel with BTF.\n"
 	      ".PP\n"
 	      "Each command has its own page, with its options.\n"

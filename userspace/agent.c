@@ -28,10 +28,22 @@ struct extra_ring {
 	void *ctx;
 };
 
+/* An fd that is not a ring (a socket COMMAND reports on): fn reads it when it is readable. */
+struct watched_fd {
+	int fd;
+	cp_fd_fn fn;
+	void *ctx;
+	bool finished;
+};
+
 struct cp_agent {
 	struct ring_buffer *ring;      /* the tracer's ring, and every ring added, on one epoll */
 	struct extra_ring **extra;
 	size_t extra_count, extra_capacity;
+	/* Watched fds, on the same epoll (data.ptr: the watched_fd; the rings' and wake's: NULL). */
+	pthread_mutex_t fds_lock;
+	struct watched_fd **fds;
+	size_t fd_count, fd_capacity;
 	int epoll_fd;
 	int wake_fd;
 	cp_event_fn on_event;
@@ -135,16 +147,73 @@ out_unlock:
 	return err;
 }
 
+int cp_agent__add_fd(struct cp_agent *agent, int fd, cp_fd_fn fn, void *ctx)
+{
+	struct epoll_event event = { .events = EPOLLIN };
+	struct watched_fd *watched;
+	int err = 0;
+
+	if (!agent || fd < 0 || !fn)
+		return -EINVAL;
+	watched = calloc(1, sizeof(*watched));
+	if (!watched)
+		return -ENOMEM;
+	*watched = (struct watched_fd){ .fd = fd, .fn = fn, .ctx = ctx };
+	pthread_mutex_lock(&agent->fds_lock);
+	if (CP_ARRAY_RESERVE(agent->fds, agent->fd_capacity, agent->fd_count + 1, 4)) {
+		err = -ENOMEM;
+		goto out_unlock;
+	}
+	event.data.ptr = watched;
+	if (epoll_ctl(agent->epoll_fd, EPOLL_CTL_ADD, fd, &event)) {
+		err = -errno;
+		goto out_unlock;
+	}
+	agent->fds[agent->fd_count++] = watched;
+	watched = NULL;
+out_unlock:
+	pthread_mutex_unlock(&agent->fds_lock);
+	free(watched);
+	return err;
+}
+
+/* A watched fd is readable (or, at the stop, may be): its reader runs; finished ones leave the epoll. */
+static int read_watched(struct cp_agent *agent, struct watched_fd *watched)
+{
+	int got;
+
+	if (watched->finished)
+		return 0;
+	got = watched->fn(watched->ctx, watched->fd);
+	if (got > 0) {
+		watched->finished = true;
+		epoll_ctl(agent->epoll_fd, EPOLL_CTL_DEL, watched->fd, NULL);
+		return 0;
+	}
+	return callback_result(agent, got);
+}
+
+/* At the stop: whatever the watched fds still hold. */
+static void drain_watched(struct cp_agent *agent)
+{
+	size_t i;
+
+	pthread_mutex_lock(&agent->fds_lock);
+	for (i = 0; i < agent->fd_count && !atomic_load(&agent->callback_error); i++)
+		read_watched(agent, agent->fds[i]);
+	pthread_mutex_unlock(&agent->fds_lock);
+}
+
 static void *agent_thread(void *arg)
 {
 	struct cp_agent *agent = arg;
-	struct epoll_event ready[2];
+	struct epoll_event ready[8];
 	int timeout = agent->idle_timeout_ms;
-	int n, got;
+	int n, got, i;
 
 	this_threads_agent = agent;
 	while (!atomic_load(&agent->stop_requested)) {
-		n = epoll_wait(agent->epoll_fd, ready, 2, timeout);
+		n = epoll_wait(agent->epoll_fd, ready, 8, timeout);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -152,6 +221,9 @@ static void *agent_thread(void *arg)
 			return NULL;
 		}
 		atomic_fetch_add(&agent->wakeups, 1);
+		for (i = 0; i < n; i++)
+			if (ready[i].data.ptr && read_watched(agent, ready[i].data.ptr) < 0)
+				return NULL;
 		got = ring_buffer__consume(agent->ring);
 		if (got < 0) {
 			if (!atomic_load(&agent->callback_error))
@@ -167,6 +239,7 @@ static void *agent_thread(void *arg)
 		if (got < 0 && !atomic_load(&agent->callback_error))
 			atomic_store(&agent->thread_error, got);
 	}
+	drain_watched(agent);
 	return NULL;
 }
 
@@ -196,6 +269,7 @@ struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *caller_o
 	agent->epoll_fd = -1;
 	agent->wake_fd = -1;
 	pthread_mutex_init(&agent->lifecycle, NULL);
+	pthread_mutex_init(&agent->fds_lock, NULL);
 
 	agent->ring = ring_buffer__new(ring_fd, handle_record, agent, NULL);
 	if (!agent->ring) {
@@ -208,10 +282,11 @@ struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *caller_o
 		err = -errno;
 		goto err_close_fds;
 	}
-	wake.data.fd = agent->wake_fd;
-	ring.data.fd = ring_buffer__epoll_fd(agent->ring);
+	/* data.ptr NULL: not a watched fd; the rings are consumed at every wakeup. */
+	wake.data.ptr = NULL;
+	ring.data.ptr = NULL;
 	if (epoll_ctl(agent->epoll_fd, EPOLL_CTL_ADD, agent->wake_fd, &wake) ||
-	    epoll_ctl(agent->epoll_fd, EPOLL_CTL_ADD, ring.data.fd, &ring)) {
+	    epoll_ctl(agent->epoll_fd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(agent->ring), &ring)) {
 		err = -errno;
 		goto err_close_fds;
 	}
@@ -224,6 +299,7 @@ err_close_fds:
 		close(agent->wake_fd);
 	ring_buffer__free(agent->ring);
 err_free_agent:
+	pthread_mutex_destroy(&agent->fds_lock);
 	pthread_mutex_destroy(&agent->lifecycle);
 	free(agent);
 	errno = -err;
@@ -306,6 +382,10 @@ void cp_agent__free(struct cp_agent *agent)
 	while (agent->extra_count)
 		free(agent->extra[--agent->extra_count]);
 	free(agent->extra);
+	while (agent->fd_count)
+		free(agent->fds[--agent->fd_count]);
+	free(agent->fds);
+	pthread_mutex_destroy(&agent->fds_lock);
 	pthread_mutex_destroy(&agent->lifecycle);
 	free(agent);
 }

@@ -241,6 +241,13 @@ struct cp_tracer_opts {
 	 * resolved: the agent given the cp_python does both.
 	 */
 	bool python_stacks;
+	/*
+	 * cuprobe run with device programs: the launch-slot map's entries and
+	 * the magic its launch path writes before a launch's parameters; the
+	 * launch probe then puts each launch's seq in its slot. 0: none.
+	 */
+	uint32_t launch_slots;
+	uint64_t launch_slot_magic;
 };
 
 /* opts may be NULL: every option zero. */

@@ -134,6 +134,11 @@ int cp_kernel_name_from_device_stub(const char *symbol, char *out, size_t out_le
 
 /* Demangles an Itanium C++ ABI name into out; a plain C name is copied as is. */
 int cp_demangle(const char *mangled, char *out, size_t out_len);
+/*
+ * The demangled name without its parameters (and a template's return type):
+ * _ZN2ns4gemmIfEEvPT_i -> ns::gemm<float>; a plain C name as it is.
+ */
+int cp_demangle_name(const char *mangled, char *out, size_t out_len);
 
 /* ---- names as the formats write them ------------------------------------------ */
 
@@ -197,6 +202,19 @@ int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_
  * is not asked about again. 0 or -errno.
  */
 int cp_tracer__name_request_fd(const struct cp_tracer *tracer);
+/*
+ * Another fd the GPU agent's epoll watches (the socket COMMAND's preload
+ * library reports on): fn runs on the agent thread when fd is readable,
+ * and once more when the agent stops; it reads what is there and returns
+ * 0 to keep watching, 1 when fd is finished (EOF: it leaves the epoll), or
+ * a negative errno, which stops the agent. May be added while the agent
+ * runs; the caller closes fd after cp_agent__free.
+ */
+typedef int (*cp_fd_fn)(void *ctx, int fd);
+int cp_agent__add_fd(struct cp_agent *agent, int fd, cp_fd_fn fn, void *ctx);
+
+/* cuprobe run with device programs: the launch-slot map (opts.launch_slots entries of u64). */
+int cp_tracer__launch_slots_fd(const struct cp_tracer *tracer);
 int cp_tracer__answer_name_request(struct cp_tracer *tracer, struct cp_names *names,
 				   const void *record, size_t size);
 
@@ -214,6 +232,12 @@ struct cp_device_program_info {
 	const char *ptx;           /* its .func definitions, callees first */
 };
 size_t cp_program__device_count(const struct cp_program *program);
+/*
+ * Does a BPF object (ELF bytes, not loaded) hold device programs, sections
+ * beginning with "gpu" (malformed ones included: the load refuses those)?
+ * 1, 0, or a negative errno. For what must be set before the load.
+ */
+int cp_program__elf_has_device_programs(const void *elf, size_t size);
 int cp_program__device(const struct cp_program *program, size_t index,
 		       struct cp_device_program_info *out);
 

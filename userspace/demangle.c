@@ -2,6 +2,7 @@
 /* C++ demangling through libiberty (the GNU toolchain's own demangler). */
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,24 @@ int cp_demangle(const char *mangled, char *out, size_t out_len)
 	} else {
 		memcpy(out, text, len + 1);
 	}
+	free(demangled);
+	return len >= out_len ? -ENOSPC : 0;
+}
+
+int cp_demangle_name(const char *mangled, char *out, size_t out_len)
+{
+	char *demangled = NULL;
+	const char *text;
+	size_t len;
+
+	if (!mangled || !out || !out_len)
+		return -EINVAL;
+	/* Without DMGL_PARAMS libiberty leaves out the parameters and a template's return type. */
+	if (!strncmp(mangled, "_Z", 2))
+		demangled = cplus_demangle(mangled, DMGL_ANSI);
+	text = demangled ? demangled : mangled;
+	len = strlen(text);
+	snprintf(out, out_len, "%s", text);
 	free(demangled);
 	return len >= out_len ? -ENOSPC : 0;
 }

@@ -856,6 +856,24 @@ out_free:
 
 /* ---- device programs, for the injection and --ptx ------------------------------------------ */
 
+int cp_program__elf_has_device_programs(const void *elf, size_t size)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, open_opts, .object_name = "cuprobe_scan");
+	struct bpf_object *obj;
+	struct bpf_program *prog;
+	int found = 0;
+
+	if (!elf || !size)
+		return -EINVAL;
+	obj = bpf_object__open_mem(elf, size, &open_opts);
+	if (!obj)
+		return -errno;
+	bpf_object__for_each_program(prog, obj)
+		found |= device_section(bpf_program__section_name(prog));
+	bpf_object__close(obj);
+	return found;
+}
+
 size_t cp_program__device_count(const struct cp_program *program)
 {
 	return program ? program->device_count : 0;

@@ -216,6 +216,7 @@ static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opt
 					 !opts->system_wide;
 	skel->rodata->hold_for_stacks = opts->hold_for_stacks && opts->record_stacks &&
 					!opts->system_wide;
+	skel->rodata->launch_slot_magic = opts->launch_slots ? opts->launch_slot_magic : 0;
 	skel->rodata->python_stacks = opts->python_stacks;
 	skel->rodata->hold_for_python = opts->python_stacks && opts->hold_for_stacks &&
 					!opts->system_wide;
@@ -274,6 +275,9 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 	tracer->hold = tracer->skel->rodata->hold_new_mappers || tracer->skel->rodata->hold_for_stacks ||
 		       tracer->skel->rodata->hold_for_python;
 	err = bpf_map__set_max_entries(tracer->skel->maps.events, ring_bytes);
+	if (!err)
+		err = bpf_map__set_max_entries(tracer->skel->maps.launch_slots,
+					       opts->launch_slots ? opts->launch_slots : 1);
 	if (err)
 		goto err_destroy_skel;
 
@@ -900,6 +904,11 @@ int cp_tracer__ring_fd(const struct cp_tracer *tracer)
 int cp_tracer__name_request_fd(const struct cp_tracer *tracer)
 {
 	return tracer ? bpf_map__fd(tracer->skel->maps.cuprobe_name_requests) : -EINVAL;
+}
+
+int cp_tracer__launch_slots_fd(const struct cp_tracer *tracer)
+{
+	return tracer ? bpf_map__fd(tracer->skel->maps.launch_slots) : -EINVAL;
 }
 
 int cp_tracer__answer_name_request(struct cp_tracer *tracer, struct cp_names *names,

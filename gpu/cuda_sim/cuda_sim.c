@@ -32,9 +32,12 @@
 
 #include <cuda.h>
 
+#include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -114,6 +117,8 @@ struct sim_function {
 	const char *name_ptr;		/* = name, at offset 8 as in the driver */
 	const struct sim_kernel_impl *impl; /* NULL: no CPU implementation */
 	struct sim_function *function;	/* KERNEL: from cuKernelGetFunction */
+	unsigned int param_count;	/* from the PTX; 0 when the image was binary */
+	bool launch_param;		/* its last parameter is cuprobe's __cuprobe_launch */
 	char name[];
 };
 
@@ -997,12 +1002,13 @@ static struct sim_function *find_entry(const struct sim_module *module,
 }
 
 static CUresult add_entry(struct sim_module *module, enum sim_magic entry_magic,
-			  const char *name, size_t name_len)
+			  const char *name, size_t name_len, struct sim_function **added)
 {
 	struct sim_function **entries;
 	struct sim_function *entry;
 
-	if (find_entry(module, name, name_len))
+	*added = find_entry(module, name, name_len);
+	if (*added)
 		return CUDA_SUCCESS;
 	entries = realloc(module->entries,
 			  (module->entry_count + 1) * sizeof(*entries));
@@ -1013,13 +1019,37 @@ static CUresult add_entry(struct sim_module *module, enum sim_magic entry_magic,
 	if (!entry)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	module->entries[module->entry_count++] = entry;
+	*added = entry;
 	return CUDA_SUCCESS;
 }
 
 /*
+ * An entry's parameter list, from its '(' to its ')': how many, and whether
+ * the last one is cuprobe's (the instrumented kernels' trailing
+ * __cuprobe_launch). Returns where the list ends.
+ */
+static const char *parse_params(const char *p, struct sim_function *entry)
+{
+	const char *end = strchr(p, ')'), *last = NULL, *at;
+
+	if (!end)
+		return p;
+	for (at = p; (at = strstr(at, ".param")) && at < end; at += 6) {
+		entry->param_count++;
+		last = at;
+	}
+	if (last) {
+		const char *name = strstr(last, "__cuprobe_launch");
+
+		entry->launch_param = name && name < end;
+	}
+	return end;
+}
+
+/*
  * The simulator cannot run device code, it only needs the kernel names:
- * collect every ".entry NAME", skipping comments. Binary images (cubin,
- * fatbin) are refused, since their names are not plain text.
+ * collect every ".entry NAME" (and its parameters), skipping comments.
+ * Binary images go through parse_image.
  */
 static CUresult parse_ptx(struct sim_module *module, enum sim_magic entry_magic,
 			  const char *ptx)
@@ -1054,6 +1084,7 @@ static CUresult parse_ptx(struct sim_module *module, enum sim_magic entry_magic,
 				seen_version = true;
 			if (strncmp(p, entry_directive, directive_len) == 0 &&
 			    is_space(p[directive_len])) {
+				struct sim_function *entry;
 				const char *name;
 
 				p += directive_len;
@@ -1065,15 +1096,221 @@ static CUresult parse_ptx(struct sim_module *module, enum sim_magic entry_magic,
 				if (p == name)
 					return CUDA_ERROR_INVALID_PTX;
 				rc = add_entry(module, entry_magic, name,
-					       (size_t)(p - name));
+					       (size_t)(p - name), &entry);
 				if (rc != CUDA_SUCCESS)
 					return rc;
+				while (is_space(*p))
+					p++;
+				if (*p == '(' && entry->param_count == 0)
+					p = parse_params(p, entry);
 				continue;
 			}
 		}
 		p++;
 	}
 	return seen_version ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+}
+
+/* ---------------------------------------------- binary images, recorded images */
+
+#define SIM_FATBIN_MAGIC 0xba55ed50u
+#define SIM_FATBIN_WRAPPER_MAGIC 0x466243b1u
+#define SIM_FATBIN_COMPRESSED 0xa000u	/* LZ4 0x2000, ZSTD 0x8000 */
+#define SIM_STO_CUDA_ENTRY 0x10
+
+static uint32_t read_u32(const void *p)
+{
+	uint32_t v;
+
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* The fatbin a wrapper (cudart's registration struct) points at. */
+static const unsigned char *unwrap(const void *image)
+{
+	const void *data;
+
+	if (read_u32(image) != SIM_FATBIN_WRAPPER_MAGIC)
+		return image;
+	memcpy(&data, (const char *)image + 8, sizeof(data));
+	return data;
+}
+
+/* How many bytes the driver reads of image: its text, a fatbin's size, a cubin's extent. */
+static size_t image_size(const void *image)
+{
+	const unsigned char *data = unwrap(image);
+	uint64_t entries;
+	uint16_t header;
+
+	if (read_u32(data) == SIM_FATBIN_MAGIC) {
+		memcpy(&header, data + 6, sizeof(header));
+		memcpy(&entries, data + 8, sizeof(entries));
+		return (size_t)header + entries;
+	}
+	if (!memcmp(data, ELFMAG, SELFMAG)) {
+		const Elf64_Ehdr *eh = (const Elf64_Ehdr *)data;
+		size_t end = eh->e_shoff + (size_t)eh->e_shnum * sizeof(Elf64_Shdr), i;
+
+		if (eh->e_phoff + (size_t)eh->e_phnum * sizeof(Elf64_Phdr) > end)
+			end = eh->e_phoff + (size_t)eh->e_phnum * sizeof(Elf64_Phdr);
+		for (i = 0; i < eh->e_phnum; i++) {
+			const Elf64_Phdr *ph = (const Elf64_Phdr *)(data + eh->e_phoff) + i;
+
+			if (ph->p_offset + ph->p_filesz > end)
+				end = ph->p_offset + ph->p_filesz;
+		}
+		for (i = 0; i < eh->e_shnum; i++) {
+			const Elf64_Shdr *sh = (const Elf64_Shdr *)(data + eh->e_shoff) + i;
+
+			if (sh->sh_type != SHT_NOBITS && sh->sh_offset + sh->sh_size > end)
+				end = sh->sh_offset + sh->sh_size;
+		}
+		return end;
+	}
+	return strlen((const char *)data);
+}
+
+static atomic_uint images_recorded;
+
+/*
+ * CUDA_SIM_IMAGE_DIR=DIR: each image a module-loading entry point is
+ * handed goes to DIR/PID-N-API.img (N from 1 in the process), as many bytes
+ * as the driver reads of it (a wrapper's fatbin, PTX without its NUL): what
+ * a test compares with what the program passed.
+ */
+static void record_image(const char *api, const void *image, size_t size)
+{
+	const char *dir = getenv("CUDA_SIM_IMAGE_DIR");
+	char path[4096];
+	size_t done = 0;
+	ssize_t n;
+	int fd;
+
+	if (!dir || !image)
+		return;
+	snprintf(path, sizeof(path), "%s/%d-%u-%s.img", dir, (int)getpid(),
+		 atomic_fetch_add(&images_recorded, 1) + 1, api);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	while (done < size && (n = write(fd, (const char *)unwrap(image) + done, size - done)) > 0)
+		done += (size_t)n;
+	close(fd);
+}
+
+/*
+ * Each launch of a kernel whose last parameter is __cuprobe_launch appends
+ * "NAME SEQ" to DIR/PID.launches: SEQ read from the launch slot that
+ * parameter points at, as the kernel would read it (0: no slot).
+ */
+static void record_launch(const struct sim_function *function, void **params)
+{
+	const char *dir = getenv("CUDA_SIM_IMAGE_DIR");
+	uint64_t slot = 0, seq = 0;
+	char path[4096], line[1024];
+	int fd, len;
+
+	if (!dir || !params || !function->param_count || !params[function->param_count - 1])
+		return;
+	memcpy(&slot, params[function->param_count - 1], sizeof(slot));
+	if (slot)
+		memcpy(&seq, (const void *)(uintptr_t)slot, sizeof(seq));
+	snprintf(path, sizeof(path), "%s/%d.launches", dir, (int)getpid());
+	len = snprintf(line, sizeof(line), "%s %" PRIu64 "\n", function->name, seq);
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, line, (size_t)len) != len)
+		len = -1;
+	close(fd);
+}
+
+/* A cubin's kernels: its STT_FUNC symbols marked as entries. */
+static CUresult parse_cubin(struct sim_module *module, enum sim_magic entry_magic,
+			    const unsigned char *data)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)data;
+	const Elf64_Shdr *sections = (const Elf64_Shdr *)(data + eh->e_shoff);
+	struct sim_function *entry;
+	size_t i, j;
+	CUresult rc;
+
+	for (i = 0; i < eh->e_shnum; i++) {
+		const Elf64_Shdr *strtab;
+		const Elf64_Sym *syms;
+
+		if (sections[i].sh_type != SHT_SYMTAB)
+			continue;
+		strtab = &sections[sections[i].sh_link];
+		syms = (const Elf64_Sym *)(data + sections[i].sh_offset);
+		for (j = 0; j < sections[i].sh_size / sizeof(*syms); j++) {
+			const char *name = (const char *)data + strtab->sh_offset + syms[j].st_name;
+
+			if (ELF64_ST_TYPE(syms[j].st_info) != STT_FUNC ||
+			    !(syms[j].st_other & SIM_STO_CUDA_ENTRY))
+				continue;
+			rc = add_entry(module, entry_magic, name, strlen(name), &entry);
+			if (rc != CUDA_SUCCESS)
+				return rc;
+		}
+	}
+	return CUDA_SUCCESS;
+}
+
+/*
+ * A fatbin's kernels, from its uncompressed PTX and ELF entries (compressed
+ * ones are skipped: the simulator has no decompressor, and the names are
+ * in every entry alike).
+ */
+static CUresult parse_fatbin(struct sim_module *module, enum sim_magic entry_magic,
+			     const unsigned char *data)
+{
+	size_t at, end = image_size(data);
+	uint16_t header;
+	CUresult rc = CUDA_SUCCESS;
+
+	memcpy(&header, data + 6, sizeof(header));
+	for (at = header; rc == CUDA_SUCCESS && at + 64 <= end;) {
+		const unsigned char *e = data + at;
+		uint64_t stored, flags;
+		uint32_t entry_header = read_u32(e + 4);
+		uint16_t kind;
+
+		memcpy(&kind, e, sizeof(kind));
+		memcpy(&stored, e + 8, sizeof(stored));
+		memcpy(&flags, e + 40, sizeof(flags));
+		if (entry_header < 64 || at + entry_header + stored > end)
+			return CUDA_ERROR_INVALID_IMAGE;
+		if (!(flags & SIM_FATBIN_COMPRESSED) && kind == 1) {
+			char *text = calloc(1, stored + 1);
+
+			if (!text)
+				return CUDA_ERROR_OUT_OF_MEMORY;
+			memcpy(text, e + entry_header, stored);
+			rc = parse_ptx(module, entry_magic, text);
+			free(text);
+		} else if (!(flags & SIM_FATBIN_COMPRESSED) && kind == 2) {
+			rc = parse_cubin(module, entry_magic, e + entry_header);
+		}
+		at += entry_header + stored;
+	}
+	return rc;
+}
+
+static CUresult parse_image(struct sim_module *module, enum sim_magic entry_magic,
+			    const void *image)
+{
+	const unsigned char *data = unwrap(image);
+
+	if (!data)
+		return CUDA_ERROR_INVALID_IMAGE;
+	if (read_u32(data) == SIM_FATBIN_MAGIC)
+		return parse_fatbin(module, entry_magic, data);
+	if (!memcmp(data, ELFMAG, SELFMAG))
+		return parse_cubin(module, entry_magic, data);
+	return parse_ptx(module, entry_magic, image);
 }
 
 static CUresult load_module(struct sim_module **out, enum sim_magic magic,
@@ -1090,7 +1327,7 @@ static CUresult load_module(struct sim_module **out, enum sim_magic magic,
 	if (!module)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	module->magic = magic;
-	rc = parse_ptx(module, entry_magic, image);
+	rc = parse_image(module, entry_magic, image);
 	if (rc != CUDA_SUCCESS) {
 		free_module(module);
 		return rc;
@@ -1122,7 +1359,36 @@ SIM_EXPORT CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
+	if (image)
+		record_image("cuModuleLoadData", image, image_size(image));
 	return load_module((struct sim_module **)module, SIM_MAGIC_MODULE, image);
+}
+
+/* JIT options are accepted and ignored: there is no JIT. */
+SIM_EXPORT CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *image,
+					       unsigned int numOptions, CUjit_option *options,
+					       void **optionValues)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (numOptions && (!options || !optionValues))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (image)
+		record_image("cuModuleLoadDataEx", image, image_size(image));
+	return load_module((struct sim_module **)module, SIM_MAGIC_MODULE, image);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuModuleLoadFatBinary(CUmodule *module, const void *fatCubin)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (fatCubin)
+		record_image("cuModuleLoadFatBinary", fatCubin, image_size(fatCubin));
+	return load_module((struct sim_module **)module, SIM_MAGIC_MODULE, fatCubin);
 }
 
 SIM_EXPORT CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod,
@@ -1170,6 +1436,8 @@ SIM_EXPORT CUresult CUDAAPI cuLibraryLoadData(CUlibrary *library, const void *co
 					      void **libraryOptionValues,
 					      unsigned int numLibraryOptions)
 {
+	if (code)
+		record_image("cuLibraryLoadData", code, image_size(code));
 	return load_library(library, code, numJitOptions && (!jitOptions || !jitOptionsValues),
 			    numLibraryOptions && (!libraryOptions || !libraryOptionValues));
 }
@@ -1202,10 +1470,15 @@ SIM_EXPORT CUresult CUDAAPI cuKernelGetFunction(CUfunction *pFunc, CUkernel kern
 		return CUDA_ERROR_INVALID_HANDLE;
 
 	pthread_mutex_lock(&kernel_function_lock);
-	if (!sim_kernel->function)
+	if (!sim_kernel->function) {
 		sim_kernel->function = new_function(SIM_MAGIC_FUNCTION,
 						    sim_kernel->name,
 						    strlen(sim_kernel->name));
+		if (sim_kernel->function) {
+			sim_kernel->function->param_count = sim_kernel->param_count;
+			sim_kernel->function->launch_param = sim_kernel->launch_param;
+		}
+	}
 	*pFunc = (CUfunction)sim_kernel->function;
 	pthread_mutex_unlock(&kernel_function_lock);
 	return *pFunc ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
@@ -1581,6 +1854,8 @@ static CUresult launch(CUfunction f, const struct sim_launch_dims *dims,
 	/* Parameters packed into a buffer through `extra` are not simulated. */
 	if (extra)
 		return CUDA_ERROR_NOT_SUPPORTED;
+	if (function->launch_param)
+		record_launch(function, params);
 	/* The entry exists in the image, but the simulator cannot run it. */
 	if (!function->impl)
 		return CUDA_ERROR_NOT_SUPPORTED;
@@ -2546,7 +2821,7 @@ SIM_EXPORT CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHa
 
 /* ------------------------------------------------ modules from files */
 
-static char *read_image(const char *path)
+static char *read_image(const char *path, size_t *out_size)
 {
 	FILE *file = fopen(path, "re");
 	char *image = NULL;
@@ -2560,6 +2835,7 @@ static char *read_image(const char *path)
 			free(image);
 			image = NULL;
 		}
+		*out_size = (size_t)size;
 	}
 	fclose(file);
 	return image;
@@ -2568,15 +2844,17 @@ static char *read_image(const char *path)
 SIM_EXPORT CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname)
 {
 	CUresult rc = require_context();
+	size_t size = 0;
 	char *image;
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
 	if (!fname)
 		return CUDA_ERROR_INVALID_VALUE;
-	image = read_image(fname);
+	image = read_image(fname, &size);
 	if (!image)
 		return CUDA_ERROR_FILE_NOT_FOUND;
+	record_image("cuModuleLoad", image, size);
 	rc = load_module((struct sim_module **)module, SIM_MAGIC_MODULE, image);
 	free(image);
 	return rc;
@@ -2589,18 +2867,503 @@ SIM_EXPORT CUresult CUDAAPI cuLibraryLoadFromFile(CUlibrary *library, const char
 						  void **libraryOptionValues,
 						  unsigned int numLibraryOptions)
 {
+	size_t size = 0;
 	CUresult rc;
 	char *image;
 
 	if (!fileName)
 		return CUDA_ERROR_INVALID_VALUE;
-	image = read_image(fileName);
+	image = read_image(fileName, &size);
 	if (!image)
 		return CUDA_ERROR_FILE_NOT_FOUND;
+	record_image("cuLibraryLoadFromFile", image, size);
 	rc = load_library(library, image, numJitOptions && (!jitOptions || !jitOptionsValues),
 			  numLibraryOptions && (!libraryOptions || !libraryOptionValues));
 	free(image);
 	return rc;
+}
+
+/* ------------------------------------------------------------------ linking */
+
+/*
+ * A link's "cubin" is its PTX inputs one after the other: all the
+ * simulator reads of an image is its entries' names.
+ */
+struct sim_link {
+	enum sim_magic magic;
+	char *text;
+	size_t len;
+};
+
+#define SIM_MAGIC_LINK 0x6c6e6b31	/* "lnk1" */
+
+SIM_EXPORT CUresult CUDAAPI cuLinkCreate_v2(unsigned int numOptions, CUjit_option *options,
+					    void **optionValues, CUlinkState *stateOut)
+{
+	struct sim_link *link;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!stateOut || (numOptions && (!options || !optionValues)))
+		return CUDA_ERROR_INVALID_VALUE;
+	link = calloc(1, sizeof(*link));
+	if (!link)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	link->magic = SIM_MAGIC_LINK;
+	*stateOut = (CUlinkState)link;
+	return CUDA_SUCCESS;
+}
+
+static struct sim_link *link_from_handle(CUlinkState state)
+{
+	struct sim_link *link = (struct sim_link *)state;
+
+	return link && link->magic == SIM_MAGIC_LINK ? link : NULL;
+}
+
+/* The PTX of an input: the text itself, or a fatbin's uncompressed PTX entries. */
+static CUresult link_append(struct sim_link *link, CUjitInputType type, const void *data, size_t size)
+{
+	const char *text = data;
+	size_t len;
+	char *grown;
+
+	if (type == CU_JIT_INPUT_FATBINARY) {
+		const unsigned char *fatbin = unwrap(data);
+		size_t at, end = image_size(fatbin);
+		uint16_t header;
+		CUresult rc = CUDA_SUCCESS;
+
+		memcpy(&header, fatbin + 6, sizeof(header));
+		for (at = header; rc == CUDA_SUCCESS && at + 64 <= end;) {
+			const unsigned char *e = fatbin + at;
+			uint64_t stored, flags;
+			uint32_t entry_header = read_u32(e + 4);
+			uint16_t kind;
+
+			memcpy(&kind, e, sizeof(kind));
+			memcpy(&stored, e + 8, sizeof(stored));
+			memcpy(&flags, e + 40, sizeof(flags));
+			if (kind == 1 && !(flags & SIM_FATBIN_COMPRESSED))
+				rc = link_append(link, CU_JIT_INPUT_PTX, e + entry_header,
+						 strnlen((const char *)e + entry_header, stored));
+			at += entry_header + stored;
+		}
+		return rc;
+	}
+	if (type != CU_JIT_INPUT_PTX)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	len = strnlen(text, size ? size : SIZE_MAX);
+	grown = realloc(link->text, link->len + len + 2);
+	if (!grown)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	link->text = grown;
+	memcpy(link->text + link->len, text, len);
+	link->len += len;
+	link->text[link->len++] = '\n';
+	link->text[link->len] = '\0';
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLinkAddData_v2(CUlinkState state, CUjitInputType type, void *data,
+					     size_t size, const char *name, unsigned int numOptions,
+					     CUjit_option *options, void **optionValues)
+{
+	struct sim_link *link = link_from_handle(state);
+
+	if (!link)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!data || (numOptions && (!options || !optionValues)))
+		return CUDA_ERROR_INVALID_VALUE;
+	record_image("cuLinkAddData_v2", data,
+		     type == CU_JIT_INPUT_PTX ? strnlen(data, size ? size : SIZE_MAX) : image_size(data));
+	return link_append(link, type, data, size);
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLinkAddFile_v2(CUlinkState state, CUjitInputType type, const char *path,
+					     unsigned int numOptions, CUjit_option *options,
+					     void **optionValues)
+{
+	struct sim_link *link = link_from_handle(state);
+	size_t size = 0;
+	CUresult rc;
+	char *image;
+
+	if (!link)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!path || (numOptions && (!options || !optionValues)))
+		return CUDA_ERROR_INVALID_VALUE;
+	image = read_image(path, &size);
+	if (!image)
+		return CUDA_ERROR_FILE_NOT_FOUND;
+	record_image("cuLinkAddFile_v2", image, size);
+	rc = link_append(link, type, image, size);
+	free(image);
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLinkComplete(CUlinkState state, void **cubinOut, size_t *sizeOut)
+{
+	struct sim_link *link = link_from_handle(state);
+
+	if (!link)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (!cubinOut || !sizeOut || !link->text)
+		return CUDA_ERROR_INVALID_VALUE;
+	*cubinOut = link->text;
+	*sizeOut = link->len + 1;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuLinkDestroy(CUlinkState state)
+{
+	struct sim_link *link = link_from_handle(state);
+
+	if (!link)
+		return CUDA_ERROR_INVALID_HANDLE;
+	link->magic = SIM_MAGIC_DEAD;
+	free(link->text);
+	free(link);
+	return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------- registered host memory */
+
+/*
+ * Host memory registered with the driver: device code reaches it at its
+ * host address (CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM),
+ * as on Linux with a real GPU.
+ */
+struct sim_registration {
+	struct sim_registration *next;
+	uintptr_t base;
+	size_t bytes;
+};
+
+static pthread_mutex_t registrations_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sim_registration *registrations;
+
+SIM_EXPORT CUresult CUDAAPI cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
+{
+	struct sim_registration *r;
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!p || !bytesize)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&registrations_lock);
+	for (r = registrations; r; r = r->next)
+		if ((uintptr_t)p < r->base + r->bytes && r->base < (uintptr_t)p + bytesize) {
+			pthread_mutex_unlock(&registrations_lock);
+			return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+		}
+	r = calloc(1, sizeof(*r));
+	if (r) {
+		*r = (struct sim_registration){ .next = registrations, .base = (uintptr_t)p,
+						.bytes = bytesize };
+		registrations = r;
+	}
+	pthread_mutex_unlock(&registrations_lock);
+	return r ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemHostUnregister(void *p)
+{
+	struct sim_registration **at, *r;
+	CUresult rc = CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+
+	pthread_mutex_lock(&registrations_lock);
+	for (at = &registrations; (r = *at); at = &r->next)
+		if (r->base == (uintptr_t)p) {
+			*at = r->next;
+			free(r);
+			rc = CUDA_SUCCESS;
+			break;
+		}
+	pthread_mutex_unlock(&registrations_lock);
+	return rc;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int Flags)
+{
+	struct sim_registration *r;
+	bool found = false;
+
+	if (!pdptr || !p || Flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&registrations_lock);
+	for (r = registrations; r && !found; r = r->next)
+		found = (uintptr_t)p >= r->base && (uintptr_t)p < r->base + r->bytes;
+	pthread_mutex_unlock(&registrations_lock);
+	if (!found && !range_is_allocated((uintptr_t)p, 1, SIM_MEM_HOST))
+		return CUDA_ERROR_INVALID_VALUE;
+	*pdptr = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------ attributes, names, capture */
+
+SIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!pi)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
+		return CUDA_ERROR_INVALID_DEVICE;
+	switch (attrib) {
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
+		*pi = 9;
+		return CUDA_SUCCESS;
+	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
+		*pi = 0;
+		return CUDA_SUCCESS;
+	case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:
+	case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+		*pi = 1;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+}
+
+SIM_EXPORT CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!device)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!current_context)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*device = current_context->device;
+	return CUDA_SUCCESS;
+}
+
+/* Nothing is ever captured: the simulator has no graphs. */
+SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+	if (!captureStatus)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!stream_is_valid(hStream))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*captureStatus = CU_STREAM_CAPTURE_STATUS_NONE;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuStreamIsCapturing_ptsz(CUstream hStream,
+						      CUstreamCaptureStatus *captureStatus)
+{
+	return cuStreamIsCapturing(hStream, captureStatus);
+}
+SIM_SAME_SIGNATURE(cuStreamIsCapturing_ptsz, cuStreamIsCapturing);
+
+SIM_EXPORT CUresult CUDAAPI cuFuncGetName(const char **name, CUfunction hfunc)
+{
+	const struct sim_function *function = (const struct sim_function *)hfunc;
+
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!function || (function->magic != SIM_MAGIC_FUNCTION && function->magic != SIM_MAGIC_KERNEL))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*name = function->name;
+	return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuKernelGetName(const char **name, CUkernel hfunc)
+{
+	return cuFuncGetName(name, (CUfunction)hfunc);
+}
+
+/* ------------------------------------------------------- cuGetProcAddress */
+
+/*
+ * The entry points handed out by name, as the driver does (cudart 13
+ * resolves every driver function this way, through the pointer it got for
+ * "cuGetProcAddress" itself): any function the simulator exports, in its
+ * newest variant (cuMemAlloc -> cuMemAlloc_v2), or its per-thread-stream
+ * twin (_ptsz, _ptds) when the flag asks for one. Variants whose
+ * signatures differ are handed out from the version that introduced them.
+ */
+static const struct {
+	const char *name, *variant;
+	int since;
+} sim_proc_variants[] = {
+	{ "cuGetProcAddress", "cuGetProcAddress_v2", 12000 },
+	{ "cuCtxSynchronize", "cuCtxSynchronize_v2", 13000 },
+};
+
+/*
+ * The simulator's own exports, read from its dynamic symbol table (the
+ * driver has a table of its own): dlsym would go through whatever a
+ * preloaded library puts in front of it, and cuGetProcAddress would then
+ * hand out that library's functions instead of the driver's.
+ */
+static struct {
+	uintptr_t base;
+	const ElfW(Sym) *symbols;
+	const char *strings;
+	size_t count;
+} sim_dynsym;
+
+/* How many symbols a DT_GNU_HASH table covers: up to the end of its last chain. */
+static size_t gnu_hash_symbols(const uint32_t *table)
+{
+	uint32_t buckets = table[0], first = table[1], bloom_words = table[2], i, last = 0;
+	const uint32_t *bucket = table + 4 + bloom_words * (sizeof(ElfW(Addr)) / 4);
+	const uint32_t *chain = bucket + buckets;
+
+	for (i = 0; i < buckets; i++)
+		if (bucket[i] > last)
+			last = bucket[i];
+	if (last < first)
+		return first;
+	while (!(chain[last - first] & 1))
+		last++;
+	return last + 1;
+}
+
+static int find_own_dynsym(struct dl_phdr_info *info, size_t size, void *data)
+{
+	uintptr_t self = (uintptr_t)cuInit;
+	const ElfW(Dyn) *dyn = NULL;
+	bool contains = false;
+	int i;
+
+	(void)size;
+	(void)data;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && self >= start && self - start < ph->p_memsz)
+			contains = true;
+		if (ph->p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(info->dlpi_addr + ph->p_vaddr);
+	}
+	if (!contains || !dyn)
+		return 0;
+	sim_dynsym.base = info->dlpi_addr;
+	/* The loader has relocated these entries to addresses. */
+	for (; dyn->d_tag != DT_NULL; dyn++) {
+		if (dyn->d_tag == DT_SYMTAB)
+			sim_dynsym.symbols = (const ElfW(Sym) *)dyn->d_un.d_ptr;
+		else if (dyn->d_tag == DT_STRTAB)
+			sim_dynsym.strings = (const char *)dyn->d_un.d_ptr;
+		else if (dyn->d_tag == DT_HASH)
+			sim_dynsym.count = ((const uint32_t *)dyn->d_un.d_ptr)[1];
+		else if (dyn->d_tag == DT_GNU_HASH && !sim_dynsym.count)
+			sim_dynsym.count = gnu_hash_symbols((const uint32_t *)dyn->d_un.d_ptr);
+	}
+	return 1;
+}
+
+static void read_own_dynsym(void)
+{
+	dl_iterate_phdr(find_own_dynsym, NULL);
+}
+
+static void *sim_export(const char *name)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	size_t i;
+
+	pthread_once(&once, read_own_dynsym);
+	for (i = 0; sim_dynsym.symbols && sim_dynsym.strings && i < sim_dynsym.count; i++) {
+		const ElfW(Sym) *sym = &sim_dynsym.symbols[i];
+
+		if (sym->st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym->st_info) == STT_FUNC &&
+		    !strcmp(sim_dynsym.strings + sym->st_name, name))
+			return (void *)(sim_dynsym.base + sym->st_value);
+	}
+	return NULL;
+}
+
+static void *sim_proc(const char *symbol, int version, bool per_thread)
+{
+	static const char *const twins[] = { "_ptsz", "_ptds" };
+	static const char *const variants[] = { "_v3", "_v2", "" };
+	char name[256];
+	size_t i, j;
+	void *fn;
+
+	for (i = 0; i < sizeof(sim_proc_variants) / sizeof(sim_proc_variants[0]); i++)
+		if (!strcmp(symbol, sim_proc_variants[i].name))
+			return sim_export(version >= sim_proc_variants[i].since ?
+					  sim_proc_variants[i].variant : symbol);
+	for (i = 0; i < sizeof(variants) / sizeof(variants[0]); i++) {
+		for (j = 0; per_thread && j < sizeof(twins) / sizeof(twins[0]); j++) {
+			snprintf(name, sizeof(name), "%s%s%s", symbol, variants[i], twins[j]);
+			if ((fn = sim_export(name)))
+				return fn;
+		}
+		snprintf(name, sizeof(name), "%s%s", symbol, variants[i]);
+		if ((fn = sim_export(name)))
+			return fn;
+	}
+	return NULL;
+}
+
+/*
+ * CUDA_SIM_IMAGE_DIR=DIR: each request appends "SYMBOL VERSION CALLER" to
+ * DIR/PID.procs, CALLER the file of the object the call came from (a
+ * preloaded library's calls are told from the program's own).
+ */
+static void record_proc(const char *symbol, int version, const void *caller)
+{
+	const char *dir = getenv("CUDA_SIM_IMAGE_DIR");
+	char path[4096], line[4096];
+	Dl_info info = { 0 };
+	int fd, len;
+
+	if (!dir)
+		return;
+	if (!dladdr(caller, &info) || !info.dli_fname)
+		info.dli_fname = "?";
+	snprintf(path, sizeof(path), "%s/%d.procs", dir, (int)getpid());
+	len = snprintf(line, sizeof(line), "%s %d %s\n", *symbol ? symbol : "-", version, info.dli_fname);
+	if (len <= 0 || (size_t)len >= sizeof(line))
+		return;
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	if (write(fd, line, (size_t)len) != len)
+		len = -1;
+	close(fd);
+}
+
+static CUresult get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
+			 CUdriverProcAddressQueryResult *status, const void *caller)
+{
+	if (!symbol || !pfn)
+		return CUDA_ERROR_INVALID_VALUE;
+	record_proc(symbol, version, caller);
+	*pfn = !strncmp(symbol, "cu", 2) ?
+	       sim_proc(symbol, version, flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) : NULL;
+	if (status)
+		*status = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+SIM_EXPORT CUresult CUDAAPI cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+						cuuint64_t flags,
+						CUdriverProcAddressQueryResult *symbolStatus)
+{
+	return get_proc(symbol, pfn, cudaVersion, flags, symbolStatus, __builtin_return_address(0));
+}
+
+/* The first cuGetProcAddress (CUDA 11.3), exported under its plain name as the driver does. */
+CUresult CUDAAPI sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,
+					 cuuint64_t flags) __asm__("cuGetProcAddress");
+SIM_EXPORT CUresult CUDAAPI sim_cuGetProcAddress_v1(const char *symbol, void **pfn, int cudaVersion,
+						    cuuint64_t flags)
+{
+	return get_proc(symbol, pfn, cudaVersion, flags, NULL, __builtin_return_address(0));
 }
 
 /* ----------------------------------------------------------------- errors */
