@@ -282,7 +282,7 @@ Test(http, openmetrics_and_protobuf_are_served_as_asked, .timeout = 120)
 		at += size;
 		families++;
 	}
-	cr_assert_eq(families, 20, "one message per family");
+	cr_assert_eq(families, 22, "one message per family");
 	http_reply_free(&r);
 }
 

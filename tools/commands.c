@@ -22,8 +22,10 @@ const struct cp_command cp_commands[CP_CMD_COUNT] = {
 	  "[OPTIONS] [-- COMMAND [ARGS...]]",
 	  "Trace CUDA driver API calls (kernel launches with names, allocations, frees,\n"
 	  "virtual memory, memsets, copies, synchronizations, events, module loads,\n"
-	  "process start/exit) with kernel uprobes on libcuda.so.1. Nothing is\n"
-	  "injected into the traced programs.\n"
+	  "process start/exit) with kernel uprobes on libcuda.so.1, and NCCL's calls\n"
+	  "(collectives, groups, communicators, each kernel linked to the collective\n"
+	  "that launched it) with uprobes on libnccl.so.2. Nothing is injected into\n"
+	  "the traced programs.\n"
 	  "\n"
 	  "Targets: -p PID, -- COMMAND, or, with neither, every process on the host.\n"
 	  "COMMAND starts once every probe is attached, as the invoking user under\n"
@@ -112,12 +114,13 @@ const struct cp_command cp_commands[CP_CMD_COUNT] = {
 	  .no_command = "watches the whole host",
 	},
 	[CP_CMD_PROBES] = { CP_CMD_PROBES, "probes", cp_cmd_probes,
-	  "the probe catalogue; what a libcuda exports that is not probed",
+	  "the probe catalogue; what a libcuda or libnccl exports that is not probed",
 	  "[--lib PATH]...",
 	  "Without --lib: the probe catalogue, one line per API (symbol, family, BPF\n"
 	  "programs), then the exports of traced families deliberately not probed,\n"
-	  "with the reason. With --lib PATH: what that libcuda exports in a traced\n"
-	  "family that cuprobe does not probe, and the catalogued symbols it lacks.\n"
+	  "with the reason. With --lib PATH: what that libcuda or libnccl exports in a\n"
+	  "traced family that cuprobe does not probe, and the catalogued symbols it\n"
+	  "lacks.\n"
 	  "Reads files only: needs no root.",
 	  "Exit status: 0; 1 when a file cannot be read as ELF; 2 for bad usage.",
 	  .no_command = "reads files",

@@ -390,10 +390,11 @@ int cp_cmd_run(const union cp_options *options)
 	/*
 	 * cuprobe's own programs only where users' programs rely on them:
 	 * kernel names, the current context's device, cuInit (system-wide
-	 * targets). No per-call records of its own.
+	 * targets), NCCL's communicators (their rank, size and id). No
+	 * per-call records of its own.
 	 */
 	tracer_opts.families = 1ull << CP_FAMILY_name | 1ull << CP_FAMILY_context |
-			       1ull << CP_FAMILY_init;
+			       1ull << CP_FAMILY_init | 1ull << CP_FAMILY_nccl;
 	tracer_opts.no_call_records = true;
 	session.program_name = opts->program;
 	/*

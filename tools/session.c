@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * What every cuprobe command that traces does before and after its own work:
- * check privileges, resolve COMMAND, discover libcuda, open and attach the
+ * check privileges, resolve COMMAND, discover libcuda (and libnccl), open and attach the
  * tracer, add the targets, open the output, start the agent and COMMAND
  * once everything is attached, wait for the end (COMMAND's tree, every -p
  * target gone, --duration, a signal, the output failing), with an optional
@@ -35,6 +35,7 @@
 #include "warnings.h"
 
 #define LIBCUDA "libcuda.so.1"
+#define LIBNCCL "libnccl.so.2"
 #define MAX_SEEDED_PIDS 4096
 
 int cp_verbosity;
@@ -184,6 +185,27 @@ static void discover_runtime(const struct cp_common_options *opts, const char *c
 		cp_discover__all_processes(cudarts, "libcudart.so");
 }
 
+/*
+ * NCCL files to probe now: those the targets have mapped, those COMMAND
+ * would load, every process's and the system's when system-wide. A copy
+ * mapped later (a pip wheel's, dlopen'd by a framework) comes as an attach
+ * event.
+ */
+static void discover_nccl(const struct cp_common_options *opts, const char *command_path,
+			  struct cp_lib_set *nccls)
+{
+	size_t i;
+
+	for (i = 0; i < opts->pid_count; i++)
+		cp_discover__process(nccls, opts->pids[i], LIBNCCL);
+	if (command_path)
+		cp_discover__for_exec(nccls, LIBNCCL, command_path, getenv("LD_LIBRARY_PATH"));
+	if (!opts->pid_count && !command_path) {
+		cp_discover__all_processes(nccls, LIBNCCL);
+		cp_discover__for_exec(nccls, LIBNCCL, NULL, NULL);
+	}
+}
+
 static bool named_by_lib(const struct cp_common_options *opts, const char *path)
 {
 	struct stat a, b;
@@ -198,7 +220,8 @@ static bool named_by_lib(const struct cp_common_options *opts, const char *path)
 }
 
 static int attach_all(const struct cp_common_options *opts, struct cp_tracer *tracer,
-		      const struct cp_lib_set *libs, const struct cp_lib_set *cudarts)
+		      const struct cp_lib_set *libs, const struct cp_lib_set *cudarts,
+		      const struct cp_lib_set *nccls)
 {
 	struct cp_attach_report report;
 	unsigned int attached_libs = 0, attached_runtimes = 0;
@@ -243,6 +266,17 @@ static int attach_all(const struct cp_common_options *opts, struct cp_tracer *tr
 		} else if (err != -ENOENT) {
 			cp_say("%s: cannot probe cudaLaunchKernel: %s", path, strerror(-err));
 		}
+	}
+	/* A file named like NCCL without its exports is not one: said at -v only. */
+	for (i = 0; i < cp_lib_set__count(nccls); i++) {
+		const char *path = cp_lib_set__path(nccls, i);
+
+		err = cp_tracer__attach_nccl(tracer, path, &report);
+		if (err && (err != -ENOENT || cp_verbosity))
+			cp_say("%s: no NCCL probe attached: %s", path,
+			       err == -ENOENT ? "none of the NCCL symbols found" : strerror(-err));
+		else if (!err && cp_verbosity)
+			cp_say("%s: %u NCCL probes attached", path, report.attached);
 	}
 	return 0;
 }
@@ -306,9 +340,10 @@ int cp_session__open(struct cp_session *s, const struct cp_common_options *opts)
 
 	s->libs = cp_lib_set__new();
 	s->cudarts = cp_lib_set__new();
+	s->nccls = cp_lib_set__new();
 	s->symbolizer = cp_symbolizer__new();
 	s->names = s->symbolizer ? cp_names__new(s->symbolizer) : NULL;
-	if (!s->libs || !s->cudarts || !s->names) {
+	if (!s->libs || !s->cudarts || !s->nccls || !s->names) {
 		cp_say("out of memory");
 		return CP_EXIT_SETUP;
 	}
@@ -316,6 +351,7 @@ int cp_session__open(struct cp_session *s, const struct cp_common_options *opts)
 	cp_names__read_driver_records(s->names, true);
 	if (opts->command)
 		cp_symbolizer__add_file(s->symbolizer, s->command_path);
+	discover_nccl(opts, opts->command ? s->command_path : NULL, s->nccls);
 	return discover_driver(opts, opts->command ? s->command_path : NULL, s->libs);
 }
 
@@ -429,7 +465,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 		if (code || s->program_load_only)
 			return code;
 	}
-	code = attach_all(opts, s->tracer, s->libs, s->runtime ? s->cudarts : NULL);
+	code = attach_all(opts, s->tracer, s->libs, s->runtime ? s->cudarts : NULL, s->nccls);
 	if (code)
 		return code;
 
@@ -768,7 +804,8 @@ void cp_session__report_files(struct cp_session *s, enum cp_format format)
 	count = cp_tracer__files(s->tracer, files, sizeof(files) / sizeof(files[0]));
 	for (i = 0; i < count && i < sizeof(files) / sizeof(files[0]); i++) {
 		const struct cp_traced_file *f = &files[i];
-		const char *what = f->runtime ? "runtime file" : "driver file";
+		const char *what = f->library == CP_LIBRARY_nccl ? "NCCL file" :
+				   f->runtime ? "runtime file" : "driver file";
 
 		if (f->at_start)
 			continue;
@@ -924,5 +961,6 @@ void cp_session__close(struct cp_session *s)
 	cp_names__free(s->names);
 	cp_symbolizer__free(s->symbolizer);
 	cp_lib_set__free(s->cudarts);
+	cp_lib_set__free(s->nccls);
 	cp_lib_set__free(s->libs);
 }

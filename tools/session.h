@@ -48,6 +48,7 @@ struct cp_session {
 	char command_path[PATH_MAX];
 	struct cp_lib_set *libs;
 	struct cp_lib_set *cudarts;
+	struct cp_lib_set *nccls;  /* libnccl files found at the start */
 	bool runtime;              /* cp_session__probe_runtime: cudaLaunchKernel probed too */
 	struct cp_tracer *tracer;
 	bool system_wide;

@@ -70,6 +70,18 @@ int cp_format__record(enum cp_format format, const union cp_event *event,
  */
 
 /* One process's counts, as cuprobe stats reports them. */
+/*
+ * NCCL in a report: a row per (communicator, op), with --timeline the
+ * bounds of the kernels its calls launched (cp_nccl_calls__kernel).
+ */
+struct cp_nccl_report_row {
+	struct cp_nccl_row row;
+	uint64_t kernels;          /* its kernels whose bound the timeline gave */
+	uint64_t gpu_max_ns;       /* the sum of those bounds: at most this much GPU time */
+	uint64_t gpu_start_ns;     /* the earliest a kernel of its started */
+	uint64_t gpu_end_ns;       /* the latest one had ended by */
+};
+
 struct cp_report {
 	uint32_t pid;
 	const char *comm;
@@ -91,6 +103,10 @@ struct cp_report {
 	size_t gpu_stream_count;
 	const struct cp_gpu_device *gpu_devices;
 	size_t gpu_device_count;
+	/* NCCL calls by communicator and operation (nccl_gpu: with their kernels' bounds). */
+	const struct cp_nccl_report_row *nccl;
+	size_t nccl_count;
+	bool nccl_gpu;
 };
 /* Text lines, or one JSON object; rows most used first (the caller's arrays untouched). */
 int cp_format__report(struct cp_text *text, enum cp_format format, const struct cp_report *report,
@@ -198,6 +214,8 @@ struct cp_chrome_trace_stats {
 	uint64_t kernels;             /* kernel slices */
 	uint64_t kernels_unbounded;   /* launches without a bound (instants "dropped") */
 	uint64_t allocations_untracked; /* allocations past a process's cap: not in the counter */
+	uint64_t collectives;         /* NCCL calls (or groups) drawn over their kernels' bounds */
+	uint64_t collectives_unbounded; /* ... left out: no kernel of theirs had a bound */
 };
 
 /* base_ns: CLOCK_MONOTONIC of ts 0, no later than any record (taken before attaching). */
