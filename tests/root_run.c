@@ -1100,6 +1100,26 @@ Test(bad_programs, no_btf_without_g)
 	remove_tree(dir);
 }
 
+/* libbpf needs BTF for a .maps section and said "No such file or directory". */
+Test(bad_programs, no_btf_with_a_map)
+{
+	char *dir = make_tmpdir(), *source = write_program(dir, "nobtfmap.bpf.c",
+		"struct { int (*type)[2]; int (*max_entries)[4]; int *key; long *value; }\n"
+		"	counts __attribute__((section(\".maps\"), used));\n"
+		"__attribute__((section(\"cuda/launch\"), used)) int nobtf(void *ctx) { return 0; }\n"
+		"__attribute__((section(\"license\"), used)) char LICENSE[] = \"GPL\";\n");
+	char *object = path_join(dir, "nobtfmap.bpf.o");
+	char *cc[] = { BPF_CLANG, "-O2", "-target", "bpf", "-c", source, "-o", object, NULL };
+	struct refusal r;
+
+	cr_assert_eq(run_program(cc, NULL, NULL), 0, "clang could not build the test object");
+	refuse(&r, object, NULL, NULL);
+	assert_refused(&r, 2, "nobtfmap.bpf.o: no BTF (compile with -g)");
+	cr_assert(!strstr(r.err, "No such file"), "%s", r.err);
+	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+	remove_tree(dir);
+}
+
 Test(bad_programs, set_names_an_unknown_variable_or_a_bad_value)
 {
 	const char *const unknown[] = { "--set", "threshold=5", NULL };

@@ -9,6 +9,8 @@
  */
 #include <elf.h>
 #include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,6 +100,35 @@ static int check_elf(const void *elf, size_t size, const struct cp_program_opts 
 	if (header->e_type != ET_REL)
 		return fail(opts, -ENOEXEC, "%s: not a BPF object file (compile with -c)", name);
 	return 0;
+}
+
+/*
+ * Whether the object has a .BTF section. libbpf needs one for a .maps
+ * section and, without it, fails with ENOENT ("No such file or directory"),
+ * which says nothing of the cause: asked first, it is said as it is.
+ */
+static bool has_btf(void *elf, size_t size)
+{
+	Elf_Scn *section = NULL;
+	GElf_Shdr header;
+	size_t names;
+	bool found = false;
+	Elf *object;
+
+	if (elf_version(EV_CURRENT) == EV_NONE || !(object = elf_memory(elf, size)))
+		return true; /* cannot tell: libbpf will say what it finds */
+	if (elf_getshdrstrndx(object, &names)) {
+		elf_end(object);
+		return true;
+	}
+	while (!found && (section = elf_nextscn(object, section))) {
+		const char *name = gelf_getshdr(section, &header) ?
+				   elf_strptr(object, names, header.sh_name) : NULL;
+
+		found = name && !strcmp(name, ".BTF");
+	}
+	elf_end(object);
+	return found;
 }
 
 /*
@@ -501,12 +532,16 @@ struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void 
 	program->elf_size = size;
 	program->tracer = tracer;
 	snprintf(program->object_name, sizeof(program->object_name), "cuprobe_run");
+	if (!has_btf(program->elf, size)) {
+		err = fail(opts, -ENOENT, "%s: no BTF (compile with -g): cuprobe needs it to print", name);
+		goto err_out;
+	}
 	program->obj = open_object(program);
 	if (!program->obj) {
 		err = fail(opts, -errno, "%s: cannot open the BPF object: %s", name, strerror(errno));
 		goto err_out;
 	}
-	if (!bpf_object__btf(program->obj)) {
+	if (!bpf_object__btf(program->obj)) { /* a .BTF libbpf could not use */
 		err = fail(opts, -ENOENT, "%s: no BTF (compile with -g): cuprobe needs it to print", name);
 		goto err_out;
 	}
