@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -211,6 +212,17 @@ int run_program(char *const argv[], const struct run_opts *opts, double *elapsed
 	if (elapsed_s)
 		*elapsed_s = now_s() - start;
 	return status;
+}
+
+int run_program_rusage(char *const argv[], const struct run_opts *opts, struct rusage *usage)
+{
+	pid_t pid = spawn_program(argv, opts);
+	int status;
+
+	cr_assert_eq(wait4(pid, &status, 0, usage), pid, "wait4: %s", strerror(errno));
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
 }
 
 bool wait_for_text(const char *path, const char *needle, double timeout_s)

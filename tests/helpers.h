@@ -42,6 +42,10 @@ struct run_opts {
  */
 int run_program(char *const argv[], const struct run_opts *opts, double *elapsed_s);
 
+/* run_program, with the resource usage of argv's process (and the children it waited for). */
+struct rusage;
+int run_program_rusage(char *const argv[], const struct run_opts *opts, struct rusage *usage);
+
 /* Starts argv as run_program does, without waiting: returns its pid. */
 pid_t spawn_program(char *const argv[], const struct run_opts *opts);
 /*

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -194,6 +195,163 @@ static long long hist_count(json_t *hist, long long *only_low, long long *only_h
 		*only_high = jint(json_array_get(buckets, 0), "high");
 	}
 	return sum;
+}
+
+/* ---- maps of any size --------------------------------------------------------------- */
+
+static char *write_program(const char *dir, const char *name, const char *source);
+
+/*
+ * An array of entries 512-byte values, of which cuda/launch writes one
+ * (key 7). Written without the SDK so that it is compiled here, before
+ * cuprobe runs: clang's memory would otherwise count in cuprobe's peak.
+ */
+static char *big_array_object(const char *dir, const char *name, unsigned int entries)
+{
+	char source[1024], file[64], *path, *object;
+	char *cc[] = { BPF_CLANG, "-g", "-O2", "-target", "bpf", "-c", NULL, "-o", NULL, NULL };
+
+	snprintf(source, sizeof(source),
+		 "struct big { unsigned long long words[64]; };\n"
+		 "struct { int (*type)[2]; int (*max_entries)[%u]; unsigned int *key; struct big *value; }\n"
+		 "	big __attribute__((section(\".maps\"), used));\n"
+		 "static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;\n"
+		 "__attribute__((section(\"cuda/launch\"), used)) int mark(void *ctx)\n"
+		 "{\n"
+		 "	unsigned int key = 7;\n"
+		 "	struct big *value = bpf_map_lookup_elem(&big, &key);\n"
+		 "	if (value)\n"
+		 "		value->words[0] = 42;\n"
+		 "	return 0;\n"
+		 "}\n"
+		 "char LICENSE[] __attribute__((section(\"license\"), used)) = \"GPL\";\n",
+		 entries);
+	snprintf(file, sizeof(file), "%s.bpf.c", name);
+	path = path_join(dir, file);
+	snprintf(file, sizeof(file), "%s.bpf.o", name);
+	object = path_join(dir, file);
+	cr_assert(write_text(path, source));
+	cc[6] = path;
+	cc[8] = object;
+	cr_assert_eq(run_program(cc, NULL, NULL), 0, "clang could not build the test object");
+	free(path);
+	return object;
+}
+
+/* `cuprobe run OBJECT [--json] -o FILE -- drv_launch 1`: its peak RSS in KiB; FILE's text. */
+static long run_peak_kib(const char *object, bool json, char **output_text, char **err_text)
+{
+	char *dir = make_tmpdir(), *output = path_join(dir, "output"), *err = path_join(dir, "err");
+	char *argv[] = { CUPROBE_BIN, "run", (char *)object, "-o", output, json ? "--json" : "-v",
+			 "--", DRV_LAUNCH, "1", NULL };
+	struct run_opts opts = { .stderr_path = err };
+	struct rusage usage;
+	int status;
+
+	status = run_program_rusage(argv, &opts, &usage);
+	*err_text = read_text(err);
+	cr_assert_eq(status, 0, "status %d: %s", status, *err_text);
+	*output_text = read_text(output);
+	cr_assert_not_null(*output_text);
+	remove_tree(dir);
+	free(dir);
+	free(output);
+	free(err);
+	return usage.ru_maxrss;
+}
+
+/*
+ * Maps are read a batch at a time and printed as they are read: an array
+ * ten times larger does not grow cuprobe (it read whole maps into memory,
+ * and was OOM-killed on an array of 4,000,000 values of 4 KiB). Its
+ * all-zero entries are not printed: one line for the one entry written.
+ */
+Test(maps, a_large_array_is_printed_in_bounded_memory, .timeout = 300)
+{
+	char *dir, *small, *large, *text, *err, *at, *entry;
+	long small_kib, large_kib;
+	json_t *line, *entries;
+	json_error_t error;
+
+	require_root();
+	dir = make_tmpdir();
+	small = big_array_object(dir, "small", 100000);
+	large = big_array_object(dir, "large", 1000000);
+	small_kib = run_peak_kib(small, true, &text, &err);
+	free(text);
+	free(err);
+	large_kib = run_peak_kib(large, true, &text, &err);
+	cr_log_info("peak RSS: %ld KiB with 100,000 entries, %ld KiB with 1,000,000", small_kib,
+		    large_kib);
+	cr_assert_leq(large_kib, small_kib + 16384,
+		      "peak RSS %ld KiB with 1,000,000 entries of 512 bytes, %ld KiB with 100,000",
+		      large_kib, small_kib);
+	/* The map's line: its one written entry, nothing left out. */
+	at = strstr(text, "{\"type\":\"map\",");
+	cr_assert_not_null(at, "no map printed: %s", err);
+	line = json_loadb(at, strcspn(at, "\n"), 0, &error);
+	cr_assert_not_null(line, "bad JSON: %s", error.text);
+	entries = json_object_get(line, "entries");
+	cr_assert_eq(json_array_size(entries), 1, "%.300s", at);
+	cr_assert_eq(json_integer_value(json_object_get(json_array_get(entries, 0), "key")), 7);
+	cr_assert_eq(jint(line, "not_printed"), 0);
+	json_decref(line);
+	free(text);
+	free(err);
+	/* As text: the header, the map's name and one line. */
+	run_peak_kib(large, false, &text, &err);
+	cr_assert_eq(count_lines(text), 3, "%s", text);
+	entry = find_line(text, "  7: ", 0);
+	cr_assert_not_null(entry, "%s", text);
+	cr_assert(strstr(entry, "42"), "%s", entry);
+	free(entry);
+	free(text);
+	free(err);
+	free(small);
+	free(large);
+	remove_tree(dir);
+	free(dir);
+}
+
+static const char every_launch[] =
+	"#include \"cuprobe.bpf.h\"\n"
+	"struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4096); __type(key, __u32); __type(value, __u64); } slots SEC(\".maps\");\n"
+	"__u32 next_slot;\n"
+	"SEC(\"cuda/launch\")\n"
+	"int CUDA_PROG(one_slot_a_launch, struct cuda_launch, launch)\n"
+	"{\n"
+	"	__u32 key = next_slot++; /* drv_launch launches from one thread */\n"
+	"	__u64 *value = bpf_map_lookup_elem(&slots, &key);\n"
+	"	if (value)\n"
+	"		*value = key + 1;\n"
+	"	return 0;\n"
+	"}\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+
+/* At most 1000 entries a map by default; the rest counted, in the map and on stderr. */
+Test(maps, at_most_a_thousand_entries_printed_the_rest_counted, .timeout = 120)
+{
+	const char *const workload[] = { "1500", NULL };
+	char *dir = make_tmpdir(), *prog = write_program(dir, "slots.bpf.c", every_launch);
+	struct run_result r;
+	json_t *line, *entries = NULL;
+	size_t i;
+
+	run_prog(&r, prog, NULL, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	json_array_foreach(r.lines, i, line)
+		if (!strcmp(jstr(line, "type"), "map")) {
+			entries = json_object_get(line, "entries");
+			cr_assert_eq(jint(line, "not_printed"), 500);
+		}
+	cr_assert_eq(json_array_size(entries), 1000);
+	/* The array's order: keys 0 to 999, each the launch's number. */
+	cr_assert_eq(json_integer_value(json_object_get(json_array_get(entries, 999), "key")), 999);
+	cr_assert_eq(json_integer_value(json_object_get(json_array_get(entries, 999), "value")), 1000);
+	cr_assert(strstr(r.err_text, "cuprobe: 500 map entries not printed (at most 1000 a map: --max-entries 0 prints them all)"),
+		  "%s", r.err_text);
+	free_result(&r);
+	remove_tree(dir);
 }
 
 /* ---- the examples ---------------------------------------------------------------- */
