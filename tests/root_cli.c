@@ -6,11 +6,13 @@
  * late-attached names in stats, bad input.
  */
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -116,6 +118,97 @@ Test(write_errors, stats_to_a_full_file_exits_1_with_a_message, .timeout = 120)
 	run_free(&r);
 }
 
+/*
+ * A 64 KiB tmpfs at a new directory, in a mount namespace of this test's
+ * own (Criterion runs each test in a process of its own): it goes with
+ * the test, whatever happens. The directory, malloc'd.
+ */
+static char *small_disk(void)
+{
+	char *dir = make_tmpdir();
+
+	cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
+	cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0, "%s", strerror(errno));
+	cr_assert_eq(mount("tmpfs", dir, "tmpfs", 0, "size=64k"), 0, "mount: %s", strerror(errno));
+	return dir;
+}
+
+static void small_disk_free(char *dir)
+{
+	umount2(dir, MNT_DETACH);
+	remove_tree(dir);
+	free(dir);
+}
+
+/* The file at path ends with a whole line of its kind (JSON: an object; text: a record line). */
+static void assert_ends_whole(const char *path, bool json)
+{
+	char *text = read_text(path), *last;
+	size_t len;
+
+	cr_assert_not_null(text, "%s not written", path);
+	len = strlen(text);
+	cr_assert_gt(len, 4096, "%s: only %zu bytes before the disk was full", path, len);
+	cr_assert_eq(text[len - 1], '\n', "%s ends inside a record: ...%s", path,
+		     text + (len > 80 ? len - 80 : 0));
+	text[len - 1] = '\0';
+	last = strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text;
+	if (json) {
+		json_error_t error;
+		json_t *record = json_loads(last, 0, &error);
+
+		cr_assert_not_null(record, "%s: last line not JSON (%s): %s", path, error.text, last);
+		cr_assert(json_is_string(json_object_get(record, "type")), "%s", last);
+		json_decref(record);
+	} else {
+		double time;
+		int pid, tid, end = 0;
+
+		/* "    0.004972   17403   17404 cuLaunchKernel ... stream=0x7f447ed11320" */
+		cr_assert(sscanf(last, "%lf %d %d %*s%n", &time, &pid, &tid, &end) == 3 && end,
+			  "%s: last line not a record: %s", path, last);
+	}
+	free(text);
+}
+
+/* A full disk ends the output at a record: never part of one. */
+Test(write_errors, a_full_disk_leaves_whole_records_only, .timeout = 180)
+{
+	static const struct {
+		const char *options, *file, *message;
+		bool json, on_stdout;
+	} cases[] = {
+		{ "trace --json -o", "trace.json", "cannot write %s: No space left on device", true },
+		{ "trace -o", "trace.txt", "cannot write %s: No space left on device", false },
+		{ "trace --json >", "stdout.json", "cannot write standard output: No space left on device", true, true },
+		{ "run " EXAMPLES_DIR "/slow_syncs.bpf.c --set min_us=0 --json -o", "run.json",
+		  "cannot write %s: No space left on device", true },
+	};
+	char *disk, *path, script[2048], message[512];
+	size_t i;
+
+	require_root();
+	disk = small_disk();
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct run r;
+
+		run_init(&r);
+		path = path_join(disk, cases[i].file);
+		snprintf(script, sizeof(script), "'%s' %s '%s' -- '%s' 5000 --sync-every 1%s",
+			 CUPROBE_BIN, cases[i].options, path, DRV_LAUNCH,
+			 cases[i].on_stdout ? "" : " > /dev/null");
+		run_shell(&r, script);
+		cr_assert_eq(r.status, 1, "%s: exit %d: %s", cases[i].options, r.status, r.err_text);
+		snprintf(message, sizeof(message), cases[i].message, path);
+		cr_assert(strstr(r.err_text, message), "%s: %s", cases[i].options, r.err_text);
+		assert_ends_whole(path, cases[i].json);
+		unlink(path);
+		free(path);
+		run_free(&r);
+	}
+	small_disk_free(disk);
+}
+
 /* ---- 2. a failed start leaves the output file alone ------------------------------ */
 
 static void assert_untouched(const char *path, const char *want)
@@ -176,6 +269,33 @@ Test(output_file, a_failed_start_leaves_an_existing_file_as_it_was, .timeout = 6
 	cr_assert_eq(files_in(sub), 1, "a temporary file was left behind");
 	free(data);
 	free(bad_lib);
+	free(sub);
+	run_free(&r);
+}
+
+/* A name of 255 bytes, the most a directory entry takes: the temporary name must fit too. */
+Test(output_file, a_name_of_255_bytes_is_written, .timeout = 60)
+{
+	char name[256], *sub, *data, *text;
+	struct run r;
+
+	run_init(&r);
+	sub = path_join(r.dir, "out");
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	memset(name, 'n', 255);
+	memcpy(name + 250, ".json", 6);
+	data = path_join(sub, name);
+	{
+		char *argv[] = { CUPROBE_BIN, "trace", "--json", "-o", data, "--", DRV_LAUNCH, "3", NULL };
+
+		run_argv(&r, argv);
+	}
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err_text);
+	text = read_text(data);
+	cr_assert(text && strstr(text, "\"api\":\"cuLaunchKernel\""), "%s", text ? text : "no file");
+	cr_assert_eq(files_in(sub), 1, "a temporary file was left behind");
+	free(text);
+	free(data);
 	free(sub);
 	run_free(&r);
 }

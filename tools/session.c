@@ -476,7 +476,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	 * would land inside an event line at a buffer boundary.
 	 */
 	if (!opts->output && opts->command)
-		setvbuf(stdout, NULL, _IOLBF, 0);
+		cp_output__write_through(&s->output);
 	return 0;
 }
 
@@ -759,7 +759,7 @@ int cp_session__start_command(struct cp_session *s)
 		cp_say("cannot create %s: %s", s->opts->output, strerror(-err));
 		return CP_EXIT_SETUP;
 	}
-	err = s->perfetto.stream ? cp_output__commit(&s->perfetto) : 0;
+	err = cp_output__is_open(&s->perfetto) ? cp_output__commit(&s->perfetto) : 0;
 	if (err) {
 		cp_say("cannot create %s: %s", s->opts->perfetto, strerror(-err));
 		return CP_EXIT_SETUP;
@@ -1001,7 +1001,7 @@ int cp_session__finish(struct cp_session *s)
 	if (s->stall_watch)
 		__atomic_store_n(&s->stall_watch->stop_wanted, 1, __ATOMIC_SEQ_CST);
 	output_error = cp_output__close(&s->output);
-	perfetto_error = s->perfetto.stream ? cp_output__close(&s->perfetto) : 0;
+	perfetto_error = cp_output__is_open(&s->perfetto) ? cp_output__close(&s->perfetto) : 0;
 	stop_stall_watch(s);
 
 	if (s->opts->command && s->child_done)
@@ -1072,7 +1072,7 @@ void cp_session__close(struct cp_session *s)
 		__atomic_store_n(&s->stall_watch->stop_wanted, 1, __ATOMIC_SEQ_CST);
 	cp_agent__free(s->agent);
 	cp_output__close(&s->output);
-	if (s->perfetto.stream)
+	if (cp_output__is_open(&s->perfetto))
 		cp_output__close(&s->perfetto);
 	stop_stall_watch(s); /* before the fork below: this process single-threaded again */
 	s->agent = NULL;
