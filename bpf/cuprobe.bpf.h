@@ -44,6 +44,9 @@
  *    cuprobe_kernel_t is shown as the kernel's name, a cuprobe_stack_t as a
  *    symbolized user stack (both of the pid in a field named "pid" beside).
  *
+ * Device programs, which run inside the GPU's kernels (SEC("gpu/GLOB")),
+ * are described at the end of this file and in docs/device-programs.md.
+ *
  * Compile against the installed SDK:
  *	clang -g -O2 -target bpf -D__TARGET_ARCH_x86 $(pkg-config --cflags cuprobe) -c prog.bpf.c
  * (`cuprobe run prog.bpf.c` does this itself when clang is installed).
@@ -1010,5 +1013,94 @@ int name(struct pt_regs *ctx)								\
 	return ____##name(ctx, &____event);						\
 }											\
 static __always_inline int ____##name(struct pt_regs *ctx, const type *arg)
+
+/* ---- device programs: inside the GPU's kernels ------------------------------------------ */
+
+/*
+ * A device program runs inside CUDA kernels, in every thread, when cuprobe
+ * runs PROG with a COMMAND (`cuprobe run PROG -- COMMAND`: the one mode
+ * that puts code into a process):
+ *
+ *	CUPROBE_GPU_ARRAY(threads, __u64, 1);
+ *
+ *	SEC("gpu/vec_add")
+ *	int GPU_PROG(count_threads)
+ *	{
+ *		__u32 zero = 0;
+ *		__u64 *count = bpf_map_lookup_elem(&threads, &zero);
+ *
+ *		if (count)
+ *			__sync_fetch_and_add(count, 1);
+ *		return 0;
+ *	}
+ *
+ * SEC("gpu/GLOB") runs at the entry of every kernel whose name matches
+ * GLOB, SEC("gpu.exit/GLOB") before each of its exits. GLOB is an
+ * fnmatch(3) pattern matched against the demangled name without its
+ * parameters (vec_add, ns::gemm<float>) and against the mangled name;
+ * either match counts.
+ *
+ * The kernel's verifier checks a device program first (as a kprobe
+ * program: the helpers below are the kernel's own, of the same
+ * signatures); cuprobe then translates the verified bytecode to PTX, which
+ * the driver compiles with the kernel it goes into. What a device program
+ * may use:
+ *  - ctx's fields (struct cuprobe_gpu_ctx, cuprobe_events.h), read whole
+ *    or in part, never written: thread and block index and dims, SM,
+ *    warp and lane, the GPU's globaltimer, the launch's sequence number;
+ *  - bpf_map_lookup_elem and bpf_map_update_elem on arrays declared with
+ *    CUPROBE_GPU_ARRAY, and the object's global variables (.bss, .data,
+ *    .rodata: const volatile settings work too);
+ *  - bpf_ktime_get_ns (the GPU's globaltimer, ns) and
+ *    bpf_get_smp_processor_id (the SM's id);
+ *  - atomics (__sync_fetch_and_add, _or, _and, _xor, __sync_lock_test_and_set,
+ *    __sync_val_compare_and_swap): PTX atom, relaxed, device-wide;
+ *  - arithmetic, branches, bounded loops, the 512-byte stack, subprograms.
+ * Anything else (another helper, a map of another type, a tail call, a
+ * kfunc) is refused when PROG is loaded, naming what. Host programs
+ * (cuda/FAMILY) of the same object share the maps by name: what GPU
+ * threads write, a host program or cuprobe reads. The return value is
+ * ignored.
+ */
+#define GPU_PROG(name) name(struct cuprobe_gpu_ctx *ctx)
+
+/*
+ * An array that device programs (and host programs) may use: value_type
+ * values, entries of them, keys 0 to entries - 1. Mappable
+ * (BPF_F_MMAPABLE), so that the GPU writes the kernel map's own memory.
+ */
+#define CUPROBE_GPU_ARRAY(name, value_type, entries)				\
+	struct {								\
+		__uint(type, BPF_MAP_TYPE_ARRAY);				\
+		__uint(map_flags, 1u << 10); /* BPF_F_MMAPABLE */		\
+		__uint(max_entries, entries);					\
+		__type(key, __u32);						\
+		__type(value, value_type);					\
+	} name SEC(".maps")
+
+/* The block's index in its grid, x fastest. */
+static __always_inline __u64 cuprobe_gpu_block_index(const struct cuprobe_gpu_ctx *ctx)
+{
+	return ctx->block_x + ctx->grid_dim_x * (ctx->block_y + ctx->grid_dim_y * ctx->block_z);
+}
+
+/* The thread's index in its block, x fastest. */
+static __always_inline __u64 cuprobe_gpu_thread_index(const struct cuprobe_gpu_ctx *ctx)
+{
+	return ctx->thread_x +
+	       ctx->block_dim_x * (ctx->thread_y + ctx->block_dim_y * ctx->thread_z);
+}
+
+/* Threads per block. */
+static __always_inline __u64 cuprobe_gpu_block_threads(const struct cuprobe_gpu_ctx *ctx)
+{
+	return ctx->block_dim_x * ctx->block_dim_y * ctx->block_dim_z;
+}
+
+/* True in one thread of each block, (0, 0, 0): for what happens once per block. */
+static __always_inline bool cuprobe_gpu_block_leader(const struct cuprobe_gpu_ctx *ctx)
+{
+	return (ctx->thread_x | ctx->thread_y | ctx->thread_z) == 0;
+}
 
 #endif /* CUPROBE_BPF_H */

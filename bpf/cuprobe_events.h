@@ -732,6 +732,40 @@ struct cuprobe_process_context {
 	__u32 pad;
 };
 
+/*
+ * What a device program (SEC("gpu/GLOB"), bpf/cuprobe.bpf.h) sees of the GPU
+ * thread it runs in: one line per field of struct cuprobe_gpu_ctx, in
+ * order, each a __u64, with where the translator to PTX reads it (a special
+ * register of that many bits, zero-extended) or, for launch_seq, the slot
+ * of the launch that cuprobe fills (0 when it has none). The kernel
+ * verifies device programs as kprobe programs, so the struct stays within
+ * sizeof(struct pt_regs) (168 bytes on x86-64).
+ */
+#define CUPROBE_GPU_CTX_FIELDS(X)						\
+	X(thread_x, "%tid.x", 32)		/* the thread in its block */		\
+	X(thread_y, "%tid.y", 32)						\
+	X(thread_z, "%tid.z", 32)						\
+	X(block_x, "%ctaid.x", 32)		/* the block in the grid */		\
+	X(block_y, "%ctaid.y", 32)						\
+	X(block_z, "%ctaid.z", 32)						\
+	X(block_dim_x, "%ntid.x", 32)		/* threads per block */			\
+	X(block_dim_y, "%ntid.y", 32)						\
+	X(block_dim_z, "%ntid.z", 32)						\
+	X(grid_dim_x, "%nctaid.x", 32)		/* blocks per grid */			\
+	X(grid_dim_y, "%nctaid.y", 32)						\
+	X(grid_dim_z, "%nctaid.z", 32)						\
+	X(sm_id, "%smid", 32)			/* the SM running the thread */		\
+	X(warp_id, "%warpid", 32)		/* its warp slot on the SM */		\
+	X(lane_id, "%laneid", 32)		/* its lane in the warp, 0-31 */		\
+	X(globaltimer_ns, "%globaltimer", 64)	/* the GPU's clock, ns, at the read */	\
+	X(launch_seq, 0, 64)			/* the launch's sequence number */
+
+#define CUPROBE_GPU_CTX_FIELD(name, source, bits) __u64 name;
+struct cuprobe_gpu_ctx {
+	CUPROBE_GPU_CTX_FIELDS(CUPROBE_GPU_CTX_FIELD)
+};
+#undef CUPROBE_GPU_CTX_FIELD
+
 /* Read-only configuration, set before load. */
 #define CP_DEFAULT_WAKEUP_BYTES  (256u * 1024u)
 #define CP_DEFAULT_WAKEUP_NS     (250000ull)  /* 250 us: p99 delivery 256 us on the H200 */

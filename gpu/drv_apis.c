@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_setup.h"
 #include "vec_add_ptx.h"
 
 #define ELEMENTS 1024
@@ -44,7 +45,6 @@ static unsigned long long live_device, peak_device, live_host;
 /* One more call of api (its exported symbol), which must succeed. */
 static void check(CUresult rc, const char *api)
 {
-	const char *name = NULL;
 	size_t i;
 
 	for (i = 0; i < api_count && strcmp(counts[i].api, api); i++)
@@ -57,11 +57,8 @@ static void check(CUresult rc, const char *api)
 		counts[api_count++].api = api;
 	}
 	counts[i].calls++;
-	if (rc == CUDA_SUCCESS)
-		return;
-	cuGetErrorName(rc, &name);
-	fprintf(stderr, "%s: %s failed: %s\n", program, api, name ? name : "?");
-	exit(1);
+	if (!cu_ok(rc, api))
+		exit(1);
 }
 
 static void device_allocated(long long bytes)
@@ -277,12 +274,9 @@ int main(int argc, char **argv)
 	host = calloc(ELEMENTS, sizeof(float));
 	if (!host)
 		return 1;
-	check(cuInit(0), "cuInit");
-	check(cuDeviceGet(&device, 0), "cuDeviceGet");
-	check(cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
-	check(cuCtxSetCurrent(context), "cuCtxSetCurrent");
-	check(cuModuleLoadData(&module, vec_add_ptx), "cuModuleLoadData");
-	check(cuModuleGetFunction(&function, module, "vec_add"), "cuModuleGetFunction");
+	device = cu_setup_device(check);
+	context = cu_setup_primary_context(device, true, check);
+	function = cu_setup_vec_add(&module, check);
 	check(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 	check(cuMemAlloc(&a, BYTES), "cuMemAlloc_v2");
 	check(cuMemAlloc(&b, BYTES), "cuMemAlloc_v2");

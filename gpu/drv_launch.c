@@ -39,6 +39,7 @@
 #define MAX_TIMING_US		10000000L	/* 10 s: --kernel-us, --host-us */
 #define EVENT_POLL_NS		20000L		/* --event-query: sleep between polls */
 
+#include "cuda_setup.h"
 #include "vec_add_ptx.h"
 
 struct options {
@@ -155,22 +156,8 @@ static void usage(FILE *out)
 		DEFAULT_ELEMENTS, MAX_TIMING_US, MAX_TIMING_US, MAX_ITERATIONS);
 }
 
-/* Prints the failed call the way tests grep for it; false on failure. */
-static bool cu_ok(CUresult rc, const char *call)
-{
-	const char *name = NULL;
-
-	if (rc == CUDA_SUCCESS)
-		return true;
-	if (cuGetErrorName(rc, &name) == CUDA_SUCCESS && name)
-		fprintf(stderr, "%s: %s failed: %s\n", program, call, name);
-	else
-		fprintf(stderr, "%s: %s failed: CUresult %d\n", program, call, (int)rc);
-	return false;
-}
-
-/* For the main thread: any CUDA error ends the process. */
-static void cu_check(CUresult rc, const char *call)
+/* For the main thread: any CUDA error ends the process (once a forked child is reaped). */
+static void check_or_fail(CUresult rc, const char *call)
 {
 	if (!cu_ok(rc, call))
 		fail();
@@ -398,15 +385,13 @@ static void load_kernel(const struct options *options, CUmodule *module,
 	CUkernel kernel;
 
 	if (options->use_library) {
-		cu_check(cuLibraryLoadData(library, vec_add_ptx, NULL, NULL, 0,
-					   NULL, NULL, 0), "cuLibraryLoadData");
-		cu_check(cuLibraryGetKernel(&kernel, *library, KERNEL_NAME),
-			 "cuLibraryGetKernel");
-		cu_check(cuKernelGetFunction(function, kernel), "cuKernelGetFunction");
+		check_or_fail(cuLibraryLoadData(library, vec_add_ptx, NULL, NULL, 0,
+						NULL, NULL, 0), "cuLibraryLoadData");
+		check_or_fail(cuLibraryGetKernel(&kernel, *library, KERNEL_NAME),
+			      "cuLibraryGetKernel");
+		check_or_fail(cuKernelGetFunction(function, kernel), "cuKernelGetFunction");
 	} else {
-		cu_check(cuModuleLoadData(module, vec_add_ptx), "cuModuleLoadData");
-		cu_check(cuModuleGetFunction(function, *module, KERNEL_NAME),
-			 "cuModuleGetFunction");
+		*function = cu_setup_vec_add(module, check_or_fail);
 	}
 }
 
@@ -431,7 +416,7 @@ static __attribute__((noinline)) void leak_device_buffer(size_t bytes)
 {
 	CUdeviceptr leaked;
 
-	cu_check(cuMemAlloc(&leaked, bytes), "cuMemAlloc");
+	check_or_fail(cuMemAlloc(&leaked, bytes), "cuMemAlloc");
 	__asm__ volatile("" ::: "memory"); /* not a tail call: keep this frame */
 }
 
@@ -486,33 +471,29 @@ static void run_workload(const struct options *options)
 			fail();
 		}
 	}
-	cu_check(cuInit(0), "cuInit");
-	cu_check(cuDeviceGet(&device, 0), "cuDeviceGet");
-	cu_check(cuDevicePrimaryCtxRetain(&w.context, device),
-		 "cuDevicePrimaryCtxRetain");
-	if (!options->retain_only)
-		cu_check(cuCtxSetCurrent(w.context), "cuCtxSetCurrent");
+	device = cu_setup_device(check_or_fail);
+	w.context = cu_setup_primary_context(device, !options->retain_only, check_or_fail);
 	load_kernel(options, &module, &library, &w.function);
 
-	cu_check(cuMemAlloc(&w.a, bytes), "cuMemAlloc");
-	cu_check(cuMemAlloc(&w.b, bytes), "cuMemAlloc");
-	cu_check(cuMemAlloc(&w.c, bytes), "cuMemAlloc");
+	check_or_fail(cuMemAlloc(&w.a, bytes), "cuMemAlloc");
+	check_or_fail(cuMemAlloc(&w.b, bytes), "cuMemAlloc");
+	check_or_fail(cuMemAlloc(&w.c, bytes), "cuMemAlloc");
 	counts.allocs += 3;
 	counts.alloc_bytes += 3 * bytes;
 
-	cu_check(cuMemcpyHtoD(w.a, host_a, bytes), "cuMemcpyHtoD");
-	cu_check(cuMemcpyHtoD(w.b, host_b, bytes), "cuMemcpyHtoD");
+	check_or_fail(cuMemcpyHtoD(w.a, host_a, bytes), "cuMemcpyHtoD");
+	check_or_fail(cuMemcpyHtoD(w.b, host_b, bytes), "cuMemcpyHtoD");
 	counts.htod += 2;
 	counts.copy_bytes += 2 * bytes;
 
 	/* Page-locked memory is allocated and freed once, for the alloc probes. */
-	cu_check(cuMemAllocHost(&pinned, bytes), "cuMemAllocHost");
+	check_or_fail(cuMemAllocHost(&pinned, bytes), "cuMemAllocHost");
 	counts.host_allocs++;
 	memset(pinned, 0, bytes);
-	cu_check(cuMemFreeHost(pinned), "cuMemFreeHost");
+	check_or_fail(cuMemFreeHost(pinned), "cuMemFreeHost");
 
 	/* c starts as a copy of a, so a kernel that never ran fails the check. */
-	cu_check(cuMemcpyDtoD(w.c, w.a, bytes), "cuMemcpyDtoD");
+	check_or_fail(cuMemcpyDtoD(w.c, w.a, bytes), "cuMemcpyDtoD");
 	counts.dtod++;
 	counts.copy_bytes += bytes;
 
@@ -549,9 +530,9 @@ static void run_workload(const struct options *options)
 	if (!threads_ok)
 		fail();	/* the failing thread said why */
 
-	cu_check(cuCtxSynchronize(), "cuCtxSynchronize");
+	check_or_fail(cuCtxSynchronize(), "cuCtxSynchronize");
 	counts.syncs++;
-	cu_check(cuMemcpyDtoH(host_c, w.c, bytes), "cuMemcpyDtoH");
+	check_or_fail(cuMemcpyDtoH(host_c, w.c, bytes), "cuMemcpyDtoH");
 	counts.dtoh++;
 	counts.copy_bytes += bytes;
 
@@ -568,9 +549,9 @@ static void run_workload(const struct options *options)
 		}
 	}
 
-	cu_check(cuMemFree(w.a), "cuMemFree");
-	cu_check(cuMemFree(w.b), "cuMemFree");
-	cu_check(cuMemFree(w.c), "cuMemFree");
+	check_or_fail(cuMemFree(w.a), "cuMemFree");
+	check_or_fail(cuMemFree(w.b), "cuMemFree");
+	check_or_fail(cuMemFree(w.c), "cuMemFree");
 	counts.frees += 3;
 	if (options->leak_bytes) {
 		leak_device_buffer((size_t)options->leak_bytes);
@@ -580,10 +561,10 @@ static void run_workload(const struct options *options)
 	}
 
 	if (library)
-		cu_check(cuLibraryUnload(library), "cuLibraryUnload");
+		check_or_fail(cuLibraryUnload(library), "cuLibraryUnload");
 	if (module)
-		cu_check(cuModuleUnload(module), "cuModuleUnload");
-	cu_check(cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease");
+		check_or_fail(cuModuleUnload(module), "cuModuleUnload");
+	check_or_fail(cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease");
 	free(host_a);
 	free(host_b);
 	free(host_c);

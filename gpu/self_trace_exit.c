@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "cuprobe.h"
-#include "vec_add_ptx.h"
+#include "cuda_setup.h"
 
 #if defined(STOP_FROM_ATEXIT) == defined(STOP_FROM_DESTRUCTOR)
 #error "define exactly one of STOP_FROM_ATEXIT and STOP_FROM_DESTRUCTOR"
@@ -100,35 +100,22 @@ static void *launch_forever(void *arg)
 	}
 }
 
-static void check(CUresult rc, const char *call)
-{
-	if (rc != CUDA_SUCCESS) {
-		fprintf(stderr, "self_trace_exit: %s failed: %d\n", call, (int)rc);
-		exit(1);
-	}
-}
-
 int main(int argc, char **argv)
 {
 	long launchers = argc > 1 ? atol(argv[1]) : 4;
 	long before_exit = argc > 2 ? atol(argv[2]) : 2000;
 	pthread_t thread;
 	CUmodule module;
-	CUdevice device;
 	long i;
 
 	if (launchers < 1 || launchers > 64 || before_exit < 0) {
 		fprintf(stderr, "usage: self_trace_exit [LAUNCHERS 1-64] [LAUNCHES_BEFORE_EXIT]\n");
 		return 2;
 	}
-	check(cuInit(0), "cuInit");
-	check(cuDeviceGet(&device, 0), "cuDeviceGet");
-	check(cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
-	check(cuCtxSetCurrent(context), "cuCtxSetCurrent");
-	check(cuModuleLoadData(&module, vec_add_ptx), "cuModuleLoadData");
-	check(cuModuleGetFunction(&function, module, "vec_add"), "cuModuleGetFunction");
+	context = cu_setup_primary_context(cu_setup_device(cu_check), true, cu_check);
+	function = cu_setup_vec_add(&module, cu_check);
 	for (i = 0; i < 3; i++)
-		check(cuMemAlloc(&buffers[i], ELEMENTS * sizeof(float)), "cuMemAlloc");
+		cu_check(cuMemAlloc(&buffers[i], ELEMENTS * sizeof(float)), "cuMemAlloc");
 	for (i = 0; i < launchers; i++)
 		if (pthread_create(&thread, NULL, launch_forever, NULL)) {
 			fprintf(stderr, "self_trace_exit: pthread_create failed\n");

@@ -18,23 +18,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "vec_add_ptx.h"
+#include "cuda_setup.h"
 
 #define ELEMENTS 1024
 
 static long iterations;
 static CUdevice device;
-
-static void check(CUresult result, const char *what)
-{
-	const char *name = NULL;
-
-	if (result == CUDA_SUCCESS)
-		return;
-	cuGetErrorName(result, &name);
-	fprintf(stderr, "two_contexts: %s failed: %s\n", what, name ? name : "?");
-	exit(1);
-}
 
 /* Allocate, copy in, launch, synchronize, copy out, free: in the current context. */
 static void work(void)
@@ -47,22 +36,21 @@ static void work(void)
 	void *params[] = { &a, &b, &c, &n };
 	long i;
 
-	check(cuModuleLoadData(&module, vec_add_ptx), "cuModuleLoadData");
-	check(cuModuleGetFunction(&function, module, "vec_add"), "cuModuleGetFunction");
-	check(cuMemAlloc(&a, sizeof(host)), "cuMemAlloc");
-	check(cuMemAlloc(&b, sizeof(host)), "cuMemAlloc");
-	check(cuMemAlloc(&c, sizeof(host)), "cuMemAlloc");
-	check(cuMemcpyHtoD(a, host, sizeof(host)), "cuMemcpyHtoD");
-	check(cuMemcpyHtoD(b, host, sizeof(host)), "cuMemcpyHtoD");
+	function = cu_setup_vec_add(&module, cu_check);
+	cu_check(cuMemAlloc(&a, sizeof(host)), "cuMemAlloc");
+	cu_check(cuMemAlloc(&b, sizeof(host)), "cuMemAlloc");
+	cu_check(cuMemAlloc(&c, sizeof(host)), "cuMemAlloc");
+	cu_check(cuMemcpyHtoD(a, host, sizeof(host)), "cuMemcpyHtoD");
+	cu_check(cuMemcpyHtoD(b, host, sizeof(host)), "cuMemcpyHtoD");
 	for (i = 0; i < iterations; i++)
-		check(cuLaunchKernel(function, ELEMENTS / 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL),
-		      "cuLaunchKernel");
-	check(cuCtxSynchronize(), "cuCtxSynchronize");
-	check(cuMemcpyDtoH(host, c, sizeof(host)), "cuMemcpyDtoH");
-	check(cuMemFree(a), "cuMemFree");
-	check(cuMemFree(b), "cuMemFree");
-	check(cuMemFree(c), "cuMemFree");
-	check(cuModuleUnload(module), "cuModuleUnload");
+		cu_check(cuLaunchKernel(function, ELEMENTS / 256, 1, 1, 256, 1, 1, 0, NULL, params, NULL),
+			 "cuLaunchKernel");
+	cu_check(cuCtxSynchronize(), "cuCtxSynchronize");
+	cu_check(cuMemcpyDtoH(host, c, sizeof(host)), "cuMemcpyDtoH");
+	cu_check(cuMemFree(a), "cuMemFree");
+	cu_check(cuMemFree(b), "cuMemFree");
+	cu_check(cuMemFree(c), "cuMemFree");
+	cu_check(cuModuleUnload(module), "cuModuleUnload");
 }
 
 static void *own_context(void *arg)
@@ -70,9 +58,9 @@ static void *own_context(void *arg)
 	CUcontext context;
 
 	(void)arg;
-	check(cuCtxCreate(&context, NULL, 0, device), "cuCtxCreate");
+	cu_check(cuCtxCreate(&context, NULL, 0, device), "cuCtxCreate");
 	work();
-	check(cuCtxDestroy(context), "cuCtxDestroy");
+	cu_check(cuCtxDestroy(context), "cuCtxDestroy");
 	return NULL;
 }
 
@@ -81,11 +69,11 @@ static void *primary_context(void *arg)
 	CUcontext context, popped;
 
 	(void)arg;
-	check(cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
-	check(cuCtxPushCurrent(context), "cuCtxPushCurrent");
+	cu_check(cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
+	cu_check(cuCtxPushCurrent(context), "cuCtxPushCurrent");
 	work();
-	check(cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
-	check(cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease");
+	cu_check(cuCtxPopCurrent(&popped), "cuCtxPopCurrent");
+	cu_check(cuDevicePrimaryCtxRelease(device), "cuDevicePrimaryCtxRelease");
 	return NULL;
 }
 
@@ -98,8 +86,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: two_contexts ITERATIONS\n");
 		return 2;
 	}
-	check(cuInit(0), "cuInit");
-	check(cuDeviceGet(&device, 0), "cuDeviceGet");
+	device = cu_setup_device(cu_check);
 	if (pthread_create(&threads[0], NULL, own_context, NULL) ||
 	    pthread_create(&threads[1], NULL, primary_context, NULL))
 		return 1;

@@ -571,20 +571,20 @@ void help_text_options(const char *help, struct option_list *l)
 	free(text);
 }
 
-bool man_section_options(const char *man, const char *name, struct option_list *l)
+bool man_section_options(const char *man, const char *heading, struct option_list *l)
 {
-	char heading[64], *section, *next, *p, *q;
+	char line_of[128], *section, *next, *p, *q;
 	const char *found;
 
-	snprintf(heading, sizeof(heading), "\n.SS %s\n", name);
-	found = strstr(man, heading);
+	snprintf(line_of, sizeof(line_of), "\n%s\n", heading);
+	found = strstr(man, line_of);
 	if (!found)
 		return false;
 	section = strdup(found + 1);
 	cr_assert_not_null(section);
 	next = strstr(section + 1, "\n.SS ");
-	if (!next)
-		next = strstr(section, "\n.SH ");
+	if (!next || (strstr(section + 1, "\n.SH ") && strstr(section + 1, "\n.SH ") < next))
+		next = strstr(section + 1, "\n.SH ");
 	if (next)
 		*next = '\0';
 	for (p = strstr(section, ".TP\n"); p; p = strstr(p + 1, ".TP\n")) {

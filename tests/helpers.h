@@ -115,11 +115,11 @@ void scan_options(const char *text, struct option_list *l);
 /* Adds the option labels of a --help text ("  -p, --pid PID", "      --json"), not their help. */
 void help_text_options(const char *help, struct option_list *l);
 /*
- * Adds the options of the man page's section ".SS name": the heading line
- * after each .TP, with the \- and \f escapes removed. false when there is
- * no such section.
+ * Adds the options of the man page's section under heading (".SH OPTIONS",
+ * to the next .SH or .SS): the line after each .TP, with the \- and \f
+ * escapes removed. false when there is no such section.
  */
-bool man_section_options(const char *man, const char *name, struct option_list *l);
+bool man_section_options(const char *man, const char *heading, struct option_list *l);
 
 #ifdef CUPROBE_TEST_WITH_JSON
 /* Every line of path parsed as a JSON object into an array; fails the test on a bad line. */

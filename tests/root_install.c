@@ -4,7 +4,7 @@
  * installed tree meets: the files, libcuprobe.so exporting the public API
  * and nothing else under its SONAME, a program built out of tree with
  * `pkg-config cuprobe`, a BPF program built against the installed SDK, and
- * the installed man page naming the options the installed cuprobe takes.
+ * the installed man pages naming the options the installed cuprobe takes.
  *
  * Each test installs afresh (Criterion runs each in its own process).
  */
@@ -150,6 +150,7 @@ Test(install, the_listed_files)
 	assert_regular(INSTALL_INCLUDEDIR "/cuprobe", "cuprobe.bpf.h", false);
 	assert_regular(INSTALL_INCLUDEDIR "/cuprobe", "vmlinux.h", false);
 	assert_regular(INSTALL_MANDIR "/man8", "cuprobe.8", false);
+	assert_regular(INSTALL_MANDIR "/man8", "cuprobe-trace.8", false);
 	/* Internal headers and the static library stay in the tree. */
 	assert_absent(INSTALL_INCLUDEDIR "/cuprobe", "cuprobe_internal.h");
 	assert_absent(INSTALL_INCLUDEDIR "/cuprobe", "tracer_internal.h");
@@ -387,25 +388,32 @@ static size_t installed_commands(const char *bin, char names[][32], size_t max)
 	return count;
 }
 
-Test(install, the_man_page_and_help_name_the_same_options)
+Test(install, the_man_pages_and_help_name_the_same_options)
 {
 	char *bin = installed(INSTALL_BINDIR, "cuprobe");
-	char *man_path = installed(INSTALL_MANDIR "/man8", "cuprobe.8"), *man = read_text(man_path);
+	char *index_path = installed(INSTALL_MANDIR "/man8", "cuprobe.8"), *index = read_text(index_path);
 	char commands[16][32];
 	size_t count = installed_commands(bin, commands, 16), c, i;
 
-	cr_assert_not_null(man);
-	cr_assert_not_null(strstr(man, ".TH CUPROBE 8"));
+	cr_assert_not_null(index);
+	cr_assert_not_null(strstr(index, ".TH CUPROBE 8"));
 	cr_assert_geq(count, 4, "cuprobe --help names %zu commands", count);
 	for (c = 0; c < count; c++) {
-		struct option_list help = { 0 }, in_man = { 0 };
-		char *out = NULL;
+		struct option_list help = { 0 }, in_man = { 0 }, in_help = { 0 };
+		char page[64], *man_path, *man, *out = NULL;
 
+		/* cuprobe(8) points to the command's page, which lists its options. */
+		snprintf(page, sizeof(page), ".BR cuprobe\\-%s (8)", commands[c]);
+		cr_assert_not_null(strstr(index, page), "cuprobe(8) does not name %s", page);
+		snprintf(page, sizeof(page), "cuprobe-%s.8", commands[c]);
+		man_path = installed(INSTALL_MANDIR "/man8", page);
+		man = read_text(man_path);
+		cr_assert_not_null(man, "no installed man page %s", page);
 		cr_assert_eq(sh(&out, NULL, "%s %s --help", bin, commands[c]), 0);
 		help_text_options(out, &help);
 		free(out);
-		cr_assert(man_section_options(man, commands[c], &in_man),
-			  "the installed man page has no section for %s", commands[c]);
+		cr_assert(man_section_options(man, ".SH OPTIONS", &in_man),
+			  "the installed %s has no OPTIONS", page);
 		cr_assert_gt(help.count, 0, "cuprobe %s --help names no option", commands[c]);
 		cr_assert_eq(in_man.count, help.count,
 			     "cuprobe %s: %zu options in the installed man page, %zu in --help",
@@ -414,9 +422,17 @@ Test(install, the_man_page_and_help_name_the_same_options)
 			cr_assert(option_list_has(&in_man, help.names[i]),
 				  "cuprobe %s: %s not in the installed man page", commands[c],
 				  help.names[i]);
+		/* cuprobe help NAME is cuprobe NAME --help. */
+		out = NULL;
+		cr_assert_eq(sh(&out, NULL, "%s help %s", bin, commands[c]), 0);
+		help_text_options(out, &in_help);
+		cr_assert_eq(in_help.count, help.count, "cuprobe help %s: %s", commands[c], out);
+		free(out);
+		free(man);
+		free(man_path);
 	}
-	free(man);
-	free(man_path);
+	free(index);
+	free(index_path);
 	free(bin);
 }
 

@@ -15,29 +15,25 @@
 #include "cuprobe_internal.h"
 #include "helpers.h"
 #include "spawn.h"
+#include "warnings.h"
 
-static struct cp_trace_options opts;
+static union cp_options opts;
 static char error[256];
 
 /* argv as getopt needs it: "trace" first, NULL last, writable. */
-static enum cp_parse_result parse_as(enum cp_command command, char **argv)
+static enum cp_parse_result parse_as(enum cp_command_id command, char **argv)
 {
 	int argc = 0;
 
 	while (argv[argc])
 		argc++;
 	memset(error, 'x', sizeof(error));
-	return cp_options__parse(command, argc, argv, &opts, error, sizeof(error));
+	return cp_options__parse(&cp_commands[command], argc, argv, &opts, error, sizeof(error));
 }
 
 static enum cp_parse_result parse(char **argv)
 {
-	int argc = 0;
-
-	while (argv[argc])
-		argc++;
-	memset(error, 'x', sizeof(error));
-	return cp_trace_options__parse(argc, argv, &opts, error, sizeof(error));
+	return parse_as(CP_CMD_TRACE, argv);
 }
 
 #define PARSE(...) parse((char *[]){ "trace", __VA_ARGS__, NULL })
@@ -55,23 +51,23 @@ static void assert_error(enum cp_parse_result r, const char *needle)
 Test(cli, no_arguments_is_system_wide)
 {
 	cr_assert_eq(parse((char *[]){ "trace", NULL }), CP_PARSE_OK);
-	cr_assert_eq(opts.pid_count, 0);
-	cr_assert_null(opts.command);
-	cr_assert_not(opts.json);
-	cr_assert_null(opts.output);
-	cr_assert_eq(opts.duration_ms, 0);
-	cr_assert_eq(opts.ring_bytes, 0);
-	cr_assert_not(opts.runtime);
+	cr_assert_eq(opts.common.pid_count, 0);
+	cr_assert_null(opts.common.command);
+	cr_assert_not(opts.common.json);
+	cr_assert_null(opts.common.output);
+	cr_assert_eq(opts.common.duration_ms, 0);
+	cr_assert_eq(opts.common.ring_bytes, 0);
+	cr_assert_not(opts.trace.runtime);
 }
 
 Test(cli, repeated_pids)
 {
 	cr_assert_eq(PARSE("-p", "12", "--pid", "34", "-p56"), CP_PARSE_OK);
-	cr_assert_eq(opts.pid_count, 3);
-	cr_assert_eq(opts.pids[0], 12);
-	cr_assert_eq(opts.pids[1], 34);
-	cr_assert_eq(opts.pids[2], 56);
-	cr_assert_null(opts.command);
+	cr_assert_eq(opts.common.pid_count, 3);
+	cr_assert_eq(opts.common.pids[0], 12);
+	cr_assert_eq(opts.common.pids[1], 34);
+	cr_assert_eq(opts.common.pids[2], 56);
+	cr_assert_null(opts.common.command);
 }
 
 Test(cli, bad_pids)
@@ -104,24 +100,24 @@ Test(cli, too_many_pids)
 	assert_error(parse(argv), NULL);
 	argv[n - 2] = NULL; /* exactly the maximum */
 	cr_assert_eq(parse(argv), CP_PARSE_OK);
-	cr_assert_eq(opts.pid_count, CP_CLI_MAX_PIDS);
+	cr_assert_eq(opts.common.pid_count, CP_CLI_MAX_PIDS);
 }
 
 Test(cli, json_output_lib_runtime)
 {
 	cr_assert_eq(PARSE("--json", "-o", "/tmp/out.json", "--lib", "/a/libcuda.so.1",
 			   "--lib", "/b/libcuda.so.1", "--runtime"), CP_PARSE_OK);
-	cr_assert(opts.json);
-	cr_assert_str_eq(opts.output, "/tmp/out.json");
-	cr_assert_eq(opts.lib_count, 2);
-	cr_assert_str_eq(opts.libs[0], "/a/libcuda.so.1");
-	cr_assert_str_eq(opts.libs[1], "/b/libcuda.so.1");
-	cr_assert(opts.runtime);
-	cr_assert_eq(opts.cudart_count, 0);
+	cr_assert(opts.common.json);
+	cr_assert_str_eq(opts.common.output, "/tmp/out.json");
+	cr_assert_eq(opts.common.lib_count, 2);
+	cr_assert_str_eq(opts.common.libs[0], "/a/libcuda.so.1");
+	cr_assert_str_eq(opts.common.libs[1], "/b/libcuda.so.1");
+	cr_assert(opts.trace.runtime);
+	cr_assert_eq(opts.trace.cudart_count, 0);
 
 	cr_assert_eq(PARSE("--output=/tmp/o2"), CP_PARSE_OK);
-	cr_assert_str_eq(opts.output, "/tmp/o2");
-	cr_assert_not(opts.json);
+	cr_assert_str_eq(opts.common.output, "/tmp/o2");
+	cr_assert_not(opts.common.json);
 	assert_error(PARSE("-o", ""), NULL);
 	assert_error(PARSE("--lib", ""), NULL);
 }
@@ -129,20 +125,20 @@ Test(cli, json_output_lib_runtime)
 Test(cli, cudart_implies_runtime)
 {
 	cr_assert_eq(PARSE("--cudart", "/x/libcudart.so.13"), CP_PARSE_OK);
-	cr_assert(opts.runtime);
-	cr_assert_eq(opts.cudart_count, 1);
-	cr_assert_str_eq(opts.cudarts[0], "/x/libcudart.so.13");
-	cr_assert_eq(opts.lib_count, 0);
+	cr_assert(opts.trace.runtime);
+	cr_assert_eq(opts.trace.cudart_count, 1);
+	cr_assert_str_eq(opts.trace.cudarts[0], "/x/libcudart.so.13");
+	cr_assert_eq(opts.common.lib_count, 0);
 }
 
 Test(cli, duration)
 {
 	cr_assert_eq(PARSE("-d", "1.5"), CP_PARSE_OK);
-	cr_assert_eq(opts.duration_ms, 1500);
+	cr_assert_eq(opts.common.duration_ms, 1500);
 	cr_assert_eq(PARSE("--duration", "2"), CP_PARSE_OK);
-	cr_assert_eq(opts.duration_ms, 2000);
+	cr_assert_eq(opts.common.duration_ms, 2000);
 	cr_assert_eq(PARSE("-d", "0.0001"), CP_PARSE_OK);
-	cr_assert_eq(opts.duration_ms, 1, "a tiny positive duration must not become 0 (= forever)");
+	cr_assert_eq(opts.common.duration_ms, 1, "a tiny positive duration must not become 0 (= forever)");
 	assert_error(PARSE("-d", "0"), NULL);
 	assert_error(PARSE("-d", "-1"), NULL);
 	assert_error(PARSE("-d", "abc"), NULL);
@@ -156,15 +152,15 @@ Test(cli, duration)
 Test(cli, keep_exited)
 {
 	cr_assert_eq(PARSE_EXPORTER("-i", "1"), CP_PARSE_OK);
-	cr_assert_not(opts.keep_exited_set, "not given: the default applies");
+	cr_assert_not(opts.exporter.keep_exited_set, "not given: the default applies");
 	cr_assert_eq(PARSE_EXPORTER("--keep-exited", "2.5"), CP_PARSE_OK);
-	cr_assert(opts.keep_exited_set);
-	cr_assert_eq(opts.keep_exited_ms, 2500);
+	cr_assert(opts.exporter.keep_exited_set);
+	cr_assert_eq(opts.exporter.keep_exited_ms, 2500);
 	cr_assert_eq(PARSE_EXPORTER("--keep-exited", "0"), CP_PARSE_OK);
-	cr_assert(opts.keep_exited_set, "0 is a value: fold at the first refresh");
-	cr_assert_eq(opts.keep_exited_ms, 0);
+	cr_assert(opts.exporter.keep_exited_set, "0 is a value: fold at the first refresh");
+	cr_assert_eq(opts.exporter.keep_exited_ms, 0);
 	cr_assert_eq(PARSE_EXPORTER("--keep-exited", "0.0"), CP_PARSE_OK);
-	cr_assert_eq(opts.keep_exited_ms, 0);
+	cr_assert_eq(opts.exporter.keep_exited_ms, 0);
 	cr_assert_eq(PARSE_EXPORTER("--keep-exited", "604800"), CP_PARSE_OK);
 	assert_error(PARSE_EXPORTER("--keep-exited", "604801"), "--keep-exited");
 	assert_error(PARSE_EXPORTER("--keep-exited", "-1"), "--keep-exited");
@@ -177,11 +173,11 @@ Test(cli, keep_exited)
 Test(cli, ring_size)
 {
 	cr_assert_eq(PARSE("--ring-size", "16M"), CP_PARSE_OK);
-	cr_assert_eq(opts.ring_bytes, 16u << 20);
+	cr_assert_eq(opts.common.ring_bytes, 16u << 20);
 	cr_assert_eq(PARSE("--ring-size", "4096"), CP_PARSE_OK);
-	cr_assert_eq(opts.ring_bytes, 4096);
+	cr_assert_eq(opts.common.ring_bytes, 4096);
 	cr_assert_eq(PARSE("--ring-size", "1G"), CP_PARSE_OK);
-	cr_assert_eq(opts.ring_bytes, 1u << 30);
+	cr_assert_eq(opts.common.ring_bytes, 1u << 30);
 	assert_error(PARSE("--ring-size", "3000"), "3000");
 	assert_error(PARSE("--ring-size", "12K"), NULL);   /* not a power of two */
 	assert_error(PARSE("--ring-size", "2048"), NULL);  /* below 4K */
@@ -193,11 +189,11 @@ Test(cli, ring_size)
 Test(cli, wakeup_latency)
 {
 	cr_assert_eq(PARSE("--wakeup-latency", "250"), CP_PARSE_OK);
-	cr_assert_eq(opts.wakeup_latency_ns, 250000);
+	cr_assert_eq(opts.common.wakeup_latency_ns, 250000);
 	cr_assert_eq(PARSE("--wakeup-latency", "10000000"), CP_PARSE_OK);
-	cr_assert_eq(opts.wakeup_latency_ns, 10000000000ull);
+	cr_assert_eq(opts.common.wakeup_latency_ns, 10000000000ull);
 	cr_assert_eq(PARSE("--wakeup-latency", "1"), CP_PARSE_OK);
-	cr_assert_eq(opts.wakeup_latency_ns, 1000);
+	cr_assert_eq(opts.common.wakeup_latency_ns, 1000);
 	assert_error(PARSE("--wakeup-latency", "0"), "--wakeup-latency");
 	assert_error(PARSE("--wakeup-latency", "10000001"), "--wakeup-latency");
 	assert_error(PARSE("--wakeup-latency", "1M"), "--wakeup-latency");
@@ -223,18 +219,18 @@ Test(cli, missing_option_value_is_reported_as_such)
 
 Test(cli, command_after_dashdash_keeps_its_own_options)
 {
-	/* Named, so that opts.command (pointing into it) outlives the assertion's block. */
+	/* Named, so that opts.common.command (pointing into it) outlives the assertion's block. */
 	char *argv[] = { "trace", "--json", "--", "cmd", "-x", "--json", "-p", "5", NULL };
 
 	cr_assert_eq(parse(argv), CP_PARSE_OK);
-	cr_assert(opts.json);
-	cr_assert_not_null(opts.command);
-	cr_assert_eq(opts.command_argc, 5);
-	cr_assert_str_eq(opts.command[0], "cmd");
-	cr_assert_str_eq(opts.command[1], "-x");
-	cr_assert_str_eq(opts.command[2], "--json");
-	cr_assert_null(opts.command[5], "COMMAND's argv must stay NULL-terminated");
-	cr_assert_eq(opts.pid_count, 0, "the command's -p was taken as ours");
+	cr_assert(opts.common.json);
+	cr_assert_not_null(opts.common.command);
+	cr_assert_eq(opts.common.command_argc, 5);
+	cr_assert_str_eq(opts.common.command[0], "cmd");
+	cr_assert_str_eq(opts.common.command[1], "-x");
+	cr_assert_str_eq(opts.common.command[2], "--json");
+	cr_assert_null(opts.common.command[5], "COMMAND's argv must stay NULL-terminated");
+	cr_assert_eq(opts.common.pid_count, 0, "the command's -p was taken as ours");
 }
 
 Test(cli, dashdash_without_command)
@@ -263,7 +259,7 @@ Test(cli, run_as_root_needs_a_command)
 {
 	assert_error(PARSE("--run-as-root"), NULL);
 	cr_assert_eq(PARSE("--run-as-root", "--", "cmd"), CP_PARSE_OK);
-	cr_assert(opts.run_as_root);
+	cr_assert(opts.common.run_as_root);
 }
 
 Test(cli, help)
@@ -274,20 +270,20 @@ Test(cli, help)
 
 /* ---- --help, the man page and the README list the options the parser takes -------- */
 
-static char *help_of(enum cp_command command)
+static char *help_of(enum cp_command_id command)
 {
 	char *text = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&text, &len);
 
 	cr_assert_not_null(out);
-	cr_assert_eq(cp_usage__print(command, out), 0);
+	cr_assert_eq(cp_usage__print(&cp_commands[command], out), 0);
 	fclose(out);
 	return text;
 }
 
 /* The options of a command's --help, the labels only. */
-static void help_options(enum cp_command command, struct option_list *l)
+static void help_options(enum cp_command_id command, struct option_list *l)
 {
 	char *text = help_of(command);
 
@@ -300,7 +296,7 @@ static void help_options(enum cp_command command, struct option_list *l)
  * such ("does not apply", "unknown option"); any other outcome (accepted, or
  * a complaint about its value or its use) means it knows the option.
  */
-static bool parser_takes(enum cp_command command, const char *option)
+static bool parser_takes(enum cp_command_id command, const char *option)
 {
 	char *argv[] = { "cmd", (char *)option, "1", NULL };
 
@@ -313,7 +309,7 @@ Test(docs, every_option_the_parser_takes_is_in_the_help_and_back)
 {
 	size_t count, i;
 	const struct cp_option_doc *docs = cp_option_docs(&count);
-	enum cp_command command;
+	enum cp_command_id command;
 
 	for (command = 0; command < CP_CMD_COUNT; command++) {
 		struct option_list help = { 0 };
@@ -327,47 +323,89 @@ Test(docs, every_option_the_parser_takes_is_in_the_help_and_back)
 			takes = parser_takes(command, long_name);
 			cr_assert_eq(option_list_has(&help, long_name), takes,
 				     "cuprobe %s: %s is %s by the parser but %s in --help",
-				     cp_command_doc(command)->name, long_name, takes ? "taken" : "refused",
+				     cp_commands[command].name, long_name, takes ? "taken" : "refused",
 				     takes ? "missing" : "listed");
 			if (docs[i].short_name && takes) {
 				snprintf(short_name, sizeof(short_name), "-%c", docs[i].short_name);
 				cr_assert(option_list_has(&help, short_name), "cuprobe %s: %s missing in --help",
-					  cp_command_doc(command)->name, short_name);
+					  cp_commands[command].name, short_name);
 				cr_assert(parser_takes(command, short_name));
 			}
 		}
 		for (i = 0; i < help.count; i++)
 			cr_assert(parser_takes(command, help.names[i]), "cuprobe %s --help lists %s, which the parser refuses",
-				  cp_command_doc(command)->name, help.names[i]);
+				  cp_commands[command].name, help.names[i]);
 	}
 }
 
-/* The man page's options, per command section (".SS trace" ...). */
-Test(docs, the_man_page_lists_the_same_options_per_command)
+/* A command's man page, cuprobe-NAME(8) (malloc'd). */
+static char *man_page_of(enum cp_command_id command)
 {
 	char *man = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&man, &len);
-	enum cp_command command;
 
 	cr_assert_not_null(out);
-	cr_assert_eq(cp_usage__man(out, "test"), 0);
+	cr_assert_eq(cp_usage__man_page(&cp_commands[command], out, "test"), 0);
 	fclose(out);
-	cr_assert_not_null(strstr(man, ".TH CUPROBE 8"));
+	return man;
+}
+
+/* Each command's man page lists the options of its --help. */
+Test(docs, each_man_page_lists_the_options_of_its_help)
+{
+	enum cp_command_id command;
+
 	for (command = 0; command < CP_CMD_COUNT; command++) {
 		struct option_list help = { 0 }, in_man = { 0 };
+		char *man = man_page_of(command), title[64];
 		size_t i;
 
-		cr_assert(man_section_options(man, cp_command_doc(command)->name, &in_man),
-			  "no section .SS %s", cp_command_doc(command)->name);
+		snprintf(title, sizeof(title), ".TH CUPROBE-%s 8", cp_commands[command].name);
+		for (i = 0; title[i]; i++)
+			title[i] = (char)toupper((unsigned char)title[i]);
+		cr_assert_not_null(strstr(man, title), "cuprobe %s: no %s in\n%s",
+				   cp_commands[command].name, title, man);
+		cr_assert(man_section_options(man, ".SH OPTIONS", &in_man),
+			  "cuprobe-%s(8) has no OPTIONS", cp_commands[command].name);
 		help_options(command, &help);
 		cr_assert_eq(in_man.count, help.count, "cuprobe %s: %zu options in the man page, %zu in --help",
-			     cp_command_doc(command)->name, in_man.count, help.count);
+			     cp_commands[command].name, in_man.count, help.count);
 		for (i = 0; i < help.count; i++)
 			cr_assert(option_list_has(&in_man, help.names[i]), "%s: %s not in the man page",
-				  cp_command_doc(command)->name, help.names[i]);
+				  cp_commands[command].name, help.names[i]);
+		free(man);
 	}
+}
+
+/* cuprobe(8) names every command and its page; cuprobe --help every command. */
+Test(docs, the_index_names_every_command)
+{
+	char *man = NULL, *help = NULL;
+	size_t len = 0, help_len = 0;
+	FILE *out = open_memstream(&man, &len), *help_out = open_memstream(&help, &help_len);
+	enum cp_command_id command;
+
+	cr_assert(out && help_out);
+	cr_assert_eq(cp_usage__man_index(cp_commands, CP_CMD_COUNT, out, "test"), 0);
+	cr_assert_eq(cp_usage__general(help_out, cp_commands, CP_CMD_COUNT), 0);
+	fclose(out);
+	fclose(help_out);
+	cr_assert_not_null(strstr(man, ".TH CUPROBE 8"));
+	for (command = 0; command < CP_CMD_COUNT; command++) {
+		char page[64], line[128];
+
+		snprintf(page, sizeof(page), ".BR cuprobe\\-%s (8)", cp_commands[command].name);
+		cr_assert_not_null(strstr(man, page), "cuprobe(8) lacks %s", page);
+		snprintf(line, sizeof(line), "\n  %-10s%s\n", cp_commands[command].name,
+			 cp_commands[command].summary);
+		cr_assert_not_null(strstr(help, line), "cuprobe --help lacks %s", line);
+		cr_assert_eq(cp_command__find(cp_commands[command].name), &cp_commands[command]);
+		cr_assert_eq(cp_commands[command].id, command, "row %d is not in its place", command);
+	}
+	cr_assert_null(cp_command__find("bogus"));
 	free(man);
+	free(help);
 }
 
 /*
@@ -394,24 +432,6 @@ static bool names_command(const char *text, const char *other)
 	return false;
 }
 
-/* The man page's section ".SS name", to the next section (malloc'd), or NULL. */
-static char *man_section(const char *man, const char *name)
-{
-	char heading[64];
-	const char *start, *end, *sh;
-
-	snprintf(heading, sizeof(heading), "\n.SS %s\n", name);
-	start = strstr(man, heading);
-	if (!start)
-		return NULL;
-	start += strlen(heading);
-	end = strstr(start, "\n.SS ");
-	sh = strstr(start, "\n.SH ");
-	if (!end || (sh && sh < end))
-		end = sh ? sh : start + strlen(start);
-	return strndup(start, (size_t)(end - start));
-}
-
 /* text as the man page writes it: '-' as \-. */
 static char *as_troff(const char *text)
 {
@@ -431,46 +451,38 @@ Test(docs, each_command_says_only_what_is_true_of_it)
 {
 	size_t count, i;
 	const struct cp_option_doc *docs = cp_option_docs(&count);
-	enum cp_command command, other;
-	char *man = NULL;
-	size_t len = 0;
-	FILE *out = open_memstream(&man, &len);
+	enum cp_command_id command, other;
 
-	cr_assert_not_null(out);
-	cr_assert_eq(cp_usage__man(out, "test"), 0);
-	fclose(out);
 	for (command = 0; command < CP_CMD_COUNT; command++) {
-		const struct cp_command_doc *doc = cp_command_doc(command);
-		char *help = help_of(command), *section = man_section(man, doc->name);
+		const struct cp_command *doc = &cp_commands[command];
+		char *help = help_of(command), *section = man_page_of(command);
 		bool has_command = strstr(doc->synopsis, "COMMAND"), has_prog = strstr(doc->synopsis, "PROG");
 
-		cr_assert_not_null(section, "no man section %s", doc->name);
 		for (i = 0; i < count; i++) {
 			const char *text;
 			char *troff;
 
-			if (!(docs[i].commands & (1u << command)))
+			if (!cp_option_takes(&docs[i], command))
 				continue;
 			text = cp_option_help(&docs[i], command);
 			cr_assert(text && *text, "cuprobe %s --%s has no help", doc->name, docs[i].name);
 			for (other = 0; other < CP_CMD_COUNT; other++)
-				cr_assert(other == command || !names_command(text, cp_command_doc(other)->name),
+				cr_assert(other == command || !names_command(text, cp_commands[other].name),
 					  "cuprobe %s --%s speaks of cuprobe %s: %s", doc->name, docs[i].name,
-					  cp_command_doc(other)->name, text);
+					  cp_commands[other].name, text);
 			cr_assert(has_command || !strstr(text, "COMMAND"),
 				  "cuprobe %s takes no COMMAND, yet --%s: %s", doc->name, docs[i].name, text);
 			cr_assert(has_prog || !strstr(text, "PROG"),
 				  "cuprobe %s takes no PROG, yet --%s: %s", doc->name, docs[i].name, text);
-			/* The man page's section says the same, word for word. */
+			/* The man page says the same, word for word. */
 			troff = as_troff(text);
-			cr_assert(strstr(section, troff), "man section %s lacks --%s's text: %s",
+			cr_assert(strstr(section, troff), "cuprobe-%s(8) lacks --%s's text: %s",
 				  doc->name, docs[i].name, text);
 			free(troff);
 		}
 		free(section);
 		free(help);
 	}
-	free(man);
 }
 
 /* run's help lists the families users' programs may attach to, from the catalogue. */
@@ -527,7 +539,7 @@ Test(docs, the_readme_synopses_list_the_same_options)
 	char *readme = read_text(README_PATH);
 	size_t count;
 	const struct cp_option_doc *docs = cp_option_docs(&count);
-	enum cp_command command;
+	enum cp_command_id command;
 
 	cr_assert_not_null(readme);
 	for (command = 0; command < CP_CMD_COUNT; command++) {
@@ -536,9 +548,9 @@ Test(docs, the_readme_synopses_list_the_same_options)
 		size_t i;
 
 		/* "cuprobe run PROG [": the synopsis's operands before its first option. */
-		snprintf(start, sizeof(start), "cuprobe %s %.*s[", cp_command_doc(command)->name,
-			 (int)strcspn(cp_command_doc(command)->synopsis, "["),
-			 cp_command_doc(command)->synopsis);
+		snprintf(start, sizeof(start), "cuprobe %s %.*s[", cp_commands[command].name,
+			 (int)strcspn(cp_commands[command].synopsis, "["),
+			 cp_commands[command].synopsis);
 		p = strstr(readme, start);
 		cr_assert_not_null(p, "README has no synopsis \"%s...\"", start);
 		/* The synopsis runs to the end of its code block (or its paragraph). */
@@ -558,13 +570,13 @@ Test(docs, the_readme_synopses_list_the_same_options)
 				continue;
 			cr_assert(option_list_has(&synopsis, long_name) ||
 				  (*short_name && option_list_has(&synopsis, short_name)),
-				  "README's synopsis of cuprobe %s lacks %s", cp_command_doc(command)->name,
+				  "README's synopsis of cuprobe %s lacks %s", cp_commands[command].name,
 				  long_name);
 		}
 		for (i = 0; i < synopsis.count; i++)
 			cr_assert(option_list_has(&help, synopsis.names[i]),
 				  "README's synopsis of cuprobe %s has %s, which --help does not list",
-				  cp_command_doc(command)->name, synopsis.names[i]);
+				  cp_commands[command].name, synopsis.names[i]);
 		free(block);
 	}
 	free(readme);
@@ -671,9 +683,9 @@ Test(cli, numbers_are_plain_decimal)
 	cr_assert_eq(cp_parse_size("0016k", &bytes), 0);
 	cr_assert_eq(bytes, 16384);
 	cr_assert_eq(PARSE("-p", "7", "-d", ".5", "--ring-size", "64KiB"), CP_PARSE_OK);
-	cr_assert_eq(opts.pids[0], 7);
-	cr_assert_eq(opts.duration_ms, 500);
-	cr_assert_eq(opts.ring_bytes, 65536);
+	cr_assert_eq(opts.common.pids[0], 7);
+	cr_assert_eq(opts.common.duration_ms, 500);
+	cr_assert_eq(opts.common.ring_bytes, 65536);
 }
 
 Test(identity, from_sudo_environment)
@@ -733,13 +745,97 @@ Test(spawn, resolve_command)
 	cr_assert_eq(cp_resolve_command("", &root, out, sizeof(out)), -ENOENT);
 }
 
+/*
+ * An option whose value each command keeps in its own options (-i,
+ * --latency, --timeline) has a place in every command that takes it, and in
+ * no other; the value lands there.
+ */
+Test(cli, a_value_of_its_own_has_a_place_in_each_command_that_takes_it)
+{
+	size_t count, i;
+	const struct cp_option_doc *docs = cp_option_docs(&count);
+	enum cp_command_id command;
+
+	for (i = 0; i < count; i++) {
+		bool any = false;
+
+		for (command = 0; command < CP_CMD_COUNT; command++)
+			any |= docs[i].in[command] != 0;
+		for (command = 0; any && command < CP_CMD_COUNT; command++) {
+			cr_assert_eq(docs[i].in[command] != 0, cp_option_takes(&docs[i], command),
+				     "--%s: a place in cuprobe %s's options %s", docs[i].name,
+				     cp_commands[command].name,
+				     docs[i].in[command] ? "but not taken" : "missing");
+			cr_assert_leq(docs[i].in[command], sizeof(union cp_options));
+		}
+	}
+	cr_assert_eq(parse_as(CP_CMD_STATS, (char *[]){ "stats", "-i", "2", "--latency", "--timeline", NULL }),
+		     CP_PARSE_OK);
+	cr_assert_eq(opts.stats.interval_ms, 2000);
+	cr_assert(opts.stats.latency && opts.stats.timeline);
+	cr_assert_eq(parse_as(CP_CMD_EXPORTER, (char *[]){ "exporter", "-i", "3", "--latency", NULL }),
+		     CP_PARSE_OK);
+	cr_assert_eq(opts.exporter.interval_ms, 3000);
+	cr_assert(opts.exporter.latency);
+	cr_assert_eq(parse_as(CP_CMD_TOP, (char *[]){ "top", "-i", "0.5", NULL }), CP_PARSE_OK);
+	cr_assert_eq(opts.top.interval_ms, 500);
+	cr_assert_eq(parse_as(CP_CMD_RUN, (char *[]){ "run", "p.bpf.o", "-i", "4", NULL }), CP_PARSE_OK);
+	cr_assert_eq(opts.run.interval_ms, 4000);
+	cr_assert_str_eq(opts.run.program, "p.bpf.o");
+	cr_assert(PARSE("--timeline") == CP_PARSE_OK && opts.trace.timeline);
+}
+
+/* The end-of-run warnings: one line for each loss counter set, none when nothing was lost. */
+Test(warnings, each_loss_is_said_once)
+{
+	static const size_t losses[] = {
+		offsetof(struct cp_counters, records_lost), offsetof(struct cp_counters, pending_overflow),
+		offsetof(struct cp_counters, pending_missed), offsetof(struct cp_counters, targets_overflow),
+		offsetof(struct cp_counters, kernel_stats_full), offsetof(struct cp_counters, api_stats_full),
+		offsetof(struct cp_counters, mem_stats_full), offsetof(struct cp_counters, live_allocs_full),
+		offsetof(struct cp_counters, stacks_lost), offsetof(struct cp_counters, call_start_full),
+		offsetof(struct cp_counters, vmm_full), offsetof(struct cp_counters, vmm_unknown),
+		offsetof(struct cp_counters, device_stats_full), offsetof(struct cp_counters, hold_failed),
+	};
+	struct cp_counters counters = { .records_attempted = 5, .filtered = 3, .driver_mappings = 2 };
+	struct cp_agent_stats agent = { .delivered = 9 };
+	char *text = NULL;
+	size_t len = 0, i;
+	FILE *out;
+
+	cr_assert_eq(cp_warnings__print(stderr, &counters, &agent), 0, "nothing lost, yet a warning");
+	cr_assert_eq(cp_warnings__print(stderr, NULL, NULL), 0);
+	for (i = 0; i < sizeof(losses) / sizeof(losses[0]); i++) {
+		struct cp_counters one = { 0 };
+		uint64_t value = 4242;
+
+		memcpy((char *)&one + losses[i], &value, sizeof(value));
+		out = open_memstream(&text, &len);
+		cr_assert_not_null(out);
+		cr_assert_eq(cp_warnings__print(out, &one, NULL), 1, "counter at %zu", losses[i]);
+		fclose(out);
+		cr_assert_not_null(strstr(text, "4242"), "counter at %zu: %s", losses[i], text);
+		cr_assert_eq(strncmp(text, "cuprobe: ", 9), 0, "%s", text);
+		cr_assert_eq(strchr(text, '\n'), text + strlen(text) - 1, "not one line: %s", text);
+		free(text);
+		text = NULL;
+	}
+	agent.malformed = 2;
+	agent.thread_error = -EIO;
+	out = open_memstream(&text, &len);
+	cr_assert_not_null(out);
+	cr_assert_eq(cp_warnings__print(out, NULL, &agent), 2);
+	fclose(out);
+	free(text);
+}
+
 Test(cli, an_option_of_another_command_is_named_in_the_error)
 {
 	char *argv[] = { "top", "-p", "1", NULL };
-	struct cp_trace_options opts;
+	union cp_options opts;
 	char error[256];
 
-	cr_assert_eq(cp_options__parse(CP_CMD_TOP, 3, argv, &opts, error, sizeof(error)),
+	cr_assert_eq(cp_options__parse(&cp_commands[CP_CMD_TOP], 3, argv, &opts, error, sizeof(error)),
 		     CP_PARSE_ERROR);
 	cr_assert_not_null(strstr(error, "'-p/--pid'"), "%s", error);
 	cr_assert_not_null(strstr(error, "cuprobe top"), "%s", error);

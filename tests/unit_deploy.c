@@ -37,12 +37,13 @@ static char *unit_value(const char *text, const char *key)
 /* The exporter's options as the parser takes them: argv[0] is "exporter". */
 static void expect_exporter_options(char **argv, int argc)
 {
-	struct cp_trace_options opts;
+	union cp_options opts;
 	char error[256] = "";
 
 	cr_assert_geq(argc, 1);
 	cr_assert_str_eq(argv[0], "exporter");
-	cr_assert_eq(cp_options__parse(CP_CMD_EXPORTER, argc, argv, &opts, error, sizeof(error)),
+	cr_assert_eq(cp_options__parse(&cp_commands[CP_CMD_EXPORTER], argc, argv, &opts, error,
+				       sizeof(error)),
 		     CP_PARSE_OK, "cuprobe exporter would refuse its options: %s", error);
 }
 

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The exporter's pure parts (tools/exporter.h): the container and pod of
- * real-looking cgroup paths (v2 and v1; docker, containerd, CRI-O, Kubernetes
- * in its systemd and cgroupfs layouts; and paths of no container), the cgroup
- * line chosen from /proc/PID/cgroup, the start time of /proc/PID/stat that
- * tells a reused pid, and the bound on the folded totals of exited processes.
+ * The exporter's pure parts (tools/exporter/exporter.h): the container and
+ * pod of real-looking cgroup paths (v2 and v1; docker, containerd, CRI-O,
+ * Kubernetes in its systemd and cgroupfs layouts; and paths of no
+ * container), the cgroup line chosen from /proc/PID/cgroup, the start time
+ * of /proc/PID/stat that tells a reused pid, and the bound on the folded
+ * totals of exited processes.
  */
 #include <stdio.h>
 #include <stdlib.h>

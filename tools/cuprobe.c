@@ -1,62 +1,58 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* cuprobe: the command-line front end. Subcommands live in their own files. */
+/* cuprobe: the command-line front end. Its commands are the rows of commands.c. */
 #include <stdio.h>
 #include <string.h>
 
-#include "exporter.h"
-#include "probes.h"
-#include "run.h"
-#include "stats.h"
-#include "trace.h"
+#include "cli_options.h"
+#include "commands.h"
+#include "session.h"
 
 #ifndef CUPROBE_VERSION
 #define CUPROBE_VERSION "0.1.0"
 #endif
 
-static const char usage[] =
-"usage: cuprobe COMMAND [OPTIONS]\n"
-"\n"
-"Kernel-assisted tracing of CUDA programs: kernel uprobes on libcuda.so.1\n"
-"feed BPF maps and a ring buffer; nothing is injected into the programs.\n"
-"Needs root (CAP_BPF, CAP_PERFMON) and a kernel with BTF.\n"
-"\n"
-"Commands:\n"
-"  trace     stream launches, allocations, copies, syncs and process events\n"
-"  stats     count in BPF maps: kernels, API calls and latency, memory, leaks\n"
-"  top       live view of every CUDA process on the host\n"
-"  run       run your own BPF programs on CUDA calls, print their maps and rings\n"
-"  exporter  serve per-process, per-GPU metrics to Prometheus (a node agent)\n"
-"  probes    the probe catalogue; what a libcuda exports that is not probed\n"
-"\n"
-"  cuprobe COMMAND --help   options of one command\n"
-"  cuprobe --version        version\n";
+/* `cuprobe --help` to out; the exit status it makes. */
+static int general_help(FILE *out, int status)
+{
+	if (cp_usage__general(out, cp_commands, CP_CMD_COUNT) || fflush(out)) {
+		cp_say("cannot write the help");
+		return CP_EXIT_SETUP;
+	}
+	return status;
+}
+
+static const struct cp_command *command_named(const char *name)
+{
+	const struct cp_command *command = cp_command__find(name);
+
+	if (!command)
+		cp_say("unknown command '%s' (see cuprobe --help)", name);
+	return command;
+}
 
 int main(int argc, char **argv)
 {
-	if (argc < 2) {
-		fputs(usage, stderr);
-		return 2;
-	}
-	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
-		fputs(usage, stdout);
-		return 0;
-	}
+	const struct cp_command *command;
+
+	if (argc < 2)
+		return general_help(stderr, CP_EXIT_USAGE);
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+	    (!strcmp(argv[1], "help") && argc == 2))
+		return general_help(stdout, 0);
 	if (!strcmp(argv[1], "--version")) {
 		printf("cuprobe %s\n", CUPROBE_VERSION);
-		return 0;
+		return fflush(stdout) ? CP_EXIT_SETUP : 0;
 	}
-	if (!strcmp(argv[1], "trace"))
-		return cp_cmd_trace(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "stats"))
-		return cp_cmd_stats(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "top"))
-		return cp_cmd_top(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "run"))
-		return cp_cmd_run(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "exporter"))
-		return cp_cmd_exporter(argc - 1, argv + 1);
-	if (!strcmp(argv[1], "probes"))
-		return cp_cmd_probes(argc - 1, argv + 1);
-	fprintf(stderr, "cuprobe: unknown command '%s' (see cuprobe --help)\n", argv[1]);
-	return 2;
+	/* "cuprobe help trace": as "cuprobe trace --help". */
+	if (!strcmp(argv[1], "help")) {
+		if (argc > 3) {
+			cp_say("help takes one COMMAND (see cuprobe --help)");
+			return CP_EXIT_USAGE;
+		}
+		command = command_named(argv[2]);
+		return command ? cp_command__main(command, 2, (char *[]){ argv[2], "--help", NULL }) :
+		       CP_EXIT_USAGE;
+	}
+	command = command_named(argv[1]);
+	return command ? cp_command__main(command, argc - 1, argv + 1) : CP_EXIT_USAGE;
 }

@@ -10,7 +10,6 @@
 
 #include "cuprobe_internal.h"
 #include "session.h"
-#include "probes.h"
 
 static void list_catalogue(void)
 {
@@ -90,25 +89,22 @@ static int check_file(const char *path)
 	return 0;
 }
 
-int cp_cmd_probes(int argc, char **argv)
+int cp_cmd_probes(const union cp_options *options)
 {
-	struct cp_trace_options opts;
-	int code;
+	const struct cp_probes_options *opts = &options->probes;
+	int code = 0;
 	size_t i;
 
-	code = cp_session__parse(CP_CMD_PROBES, argc, argv, &opts);
-	if (code >= 0)
-		return code;
-	if (!opts.lib_count) {
+	if (!opts->common.lib_count) {
 		list_catalogue();
 	} else {
-		for (i = 0; i < opts.lib_count; i++)
-			if (check_file(opts.libs[i]))
+		for (i = 0; i < opts->common.lib_count; i++)
+			if (check_file(opts->common.libs[i]))
 				code = CP_EXIT_SETUP;
 	}
 	if (fflush(stdout) || ferror(stdout)) {
 		cp_say("cannot write standard output: %s", strerror(errno));
 		return CP_EXIT_SETUP;
 	}
-	return code < 0 ? 0 : code;
+	return code;
 }

@@ -20,7 +20,6 @@
 #include "cli_options.h"
 #include "cuprobe_internal.h"
 #include "record_path.h"
-#include "run.h"
 #include "session.h"
 #include "spawn.h"
 
@@ -68,12 +67,9 @@ static uint64_t monotonic_ns(void)
 /* Writes what text holds; a failed write stops the session. Called with the lock held. */
 static void flush_text(struct run_ctx *run, struct cp_text *text)
 {
-	if (run->failed || !text->len)
-		return;
-	if (text->failed || !cp_output__write(&run->session->output, text->data, text->len, true)) {
+	if (!run->failed && text->len &&
+	    !cp_session__write_text(run->session, &run->session->output, text, true))
 		run->failed = true;
-		cp_session__output_failed(run->session, text->failed ? ENOMEM : errno);
-	}
 }
 
 static int on_record(void *arg, const void *data, size_t size)
@@ -242,7 +238,7 @@ static bool is_c_source(const char *name)
  * PROG's bytes: read, or compiled by clang to its stdout, as the invoking
  * user (who must be able to read it). 0, or the exit code after saying why.
  */
-static int program_bytes(const struct cp_trace_options *opts, const struct cp_identity *id,
+static int program_bytes(const struct cp_run_options *opts, const struct cp_identity *id,
 			 void **elf, size_t *size)
 {
 	char clang[PATH_MAX], sdk[PATH_MAX + 64];
@@ -373,25 +369,58 @@ static int set_up_rings(struct run_ctx *run, struct cp_session_ring **session_ri
 	return 0;
 }
 
-int cp_cmd_run(int argc, char **argv)
+/*
+ * --ptx: the module PROG's device programs go into the kernels as (map
+ * addresses 0), to the output, as `bpftool prog dump jited` shows a
+ * program. An exit status.
+ */
+static int print_ptx(struct cp_session *s, const struct cp_run_options *opts)
 {
+	char *ptx = NULL;
+	int err;
+
+	if (!cp_program__device_count(s->program)) {
+		cp_say("%s: no device programs (SEC(\"gpu/GLOB\") or SEC(\"gpu.exit/GLOB\")): no PTX to print",
+		       opts->program);
+		return CP_EXIT_USAGE;
+	}
+	err = cp_program__ptx_module(s->program, &ptx);
+	if (err) {
+		cp_say("cannot make the PTX module: %s", strerror(-err));
+		return CP_EXIT_SETUP;
+	}
+	err = cp_output__open(&s->output, opts->common.output, &s->identity);
+	if (!err && !cp_output__write(&s->output, ptx, strlen(ptx), false))
+		err = -errno;
+	if (!err)
+		err = cp_output__commit(&s->output);
+	if (!err)
+		err = -cp_output__close(&s->output);
+	free(ptx);
+	if (err) {
+		cp_say("cannot write %s: %s", opts->common.output ? opts->common.output : "standard output",
+		       err == -ELOOP ? "it is a symbolic link" : strerror(-err));
+		return CP_EXIT_SETUP;
+	}
+	return 0;
+}
+
+int cp_cmd_run(const union cp_options *options)
+{
+	const struct cp_run_options *opts = &options->run;
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_session_ring *session_rings = NULL;
 	struct cp_wait_hooks hooks = { 0 };
 	struct run_ctx run = { 0 };
-	struct cp_trace_options opts;
 	struct cp_session session;
 	void *elf = NULL;
 	size_t elf_size = 0;
 	int exit_code;
 
-	exit_code = cp_session__parse(CP_CMD_RUN, argc, argv, &opts);
-	if (exit_code >= 0)
-		return exit_code;
 	pthread_mutex_init(&run.lock, NULL);
-	exit_code = cp_session__open(&session, CP_CMD_RUN, &opts);
+	exit_code = cp_session__open(&session, &opts->common);
 	if (!exit_code)
-		exit_code = program_bytes(&opts, &session.identity, &elf, &elf_size);
+		exit_code = program_bytes(opts, &session.identity, &elf, &elf_size);
 	if (exit_code)
 		goto cleanup;
 	/*
@@ -402,14 +431,26 @@ int cp_cmd_run(int argc, char **argv)
 	tracer_opts.families = 1ull << CP_FAMILY_name | 1ull << CP_FAMILY_context |
 			       1ull << CP_FAMILY_init;
 	tracer_opts.no_call_records = true;
+	session.program_name = opts->program;
 	session.program_elf = elf;
 	session.program_size = elf_size;
+	session.program_settings = opts->settings;
+	session.program_setting_count = opts->setting_count;
+	session.program_load_only = opts->ptx;
 	exit_code = cp_session__attach(&session, &tracer_opts);
-	if (exit_code)
+	if (!exit_code && opts->ptx)
+		exit_code = print_ptx(&session, opts);
+	if (exit_code || opts->ptx)
 		goto cleanup;
+	if (cp_program__device_count(session.program) && !opts->common.command) {
+		cp_say("%s: device programs (gpu/ sections) run inside the kernels of a COMMAND only: cuprobe run PROG -- COMMAND (--ptx shows them)",
+		       opts->program);
+		exit_code = CP_EXIT_USAGE;
+		goto cleanup;
+	}
 	run.session = &session;
 	run.btf = cp_program__btf(session.program);
-	run.format = opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
+	run.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
 	run.start_ns = monotonic_ns();
 	run.max_entries = RUN_MAX_ENTRIES;
 	if (set_up_rings(&run, &session_rings)) {
@@ -427,9 +468,9 @@ int cp_cmd_run(int argc, char **argv)
 	if (exit_code)
 		goto cleanup;
 	if (cp_verbosity)
-		cp_say("running %s (%u probes, %u links); Ctrl-C stops", opts.program,
+		cp_say("running %s (%u probes, %u links); Ctrl-C stops", opts->program,
 		       cp_tracer__probe_count(session.tracer), cp_tracer__link_count(session.tracer));
-	hooks.tick_ms = opts.interval_ms;
+	hooks.tick_ms = opts->interval_ms;
 	hooks.tick = on_tick;
 	hooks.ctx = &run;
 	cp_session__wait(&session, &hooks);
@@ -440,6 +481,7 @@ int cp_cmd_run(int argc, char **argv)
 	if (run.not_printed)
 		cp_say("%llu map entries not printed (at most %zu a map: --max-entries 0 prints them all)",
 		       (unsigned long long)run.not_printed, run.max_entries);
+	cp_session__warn_losses(&session);
 	report_rings(&run);
 	cp_session__report_files(&session, run.format);
 	exit_code = cp_session__finish(&session);

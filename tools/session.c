@@ -8,7 +8,6 @@
  * periodic tick for interval output, and turn how it ended into an exit
  * status.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -33,6 +32,7 @@
 
 #include "output_file.h"
 #include "session.h"
+#include "warnings.h"
 
 #define LIBCUDA "libcuda.so.1"
 #define MAX_SEEDED_PIDS 4096
@@ -104,7 +104,7 @@ static pid_t thread_group_of(pid_t tid)
 }
 
 /* Libraries to attach the driver probes to; -ESRCH etc. already reported. */
-static int discover_driver(const struct cp_trace_options *opts, const char *command_path,
+static int discover_driver(const struct cp_common_options *opts, const char *command_path,
 			   struct cp_lib_set *libs)
 {
 	size_t i;
@@ -158,14 +158,14 @@ static int discover_driver(const struct cp_trace_options *opts, const char *comm
 	return 0;
 }
 
-static void discover_runtime(const struct cp_trace_options *opts, const char *command_path,
-			     struct cp_lib_set *cudarts)
+static void discover_runtime(const struct cp_common_options *opts, const char *command_path,
+			     const char *const *paths, size_t path_count, struct cp_lib_set *cudarts)
 {
 	static const char *const sonames[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0" };
 	size_t i, j;
 
-	for (i = 0; i < opts->cudart_count; i++)
-		cp_lib_set__add(cudarts, opts->cudarts[i]);
+	for (i = 0; i < path_count; i++)
+		cp_lib_set__add(cudarts, paths[i]);
 	for (i = 0; i < opts->pid_count; i++) {
 		char exe[64];
 
@@ -184,7 +184,7 @@ static void discover_runtime(const struct cp_trace_options *opts, const char *co
 		cp_discover__all_processes(cudarts, "libcudart.so");
 }
 
-static bool named_by_lib(const struct cp_trace_options *opts, const char *path)
+static bool named_by_lib(const struct cp_common_options *opts, const char *path)
 {
 	struct stat a, b;
 	size_t i;
@@ -197,7 +197,7 @@ static bool named_by_lib(const struct cp_trace_options *opts, const char *path)
 	return false;
 }
 
-static int attach_all(const struct cp_trace_options *opts, struct cp_tracer *tracer,
+static int attach_all(const struct cp_common_options *opts, struct cp_tracer *tracer,
 		      const struct cp_lib_set *libs, const struct cp_lib_set *cudarts)
 {
 	struct cp_attach_report report;
@@ -266,41 +266,18 @@ static int pidfd_open_(pid_t pid)
 	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-int cp_session__parse(enum cp_command command, int argc, char **argv,
-		      struct cp_trace_options *opts)
-{
-	char error[256];
-
-	switch (cp_options__parse(command, argc, argv, opts, error, sizeof(error))) {
-	case CP_PARSE_HELP:
-		/* Asked for: a help that cannot be written is a failure too. */
-		if (cp_usage__print(command, stdout) || fflush(stdout)) {
-			cp_say("cannot write the help: %s", strerror(errno));
-			return CP_EXIT_SETUP;
-		}
-		return 0;
-	case CP_PARSE_ERROR:
-		cp_say("%s (see cuprobe %s --help)", error, cp_command_doc(command)->name);
-		return CP_EXIT_USAGE;
-	default:
-		return -1;
-	}
-}
-
 /* COMMAND's exit code when it cannot start: 126 found but not executable, else 127. */
 static int command_exit_code(int err)
 {
 	return err == -EACCES || err == -ENOEXEC ? CP_EXIT_CANNOT_EXECUTE : CP_EXIT_NOT_FOUND;
 }
 
-int cp_session__open(struct cp_session *s, enum cp_command command,
-		     const struct cp_trace_options *opts)
+int cp_session__open(struct cp_session *s, const struct cp_common_options *opts)
 {
-	int err, code;
+	int err;
 
 	memset(s, 0, sizeof(*s));
 	s->opts = opts;
-	s->command = command;
 	s->signal_fd = s->timer_fd = s->tick_fd = s->grace_fd = s->stop_fd = -1;
 	s->child.pid = -1;
 	s->child_pid = -1;
@@ -336,12 +313,14 @@ int cp_session__open(struct cp_session *s, enum cp_command command,
 	cp_names__read_driver_records(s->names, true);
 	if (opts->command)
 		cp_symbolizer__add_file(s->symbolizer, s->command_path);
-	code = discover_driver(opts, opts->command ? s->command_path : NULL, s->libs);
-	if (code)
-		return code;
-	if (opts->runtime)
-		discover_runtime(opts, opts->command ? s->command_path : NULL, s->cudarts);
-	return 0;
+	return discover_driver(opts, opts->command ? s->command_path : NULL, s->libs);
+}
+
+void cp_session__probe_runtime(struct cp_session *s, const char *const *paths, size_t count)
+{
+	s->runtime = true;
+	discover_runtime(s->opts, s->opts->command ? s->command_path : NULL, paths, count,
+			 s->cudarts);
 }
 
 static int make_fd(int fd, const char *what)
@@ -371,11 +350,11 @@ static int load_program(struct cp_session *s)
 {
 	static char log[1 << 20];
 	char error[1024];
-	CP_OPTS(cp_program_opts, opts, .name = s->opts->program,
+	CP_OPTS(cp_program_opts, opts, .name = s->program_name,
 		.log_buf = log, .log_size = sizeof(log),
 		.error = error, .error_size = sizeof(error),
-		.settings = s->opts->settings,
-		.setting_count = s->opts->setting_count);
+		.settings = s->program_settings,
+		.setting_count = s->program_setting_count);
 
 	s->program = cp_tracer__load_program(s->tracer, s->program_elf, s->program_size, &opts);
 	if (s->program)
@@ -390,7 +369,7 @@ static int load_program(struct cp_session *s)
 
 int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 {
-	const struct cp_trace_options *opts = s->opts;
+	const struct cp_common_options *opts = s->opts;
 	sigset_t handled;
 	size_t i;
 	int err, code;
@@ -420,9 +399,9 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	 * Driver files mapped later are attached to as they appear; a traced
 	 * process (not system-wide) that maps one is held until its probes are live.
 	 */
-	tracer_opts->attach_events = true;
-	tracer_opts->hold_new_mappers = !tracer_opts->system_wide;
-	tracer_opts->runtime_attach = opts->runtime;
+	tracer_opts->attach_events = !s->program_load_only; /* run --ptx: PROG loaded, nothing else */
+	tracer_opts->hold_new_mappers = !tracer_opts->system_wide && !s->program_load_only;
+	tracer_opts->runtime_attach = s->runtime;
 	s->system_wide = tracer_opts->system_wide;
 	s->tracer = cp_tracer__open(tracer_opts);
 	if (!s->tracer) {
@@ -431,10 +410,10 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	}
 	if (s->program_elf) {
 		code = load_program(s);
-		if (code)
+		if (code || s->program_load_only)
 			return code;
 	}
-	code = attach_all(opts, s->tracer, s->libs, opts->runtime ? s->cudarts : NULL);
+	code = attach_all(opts, s->tracer, s->libs, s->runtime ? s->cudarts : NULL);
 	if (code)
 		return code;
 
@@ -461,11 +440,11 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 		       err == -ELOOP ? "it is a symbolic link" : strerror(-err));
 		return CP_EXIT_SETUP;
 	}
-	if (opts->perfetto) {
-		err = opts->output && !strcmp(opts->output, opts->perfetto) ? -EEXIST :
-		      cp_output__open(&s->perfetto, opts->perfetto, &s->identity);
+	if (s->perfetto_path) {
+		err = opts->output && !strcmp(opts->output, s->perfetto_path) ? -EEXIST :
+		      cp_output__open(&s->perfetto, s->perfetto_path, &s->identity);
 		if (err) {
-			cp_say("cannot create %s: %s", opts->perfetto,
+			cp_say("cannot create %s: %s", s->perfetto_path,
 			       err == -EEXIST ? "it is also the -o FILE" :
 			       err == -ELOOP ? "it is a symbolic link" : strerror(-err));
 			return err == -EEXIST ? CP_EXIT_USAGE : CP_EXIT_SETUP;
@@ -478,212 +457,6 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	if (!opts->output && opts->command)
 		cp_output__write_through(&s->output);
 	return 0;
-}
-
-/*
- * A stop must end cuprobe whatever its output does. If the output blocks (a
- * pipe nobody reads, a terminal stopped with Ctrl-S), the writing thread
- * waits in write(2): the agent draining the ring at the stop, or the main
- * thread writing a report, which then cannot even read the SIGINT. This
- * thread, alive from the agent's start to the outputs' close, watches: once
- * a stop is wanted (a signal waits, or the stop has begun) and a write has
- * made no progress for one period, the output is abandoned and the other
- * threads are interrupted (SIGURG, whose handler does nothing and does not
- * restart calls) while it stays blocked: the write fails, later ones are
- * skipped, and the rest is dropped, as the exit status and a line say.
- */
-#define STALL_MS 150
-#define INTERRUPT_MS 50
-
-struct stall_watch {
-	struct cp_session *s;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	bool done;
-	int stop_wanted;        /* atomic */
-	pid_t self;             /* the watcher's tid */
-};
-
-static void on_interrupt(int sig)
-{
-	(void)sig;
-}
-
-/* Calls fn on each thread of ours but self, until fn returns true; returns whether one did. */
-static bool any_other_thread(pid_t self, bool (*fn)(pid_t tid))
-{
-	DIR *tasks = opendir("/proc/self/task");
-	struct dirent *entry;
-	bool found = false;
-
-	while (tasks && !found && (entry = readdir(tasks))) {
-		pid_t tid = (pid_t)strtol(entry->d_name, NULL, 10);
-
-		if (tid > 0 && tid != self)
-			found = fn(tid);
-	}
-	if (tasks)
-		closedir(tasks);
-	return found;
-}
-
-static bool interrupt_thread(pid_t tid)
-{
-	syscall(SYS_tgkill, getpid(), tid, SIGURG);
-	return false; /* all of them */
-}
-
-/* SIGURG to every thread of ours but the watcher. */
-static void interrupt_other_threads(pid_t self)
-{
-	any_other_thread(self, interrupt_thread);
-}
-
-static void deadline_after(struct timespec *t, long ms)
-{
-	clock_gettime(CLOCK_MONOTONIC, t);
-	t->tv_sec += ms / 1000;
-	t->tv_nsec += ms % 1000 * 1000000L;
-	if (t->tv_nsec >= 1000000000L) {
-		t->tv_sec++;
-		t->tv_nsec -= 1000000000L;
-	}
-}
-
-/* The stop has begun, or a stop signal waits (the main thread, blocked writing, cannot read it). */
-static bool stop_wanted(struct stall_watch *w)
-{
-	sigset_t pending;
-
-	if (__atomic_load_n(&w->stop_wanted, __ATOMIC_SEQ_CST))
-		return true;
-	return !sigpending(&pending) && (sigismember(&pending, SIGINT) == 1 ||
-					 sigismember(&pending, SIGTERM) == 1 ||
-					 sigismember(&pending, SIGHUP) == 1);
-}
-
-/* Whether the thread is in write(2) or writev(2) to standard error (/proc's syscall file). */
-static bool writing_stderr(pid_t tid)
-{
-	char path[64], line[256];
-	unsigned long nr, fd;
-	bool writing = false;
-	FILE *file;
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	file = fopen(path, "re");
-	if (!file)
-		return false;
-	if (fgets(line, sizeof(line), file) && sscanf(line, "%lu %lx", &nr, &fd) == 2)
-		writing = (nr == SYS_write || nr == SYS_writev) && fd == STDERR_FILENO;
-	fclose(file);
-	return writing;
-}
-
-/* Whether a thread of ours is writing to stderr: its messages would hang the exit on a stopped terminal. */
-static bool stderr_blocked(pid_t self)
-{
-	return any_other_thread(self, writing_stderr);
-}
-
-/* Standard error from now on to /dev/null: a stopped terminal cannot hang our last words. */
-static void drop_stderr(pid_t self)
-{
-	int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
-
-	if (null_fd < 0)
-		return;
-	dup2(null_fd, STDERR_FILENO);
-	close(null_fd);
-	interrupt_other_threads(self);
-}
-
-static void *watch_stalls(void *arg)
-{
-	struct stall_watch *w = arg;
-	struct cp_session *s = w->s;
-	unsigned long seen = 0, perfetto_seen = 0;
-	bool abandoned = false, stderr_dropped = false, stderr_was_blocked = false;
-	struct timespec t;
-
-	w->self = (pid_t)syscall(SYS_gettid);
-	pthread_mutex_lock(&w->lock);
-	while (!w->done) {
-		deadline_after(&t, abandoned ? INTERRUPT_MS : STALL_MS);
-		if (pthread_cond_timedwait(&w->cond, &w->lock, &t) != ETIMEDOUT || w->done)
-			continue;
-		/* Two looks in a row at a write to stderr blocked, once stopping: stderr goes. */
-		if (!stderr_dropped && __atomic_load_n(&w->stop_wanted, __ATOMIC_SEQ_CST)) {
-			bool blocked = stderr_blocked(w->self);
-
-			if (blocked && stderr_was_blocked) {
-				stderr_dropped = true;
-				drop_stderr(w->self);
-			}
-			stderr_was_blocked = blocked;
-		}
-		if (!abandoned) {
-			bool stalled = cp_output__stalled(&s->output, &seen);
-
-			/* (Only atomics of the outputs here: the main thread closes them meanwhile.) */
-			if (cp_output__stalled(&s->perfetto, &perfetto_seen))
-				stalled = true;
-			if (!stalled || !stop_wanted(w))
-				continue;
-			abandoned = true;
-			cp_output__abandon(&s->output);
-			if (__atomic_load_n(&s->perfetto.writes, __ATOMIC_RELAXED))
-				cp_output__abandon(&s->perfetto);
-		}
-		if (__atomic_load_n(&s->output.writing, __ATOMIC_RELAXED) ||
-		    __atomic_load_n(&s->perfetto.writing, __ATOMIC_RELAXED))
-			interrupt_other_threads(w->self);
-	}
-	pthread_mutex_unlock(&w->lock);
-	return NULL;
-}
-
-static void start_stall_watch(struct cp_session *s)
-{
-	struct sigaction interrupt = { .sa_handler = on_interrupt }; /* no SA_RESTART */
-	struct stall_watch *w = calloc(1, sizeof(*w));
-	pthread_condattr_t attr;
-
-	if (!w)
-		return; /* a stop then waits for a blocked output, as before */
-	w->s = s;
-	pthread_mutex_init(&w->lock, NULL);
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->cond, &attr);
-	pthread_condattr_destroy(&attr);
-	sigemptyset(&interrupt.sa_mask);
-	if (sigaction(SIGURG, &interrupt, NULL) || pthread_create(&w->thread, NULL, watch_stalls, w)) {
-		pthread_cond_destroy(&w->cond);
-		pthread_mutex_destroy(&w->lock);
-		free(w);
-		return;
-	}
-	s->stall_watch = w;
-}
-
-/* The watcher told to end and joined (before a fork, or the outputs' end). */
-static void stop_stall_watch(struct cp_session *s)
-{
-	struct stall_watch *w = s->stall_watch;
-
-	if (!w)
-		return;
-	pthread_mutex_lock(&w->lock);
-	w->done = true;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	pthread_join(w->thread, NULL);
-	pthread_cond_destroy(&w->cond);
-	pthread_mutex_destroy(&w->lock);
-	free(w);
-	s->stall_watch = NULL;
 }
 
 int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ctx)
@@ -710,14 +483,14 @@ int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ct
 		cp_say("cannot start the GPU agent: %s", strerror(-err));
 		return CP_EXIT_SETUP;
 	}
-	start_stall_watch(s);
+	s->stall_watch = cp_stall_watch__start(&s->output, &s->perfetto);
 	return 0;
 }
 
 /* JSON on a stdout COMMAND shares: the command's own stdout goes to stderr. */
 static bool command_output_to_stderr(const struct cp_session *s)
 {
-	return s->opts->json && !s->opts->output && s->command != CP_CMD_TOP;
+	return s->opts->json && !s->opts->output;
 }
 
 int cp_session__start_command(struct cp_session *s)
@@ -761,7 +534,7 @@ int cp_session__start_command(struct cp_session *s)
 	}
 	err = cp_output__is_open(&s->perfetto) ? cp_output__commit(&s->perfetto) : 0;
 	if (err) {
-		cp_say("cannot create %s: %s", s->opts->perfetto, strerror(-err));
+		cp_say("cannot create %s: %s", s->perfetto_path, strerror(-err));
 		return CP_EXIT_SETUP;
 	}
 	return 0;
@@ -792,10 +565,14 @@ void cp_session__output_failed(struct cp_session *s, int err)
 		cp_session__request_stop(s);
 }
 
-void cp_session__perfetto_failed(struct cp_session *s, int err)
+bool cp_session__write_text(struct cp_session *s, struct cp_output *out, const struct cp_text *text,
+			    bool flush)
 {
-	if (cp_output__failed(&s->perfetto, err))
+	if (!text->failed && cp_output__write(out, text->data, text->len, flush))
+		return true;
+	if (cp_output__failed(out, text->failed ? ENOMEM : errno))
 		cp_session__request_stop(s);
+	return false;
 }
 
 /*
@@ -914,8 +691,7 @@ void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
 				continue;
 			}
 			s->stop_signal = (int)info.ssi_signo;
-			if (s->stall_watch)
-				__atomic_store_n(&s->stall_watch->stop_wanted, 1, __ATOMIC_SEQ_CST);
+			cp_stall_watch__stop_wanted(s->stall_watch);
 			/* Without a COMMAND, or at the second request: stop now. */
 			if (s->child_pid <= 0 || s->child_done || stopping) {
 				s->end = CP_END_SIGNAL;
@@ -939,8 +715,7 @@ void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
 
 void cp_session__stop_agent(struct cp_session *s)
 {
-	if (s->stall_watch)
-		__atomic_store_n(&s->stall_watch->stop_wanted, 1, __ATOMIC_SEQ_CST);
+	cp_stall_watch__stop_wanted(s->stall_watch);
 	/* Wake, drain, join: every record committed so far is delivered (or, output blocked, dropped). */
 	if (s->agent)
 		cp_agent__stop(s->agent);
@@ -985,6 +760,17 @@ void cp_session__report_files(struct cp_session *s, enum cp_format format)
 	cp_text__free(&text);
 }
 
+void cp_session__warn_losses(const struct cp_session *s)
+{
+	struct cp_counters counters;
+	struct cp_agent_stats agent;
+	bool have_counters = s->tracer && !cp_tracer__read_counters(s->tracer, &counters);
+
+	if (s->agent)
+		cp_agent__stats(s->agent, &agent);
+	cp_warnings__print(stderr, have_counters ? &counters : NULL, s->agent ? &agent : NULL);
+}
+
 /* Exit status of a wait status, as a shell reports it. */
 static int shell_status(int status)
 {
@@ -998,11 +784,11 @@ int cp_session__finish(struct cp_session *s)
 	int left = s->tracer && !s->system_wide ? cp_tracer__live_targets(s->tracer) : 0;
 	int output_error, perfetto_error, code = 0;
 
-	if (s->stall_watch)
-		__atomic_store_n(&s->stall_watch->stop_wanted, 1, __ATOMIC_SEQ_CST);
+	cp_stall_watch__stop_wanted(s->stall_watch);
 	output_error = cp_output__close(&s->output);
 	perfetto_error = cp_output__is_open(&s->perfetto) ? cp_output__close(&s->perfetto) : 0;
-	stop_stall_watch(s);
+	cp_stall_watch__free(s->stall_watch);
+	s->stall_watch = NULL;
 
 	if (s->opts->command && s->child_done)
 		code = shell_status(s->child_status);
@@ -1026,7 +812,7 @@ int cp_session__finish(struct cp_session *s)
 		code = CP_EXIT_SETUP;
 	}
 	if (perfetto_error) {
-		cp_say("cannot write %s: %s", s->opts->perfetto, strerror(perfetto_error));
+		cp_say("cannot write %s: %s", s->perfetto_path, strerror(perfetto_error));
 		code = CP_EXIT_SETUP;
 	}
 	return code;
@@ -1068,13 +854,14 @@ void cp_session__close(struct cp_session *s)
 {
 	size_t i;
 
-	if (s->stall_watch)
-		__atomic_store_n(&s->stall_watch->stop_wanted, 1, __ATOMIC_SEQ_CST);
+	cp_stall_watch__stop_wanted(s->stall_watch);
 	cp_agent__free(s->agent);
 	cp_output__close(&s->output);
 	if (cp_output__is_open(&s->perfetto))
 		cp_output__close(&s->perfetto);
-	stop_stall_watch(s); /* before the fork below: this process single-threaded again */
+	/* Before the fork below: this process single-threaded again. */
+	cp_stall_watch__free(s->stall_watch);
+	s->stall_watch = NULL;
 	s->agent = NULL;
 	if (s->tracer && cp_tracer__link_count(s->tracer))
 		release_probes_after_exit();

@@ -18,6 +18,7 @@
 #include "cuprobe_internal.h"
 #include "output_file.h"
 #include "spawn.h"
+#include "stall_watch.h"
 
 #define CP_EXIT_SETUP 1
 #define CP_EXIT_USAGE 2
@@ -41,15 +42,13 @@ enum cp_end {
 	CP_END_OUTPUT,    /* the output cannot be written any more */
 };
 
-struct stall_watch;
-
 struct cp_session {
-	const struct cp_trace_options *opts;
-	enum cp_command command;
+	const struct cp_common_options *opts;
 	struct cp_identity identity;
 	char command_path[PATH_MAX];
 	struct cp_lib_set *libs;
 	struct cp_lib_set *cudarts;
+	bool runtime;              /* cp_session__probe_runtime: cudaLaunchKernel probed too */
 	struct cp_tracer *tracer;
 	bool system_wide;
 	/* What the agent feeds and the commands read. */
@@ -58,6 +57,7 @@ struct cp_session {
 	struct cp_agent *agent;
 	struct cp_output output;
 	struct cp_output perfetto;  /* --perfetto FILE; its stream NULL when not asked */
+	const char *perfetto_path;  /* that FILE: set by the command before attach */
 	/* COMMAND and the end. */
 	struct cp_child child;
 	pid_t child_pid;
@@ -74,15 +74,22 @@ struct cp_session {
 	size_t pid_fd_count;
 	enum cp_end end;
 	int stop_signal;       /* the signal that asked for the stop, if any */
-	/* cuprobe run: the user's object, loaded between the tracer's open and its attach. */
+	/*
+	 * cuprobe run: the user's object, loaded between the tracer's open and
+	 * its attach. Set by run before attach.
+	 */
+	const char *program_name;
+	bool program_load_only;    /* run --ptx: PROG loaded for the verifier, nothing attached */
 	const void *program_elf;
 	size_t program_size;
+	const char *const *program_settings; /* --set NAME=VALUE */
+	size_t program_setting_count;
 	struct cp_program *program;
 	/* More rings the agent consumes (a user's program's), set before the agent starts. */
 	struct cp_session_ring *rings;
 	size_t ring_count;
 	/* From the agent's start to the outputs' close: ends writes blocked at a stop. */
-	struct stall_watch *stall_watch;
+	struct cp_stall_watch *stall_watch;
 };
 
 struct cp_session_ring {
@@ -91,17 +98,17 @@ struct cp_session_ring {
 	void *ctx;
 };
 
-/* Parses COMMAND's options: -1 to go on, else the exit code (help printed, or the error said). */
-int cp_session__parse(enum cp_command command, int argc, char **argv,
-		      struct cp_trace_options *opts);
-
 /*
  * Checks everything that can be checked before touching the kernel:
  * invoking user, COMMAND, privileges, BTF, the libraries to probe.
  * Returns 0, or the exit code after saying why.
  */
-int cp_session__open(struct cp_session *s, enum cp_command command,
-		     const struct cp_trace_options *opts);
+int cp_session__open(struct cp_session *s, const struct cp_common_options *opts);
+/*
+ * cuprobe trace --runtime: cudaLaunchKernel is probed too, in these files
+ * (--cudart) and in those found for the targets. Between open and attach.
+ */
+void cp_session__probe_runtime(struct cp_session *s, const char *const *paths, size_t count);
 /*
  * Loads and attaches the tracer, adds the -p targets and opens the output
  * (-o FILE as a temporary file until the start is known good). The caller
@@ -135,9 +142,15 @@ struct cp_wait_hooks {
 void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks);
 /* Asks the wait to end: async-signal-safe, from any thread (a write to an eventfd). */
 void cp_session__request_stop(struct cp_session *s);
-/* Notes a failed write to the output (or the --perfetto file) and ends the wait. */
+/* Notes a failed write to the output and ends the wait. */
 void cp_session__output_failed(struct cp_session *s, int err);
-void cp_session__perfetto_failed(struct cp_session *s, int err);
+/*
+ * Writes what text holds to out, the output or the --perfetto file (then
+ * flushes, if asked): false, the session stopping, when the write failed or
+ * text could not be made whole (out of memory).
+ */
+bool cp_session__write_text(struct cp_session *s, struct cp_output *out, const struct cp_text *text,
+			    bool flush);
 
 /* Stops the agent: every record committed so far is delivered. */
 void cp_session__stop_agent(struct cp_session *s);
@@ -147,6 +160,8 @@ void cp_session__stop_agent(struct cp_session *s);
  * a failed write stops the session).
  */
 void cp_session__report_files(struct cp_session *s, enum cp_format format);
+/* What the BPF side and the agent could not record: a line each on stderr (warnings.c's table). */
+void cp_session__warn_losses(const struct cp_session *s);
 /*
  * Says what is left running and returns the exit status: COMMAND's status
  * as a shell reports it when it ended; 128+N when signal N stopped tracing

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli_options.h"
+#include "cuprobe_internal.h"
 #include "spawn.h"
 
 extern char **environ;
@@ -346,7 +347,7 @@ int cp_capture_as_user(const struct cp_identity *id, const char *path, char **ar
 		       void **out, size_t *out_size, int *status)
 {
 	struct user_setup user;
-	unsigned char *data = NULL, *grown;
+	unsigned char *data = NULL;
 	size_t size = 0, capacity = 0;
 	int pipe_fds[2], err = 0;
 	pid_t pid;
@@ -373,13 +374,9 @@ int cp_capture_as_user(const struct cp_identity *id, const char *path, char **ar
 	close(pipe_fds[1]);
 	for (;;) {
 		if (size == capacity) {
-			capacity = capacity ? capacity * 2 : 65536;
-			grown = size < max ? realloc(data, capacity) : NULL;
-			if (!grown) {
-				err = size < max ? -ENOMEM : -EFBIG;
+			err = size >= max ? -EFBIG : cp_array__reserve(&data, &capacity, size + 1, 1, 65536);
+			if (err)
 				break;
-			}
-			data = grown;
 		}
 		n = read(pipe_fds[0], data + size, capacity - size);
 		if (n < 0 && errno == EINTR)

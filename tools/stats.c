@@ -22,7 +22,6 @@
 #include "output_file.h"
 #include "record_path.h"
 #include "session.h"
-#include "stats.h"
 
 #define MAX_COMMS 1024
 #define GPU_STREAMS_SHOWN 64
@@ -60,20 +59,11 @@ static unsigned long long monotonic_ns(void)
 static const char *comm_of(struct stats_ctx *ctx, uint32_t pid)
 {
 	struct comm_entry *slot = &ctx->comms[pid % MAX_COMMS];
-	char path[64];
-	FILE *file;
+	char name[sizeof(slot->comm)];
 
-	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
-	file = fopen(path, "re");
-	if (file) {
-		char name[sizeof(slot->comm)] = "";
-
-		if (fgets(name, sizeof(name), file)) {
-			name[strcspn(name, "\n")] = '\0';
-			slot->pid = pid;
-			memcpy(slot->comm, name, sizeof(slot->comm));
-		}
-		fclose(file);
+	if (!cp_proc__comm(pid, 0, name, sizeof(name))) {
+		slot->pid = pid;
+		memcpy(slot->comm, name, sizeof(slot->comm));
 	}
 	return slot->pid == pid ? slot->comm : "?";
 }
@@ -367,74 +357,28 @@ static void on_tick(void *arg)
 	report_all(arg, false);
 }
 
-static void warn_overflows(const struct cp_tracer *tracer)
+int cp_cmd_stats(const union cp_options *options)
 {
-	struct cp_counters c;
-
-	if (cp_tracer__read_counters(tracer, &c))
-		return;
-	if (c.targets_overflow)
-		cp_say("warning: %llu processes did not fit in the traced set",
-		       (unsigned long long)c.targets_overflow);
-	if (c.pending_overflow || c.pending_missed)
-		cp_say("warning: %llu allocation calls lost their return state, %llu returns unmatched",
-		       (unsigned long long)c.pending_overflow, (unsigned long long)c.pending_missed);
-	if (c.kernel_stats_full)
-		cp_say("warning: %llu launches of kernels that did not fit in the kernel map",
-		       (unsigned long long)c.kernel_stats_full);
-	if (c.api_stats_full)
-		cp_say("warning: %llu calls that did not fit in the API map",
-		       (unsigned long long)c.api_stats_full);
-	if (c.mem_stats_full)
-		cp_say("warning: %llu memory updates for processes that did not fit in the memory map",
-		       (unsigned long long)c.mem_stats_full);
-	if (c.live_allocs_full)
-		cp_say("warning: %llu allocations not tracked (live allocation map full): live bytes undercount",
-		       (unsigned long long)c.live_allocs_full);
-	if (c.vmm_full)
-		cp_say("warning: %llu VMM handles or mappings not tracked (maps full)",
-		       (unsigned long long)c.vmm_full);
-	if (c.vmm_unknown)
-		cp_say("%llu VMM releases/unmaps of handles made before tracing began (not counted)",
-		       (unsigned long long)c.vmm_unknown);
-	if (c.stacks_lost)
-		cp_say("warning: %llu allocation stacks not captured", (unsigned long long)c.stacks_lost);
-	if (c.call_start_full)
-		cp_say("warning: %llu calls not timed (start map full)",
-		       (unsigned long long)c.call_start_full);
-	if (c.hold_failed)
-		cp_say("warning: %llu processes mapping a new driver file could not be held",
-		       (unsigned long long)c.hold_failed);
-	if (c.records_lost)
-		cp_say("warning: %llu name/lifecycle records lost to a full ring buffer",
-		       (unsigned long long)c.records_lost);
-}
-
-int cp_cmd_stats(int argc, char **argv)
-{
+	const struct cp_stats_options *opts = &options->stats;
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_wait_hooks hooks = { 0 };
 	struct stats_ctx ctx = { 0 };
 	struct cp_record_path path = { .on_record = on_record, .on_settled = on_settled,
 				       .ctx = &ctx, .lock = &ctx.lock };
-	struct cp_trace_options opts;
 	struct cp_session session;
 	size_t i;
 	int exit_code;
 
-	exit_code = cp_session__parse(CP_CMD_STATS, argc, argv, &opts);
-	if (exit_code >= 0)
-		return exit_code;
 	pthread_mutex_init(&ctx.lock, NULL);
 	tracer_opts.aggregate = true;
 	tracer_opts.no_call_records = true;
-	tracer_opts.measure_latency = opts.latency;
-	tracer_opts.record_stacks = opts.stacks;
+	tracer_opts.measure_latency = opts->latency;
+	tracer_opts.record_stacks = opts->stacks;
 	/* Processes cuprobe started exit at will: hold them until their stacks can be named. */
-	tracer_opts.hold_for_stacks = opts.command != NULL;
+	tracer_opts.hold_for_stacks = opts->common.command != NULL;
 	/* The timeline needs the launches, syncs and events themselves. */
-	tracer_opts.no_call_records = !opts.timeline;
-	if (opts.timeline) {
+	tracer_opts.no_call_records = !opts->timeline;
+	if (opts->timeline) {
 		CP_OPTS(cp_timeline_opts, timeline_opts);
 
 		ctx.timeline = cp_timeline__new(&timeline_opts);
@@ -444,17 +388,17 @@ int cp_cmd_stats(int argc, char **argv)
 		}
 	}
 	ctx.session = &session;
-	ctx.format = opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
-	ctx.latency = opts.latency;
-	ctx.stacks = opts.stacks;
-	exit_code = cp_session__open(&session, CP_CMD_STATS, &opts);
+	ctx.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
+	ctx.latency = opts->latency;
+	ctx.stacks = opts->stacks;
+	exit_code = cp_session__open(&session, &opts->common);
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
 		goto cleanup;
-	for (i = 0; i < opts.pid_count; i++) {
-		cp_symbolizer__refresh(session.symbolizer, opts.pids[i]);
-		comm_of(&ctx, opts.pids[i]);
+	for (i = 0; i < opts->common.pid_count; i++) {
+		cp_symbolizer__refresh(session.symbolizer, opts->common.pids[i]);
+		comm_of(&ctx, opts->common.pids[i]);
 	}
 	ctx.start_ns = monotonic_ns();
 	path.timeline = ctx.timeline;
@@ -466,7 +410,7 @@ int cp_cmd_stats(int argc, char **argv)
 	if (cp_verbosity)
 		cp_say("counting (%u probes, %u links); Ctrl-C stops",
 		       cp_tracer__probe_count(session.tracer), cp_tracer__link_count(session.tracer));
-	hooks.tick_ms = opts.interval_ms;
+	hooks.tick_ms = opts->interval_ms;
 	hooks.tick = on_tick;
 	hooks.ctx = &ctx;
 	cp_session__wait(&session, &hooks);
@@ -474,7 +418,7 @@ int cp_cmd_stats(int argc, char **argv)
 	/* Drain first: exits already recorded get their final reports and leak checks. */
 	cp_session__stop_agent(&session);
 	report_all(&ctx, true);
-	warn_overflows(session.tracer);
+	cp_session__warn_losses(&session);
 	cp_session__report_files(&session, ctx.format);
 	fprintf(stderr, "cuprobe: %llu reports, %llu leak reports\n",
 		(unsigned long long)ctx.reports, (unsigned long long)ctx.leak_reports);

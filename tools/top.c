@@ -18,7 +18,6 @@
 #include "cuprobe_internal.h"
 #include "record_path.h"
 #include "session.h"
-#include "stats.h"
 
 #define MAX_ROWS 1024
 
@@ -63,21 +62,6 @@ static int on_record(void *arg, const union cp_event *event)
 	if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT)
 		ctx->exited++;
 	return 0;
-}
-
-static void read_comm(uint32_t pid, char *out, size_t len)
-{
-	char path[64];
-	FILE *file;
-
-	snprintf(out, len, "?");
-	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
-	file = fopen(path, "re");
-	if (!file)
-		return;
-	if (fgets(out, (int)len, file))
-		out[strcspn(out, "\n")] = '\0';
-	fclose(file);
 }
 
 static struct top_row *row_for(struct top_row *rows, size_t *count, uint32_t pid)
@@ -165,7 +149,8 @@ static void refresh_view(void *arg)
 		}
 	}
 	for (i = 0; i < count; i++) {
-		read_comm(rows[i].pid, rows[i].comm, sizeof(rows[i].comm));
+		if (cp_proc__comm(rows[i].pid, 0, rows[i].comm, sizeof(rows[i].comm)))
+			snprintf(rows[i].comm, sizeof(rows[i].comm), "?");
 		for (j = 0; j < ctx->previous_count; j++)
 			if (ctx->previous[j].pid == rows[i].pid)
 				break;
@@ -243,19 +228,16 @@ static bool on_key(void *arg)
 	return false;
 }
 
-int cp_cmd_top(int argc, char **argv)
+int cp_cmd_top(const union cp_options *options)
 {
+	const struct cp_top_options *opts = &options->top;
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct cp_wait_hooks hooks = { 0 };
-	struct cp_trace_options opts;
 	struct cp_session session;
 	struct top_ctx *ctx;
 	SCREEN *screen = NULL;
 	int exit_code;
 
-	exit_code = cp_session__parse(CP_CMD_TOP, argc, argv, &opts);
-	if (exit_code >= 0)
-		return exit_code;
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
 		cp_say("top needs a terminal (use cuprobe stats --interval for a log)");
 		return CP_EXIT_USAGE;
@@ -266,10 +248,10 @@ int cp_cmd_top(int argc, char **argv)
 		return CP_EXIT_SETUP;
 	}
 	pthread_mutex_init(&ctx->lock, NULL);
-	ctx->interval_ms = opts.interval_ms ? opts.interval_ms : 1000;
+	ctx->interval_ms = opts->interval_ms ? opts->interval_ms : 1000;
 	tracer_opts.aggregate = true;
 	tracer_opts.no_call_records = true;
-	exit_code = cp_session__open(&session, CP_CMD_TOP, &opts);
+	exit_code = cp_session__open(&session, &opts->common);
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)

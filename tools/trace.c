@@ -26,7 +26,7 @@
 #include "output_file.h"
 #include "record_path.h"
 #include "session.h"
-#include "trace.h"
+#include "warnings.h"
 
 
 /* Kernels in flight listed after an Xid, at most. */
@@ -51,13 +51,9 @@ struct trace_output {
 /* Writes a formatted piece; a failed write stops the session. */
 static void write_text(struct trace_output *output, struct cp_text *text)
 {
-	if (output->failed || !text->len)
-		return;
-	if (text->failed || !cp_output__write(&output->session->output, text->data, text->len, false)) {
-		/* ENOSPC, EPIPE...: nothing more can be written; the session stops. */
-		output->failed = true;
-		cp_session__output_failed(output->session, text->failed ? ENOMEM : errno);
-	}
+	if (!output->failed && text->len &&
+	    !cp_session__write_text(output->session, &output->session->output, text, false))
+		output->failed = true; /* ENOSPC, EPIPE...: nothing more can be written */
 }
 
 /* Writes what the Perfetto trace's writer appended; a failed write stops the session. */
@@ -66,10 +62,8 @@ static void write_perfetto(struct trace_output *output)
 	struct cp_text *text = &output->perfetto_text;
 
 	if (!output->perfetto_failed && text->len &&
-	    (text->failed || !cp_output__write(&output->session->perfetto, text->data, text->len, false))) {
+	    !cp_session__write_text(output->session, &output->session->perfetto, text, false))
 		output->perfetto_failed = true;
-		cp_session__perfetto_failed(output->session, text->failed ? ENOMEM : errno);
-	}
 	cp_text__clear(text);
 }
 
@@ -175,21 +169,7 @@ static void print_summary(const struct cp_session *s)
 		have_counters ? (unsigned long long)counters.records_lost : 0ull,
 		(unsigned long long)name_stats.launches_unnamed,
 		(unsigned long long)name_stats.launches);
-	if (have_counters && counters.records_lost)
-		cp_say("warning: %llu records were lost to a full ring buffer; try --ring-size",
-		    (unsigned long long)counters.records_lost);
-	if (stats.malformed)
-		cp_say("warning: %llu malformed records dropped", (unsigned long long)stats.malformed);
-	if (have_counters && (counters.pending_overflow || counters.pending_missed))
-		cp_say("warning: %llu allocation/name calls lost their return state, %llu returns unmatched",
-		    (unsigned long long)counters.pending_overflow,
-		    (unsigned long long)counters.pending_missed);
-	if (have_counters && counters.targets_overflow)
-		cp_say("warning: %llu processes did not fit in the traced set",
-		    (unsigned long long)counters.targets_overflow);
-	if (have_counters && counters.hold_failed)
-		cp_say("warning: %llu processes mapping a new driver file could not be held",
-		       (unsigned long long)counters.hold_failed);
+	cp_warnings__print(stderr, have_counters ? &counters : NULL, &stats);
 	if (name_stats.driver_named || name_stats.driver_checked)
 		cp_say("%llu kernels named from the driver's records (%llu probe-learned names checked against them, %llu disagreed%s)",
 		       (unsigned long long)name_stats.driver_named,
@@ -198,14 +178,12 @@ static void print_summary(const struct cp_session *s)
 		       name_stats.driver_mismatches ? ": records no longer read" : "");
 	if (name_stats.stubs_unresolved)
 		cp_say("warning: %llu host stubs could not be named", (unsigned long long)name_stats.stubs_unresolved);
-	if (stats.thread_error)
-		cp_say("warning: the agent stopped on an error: %s", strerror(-stats.thread_error));
 }
 
 /* Tracing ended (the agent is joined): the Perfetto trace's last slices and its end. */
 static void finish_perfetto(struct trace_output *output)
 {
-	const char *path = output->session->opts->perfetto;
+	const char *path = output->session->perfetto_path;
 	struct cp_chrome_trace_stats stats;
 
 	if (!output->perfetto_failed) {
@@ -226,40 +204,40 @@ static void finish_perfetto(struct trace_output *output)
 		       path, (unsigned long long)stats.allocations_untracked);
 }
 
-int cp_cmd_trace(int argc, char **argv)
+int cp_cmd_trace(const union cp_options *options)
 {
+	const struct cp_trace_options *opts = &options->trace;
 	CP_OPTS(cp_tracer_opts, tracer_opts);
 	struct trace_output output = { 0 };
 	struct cp_record_path path = { .on_record = on_record, .on_settled = on_settled,
 				       .ctx = &output };
-	struct cp_trace_options opts;
 	struct cp_session session;
 	uint64_t perfetto_base_ns;
 	int exit_code;
 
-	exit_code = cp_session__parse(CP_CMD_TRACE, argc, argv, &opts);
-	if (exit_code >= 0)
-		return exit_code;
-	exit_code = cp_session__open(&session, CP_CMD_TRACE, &opts);
+	exit_code = cp_session__open(&session, &opts->common);
+	if (!exit_code && opts->runtime)
+		cp_session__probe_runtime(&session, opts->cudarts, opts->cudart_count);
+	session.perfetto_path = opts->perfetto;
 	/* --perfetto: every call's return makes its slice; ts 0 precedes any probe's record. */
-	tracer_opts.return_records = opts.perfetto != NULL;
+	tracer_opts.return_records = opts->perfetto != NULL;
 	perfetto_base_ns = monotonic_ns();
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
 		goto cleanup;
 	output.session = &session;
-	output.format = opts.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
-	output.intervals = opts.timeline;
+	output.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
+	output.intervals = opts->timeline;
 	output.start_ns = monotonic_ns();
 	{
 		CP_OPTS(cp_timeline_opts, timeline_opts, .on_interval = on_interval, .ctx = &output);
 
 		output.timeline = cp_timeline__new(&timeline_opts);
 	}
-	if (opts.perfetto)
+	if (opts->perfetto)
 		output.perfetto = cp_chrome_trace__new(session.names, perfetto_base_ns);
-	if (!output.timeline || (opts.perfetto && !output.perfetto)) {
+	if (!output.timeline || (opts->perfetto && !output.perfetto)) {
 		cp_say("out of memory");
 		exit_code = CP_EXIT_SETUP;
 		goto cleanup;

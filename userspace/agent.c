@@ -31,7 +31,7 @@ struct extra_ring {
 struct cp_agent {
 	struct ring_buffer *ring;      /* the tracer's ring, and every ring added, on one epoll */
 	struct extra_ring **extra;
-	size_t extra_count;
+	size_t extra_count, extra_capacity;
 	int epoll_fd;
 	int wake_fd;
 	cp_event_fn on_event;
@@ -103,7 +103,7 @@ static int handle_extra_record(void *ctx, void *data, size_t size)
 
 int cp_agent__add_ring(struct cp_agent *agent, int ring_fd, cp_record_fn fn, void *ctx)
 {
-	struct extra_ring **grown, *ring;
+	struct extra_ring *ring;
 	int err = 0;
 
 	if (!agent || ring_fd < 0 || !fn)
@@ -114,13 +114,11 @@ int cp_agent__add_ring(struct cp_agent *agent, int ring_fd, cp_record_fn fn, voi
 		goto out_unlock;
 	}
 	ring = calloc(1, sizeof(*ring));
-	grown = ring ? realloc(agent->extra, (agent->extra_count + 1) * sizeof(*grown)) : NULL;
-	if (!grown) {
+	if (!ring || CP_ARRAY_RESERVE(agent->extra, agent->extra_capacity, agent->extra_count + 1, 4)) {
 		free(ring);
 		err = -ENOMEM;
 		goto out_unlock;
 	}
-	agent->extra = grown;
 	*ring = (struct extra_ring){ .agent = agent, .fn = fn, .ctx = ctx };
 	err = ring_buffer__add(agent->ring, ring_fd, handle_extra_record, ring);
 	if (err) {

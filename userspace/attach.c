@@ -49,15 +49,8 @@ struct tracked_file *cp_tracer__track(struct cp_tracer *tracer, uint32_t dev, ui
 	for (i = 0; i < tracer->file_count; i++)
 		if (tracer->files[i].info.dev == dev && tracer->files[i].info.inode == inode)
 			return &tracer->files[i];
-	if (tracer->file_count == tracer->file_capacity) {
-		size_t capacity = tracer->file_capacity ? tracer->file_capacity * 2 : 16;
-		struct tracked_file *files = realloc(tracer->files, capacity * sizeof(*files));
-
-		if (!files)
-			return NULL;
-		tracer->files = files;
-		tracer->file_capacity = capacity;
-	}
+	if (CP_ARRAY_RESERVE(tracer->files, tracer->file_capacity, tracer->file_count + 1, 16))
+		return NULL;
 	file = &tracer->files[tracer->file_count++];
 	memset(file, 0, sizeof(*file));
 	file->info.dev = dev;

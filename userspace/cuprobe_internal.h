@@ -39,6 +39,28 @@ int cp_opts__copy(void *local, size_t local_sz, const void *opts);
 /* cp_opts__copy into a local struct of the library's own type. */
 #define CP_OPTS_COPY(local, opts) cp_opts__copy(&(local), sizeof(local), (opts))
 
+/* ---- growable arrays ---------------------------------------------------------- */
+
+/*
+ * Room for needed elements of size bytes in the array *array points to
+ * (NULL at first), which holds *capacity of them: when there is not, it is
+ * reallocated to twice its capacity (first: `first`) until there is.
+ * 0, or -ENOMEM with the array and its capacity as they were.
+ */
+int cp_array__reserve(void *array, size_t *capacity, size_t needed, size_t size, size_t first);
+/* cp_array__reserve for a typed array: CP_ARRAY_RESERVE(set->files, set->capacity, n + 1, 8). */
+#define CP_ARRAY_RESERVE(array, capacity, needed, first) \
+	cp_array__reserve(&(array), &(capacity), (needed), sizeof(*(array)), (first))
+
+/* ---- /proc ---------------------------------------------------------------------- */
+
+/*
+ * The command name of process pid (tid 0), or of its thread tid, from
+ * /proc/PID/comm or /proc/PID/task/TID/comm, newline cut: 0, or -errno
+ * with out "" (the process is gone, say).
+ */
+int cp_proc__comm(uint32_t pid, uint32_t tid, char *out, size_t len);
+
 /* ---- discovery helpers ---------------------------------------------------- */
 
 /* One line of /proc/PID/maps, parsed. */
@@ -152,6 +174,43 @@ int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_
 int cp_tracer__name_request_fd(const struct cp_tracer *tracer);
 int cp_tracer__answer_name_request(struct cp_tracer *tracer, struct cp_names *names,
 				   const void *record, size_t size);
+
+/*
+ * cuprobe run: a user's device programs (SEC("gpu/GLOB"), SEC("gpu.exit/GLOB")),
+ * verified by the kernel with the rest of the object and translated to PTX
+ * (userspace/device/ptx_jit.h) when it was loaded.
+ */
+struct cp_device_program_info {
+	const char *name;          /* the BPF program's */
+	const char *section;       /* "gpu/vec_add" */
+	const char *glob;          /* "vec_add": fnmatch(3) on the kernel's name */
+	bool at_exit;              /* gpu.exit/: before each exit; else at the entry */
+	const char *function;      /* the PTX function's name (.func NAME (.param .b64 launch)) */
+	const char *ptx;           /* its .func definitions, callees first */
+};
+size_t cp_program__device_count(const struct cp_program *program);
+int cp_program__device(const struct cp_program *program, size_t index,
+		       struct cp_device_program_info *out);
+
+/*
+ * The object's maps as the PTX names them: map index is __cuprobe_map_<index>
+ * (cp_ptx__map_declarations). Only those used by a device program need an
+ * address (all are arrays with BPF_F_MMAPABLE; .rodata's is frozen: map it
+ * read-only).
+ */
+struct cp_device_map_info {
+	const char *name;
+	int fd;
+	uint32_t flags;            /* map_flags */
+	uint32_t value_size;
+	uint32_t max_entries;
+	bool used;                 /* by some device program */
+};
+size_t cp_program__device_map_count(const struct cp_program *program);
+int cp_program__device_map(const struct cp_program *program, size_t index,
+			   struct cp_device_map_info *out);
+/* What `cuprobe run PROG --ptx` prints: a module ptxas accepts (cp_ptx__module). 0 or -errno. */
+int cp_program__ptx_module(const struct cp_program *program, char **ptx);
 
 #ifdef __cplusplus
 }

@@ -69,15 +69,8 @@ int cp_lib_set__add(struct cp_lib_set *set, const char *path)
 	for (i = 0; i < set->count; i++)
 		if (set->files[i].dev == st.st_dev && set->files[i].ino == st.st_ino)
 			return 0;
-	if (set->count == set->capacity) {
-		size_t capacity = set->capacity ? set->capacity * 2 : 8;
-		struct lib_file *files = realloc(set->files, capacity * sizeof(*files));
-
-		if (!files)
-			return -ENOMEM;
-		set->files = files;
-		set->capacity = capacity;
-	}
+	if (CP_ARRAY_RESERVE(set->files, set->capacity, set->count + 1, 8))
+		return -ENOMEM;
 	set->files[set->count].path = strdup(path);
 	if (!set->files[set->count].path)
 		return -ENOMEM;

@@ -3,9 +3,11 @@
  * Users' BPF programs (cuprobe run): a BPF object checked, opened, bound to
  * the catalogue's families by section name, loaded with the runtime's
  * shared maps, and then attached by the tracer's one attach path to every
- * driver file, with cuprobe's own programs. Also what is needed to print
- * its output: its rings (with their record types and loss counts) and its
- * maps, read as bytes with their BTF types.
+ * driver file, with cuprobe's own programs. Its device programs (gpu/GLOB)
+ * are verified by the kernel in the same load, as kprobe programs never
+ * attached, and then translated to PTX for the injection. Also what is
+ * needed to print its output: its rings (with their record types and loss
+ * counts) and its maps, read as bytes with their BTF types.
  */
 #include <elf.h>
 #include <errno.h>
@@ -30,6 +32,9 @@
 
 #define SECTION_ENTRY "cuda/"
 #define SECTION_RETURN "cuda.return/"
+#define SECTION_GPU "gpu/"
+#define SECTION_GPU_EXIT "gpu.exit/"
+#define DEVICE_FORMS "gpu/GLOB, gpu.exit/GLOB"
 
 static int fail(const struct cp_program_opts *opts, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -64,6 +69,33 @@ static void valid_sections(char *out, size_t len)
 			if (n > 0)
 				used += (size_t)n;
 		}
+	if (used < len)
+		snprintf(out + used, len - used, "%s" DEVICE_FORMS, used ? ", " : "");
+}
+
+/* A device program's section ("gpu..."): its glob and where it runs; false when malformed. */
+static bool parse_device_section(const char *section, const char **glob, bool *at_exit)
+{
+	const char *p;
+
+	if (!strncmp(section, SECTION_GPU, strlen(SECTION_GPU))) {
+		*glob = section + strlen(SECTION_GPU);
+		*at_exit = false;
+	} else if (!strncmp(section, SECTION_GPU_EXIT, strlen(SECTION_GPU_EXIT))) {
+		*glob = section + strlen(SECTION_GPU_EXIT);
+		*at_exit = true;
+	} else {
+		return false;
+	}
+	for (p = *glob; *p; p++)
+		if ((unsigned char)*p < ' ' || *p == 0x7f)
+			return false;
+	return **glob != '\0';
+}
+
+static bool device_section(const char *section)
+{
+	return !strncmp(section, "gpu", 3);
 }
 
 /* The family and direction a section names; false when it names none. */
@@ -168,14 +200,24 @@ static struct bpf_object *open_object(const struct cp_program *program)
 	return bpf_object__open_mem(program->elf, program->elf_size, &open_opts);
 }
 
-/* Program types and attach types, before load: uprobe_multi or classic. */
-static void prepare_programs(struct cp_program *program, struct bpf_object *obj, bool multi)
+/*
+ * Program types and attach types, before load: uprobe_multi or classic.
+ * Device programs are kprobe programs to the kernel, checked with the
+ * helpers of the same signatures and never attached; the classic twin
+ * leaves them out (checked once is enough).
+ */
+static void prepare_programs(struct cp_program *program, struct bpf_object *obj, bool multi,
+			     bool twin)
 {
 	struct bpf_program *prog;
 
 	bpf_object__for_each_program(prog, obj) {
+		bool device = device_section(bpf_program__section_name(prog));
+
 		bpf_program__set_type(prog, BPF_PROG_TYPE_KPROBE);
-		bpf_program__set_expected_attach_type(prog, multi ? CP_BPF_TRACE_UPROBE_MULTI : 0);
+		bpf_program__set_expected_attach_type(prog, multi && !device ? CP_BPF_TRACE_UPROBE_MULTI : 0);
+		if (device && twin)
+			bpf_program__set_autoload(prog, false);
 	}
 }
 
@@ -395,8 +437,15 @@ static int describe(struct cp_program *program, const struct cp_program_opts *op
 
 static void free_program(struct cp_program *program)
 {
+	size_t i;
+
 	if (!program)
 		return;
+	for (i = 0; i < program->device_count; i++)
+		free(program->devices[i].ptx);
+	free(program->devices);
+	free(program->device_maps);
+	free(program->device_map_used);
 	bpf_object__close(program->classic_obj);
 	bpf_object__close(program->obj);
 	free(program->bindings);
@@ -417,7 +466,10 @@ static bool cuda_section(const char *section)
 	       !strncmp(section, SECTION_RETURN, strlen(SECTION_RETURN));
 }
 
-/* Each program's family and direction, from its section; every one must name one. */
+/*
+ * Each program's family and direction, or for a device program its glob
+ * and where it runs, from its section; every one must name one.
+ */
 static int bind_programs(struct cp_program *program, const struct cp_program_opts *opts,
 			 const char *name)
 {
@@ -427,19 +479,34 @@ static int bind_programs(struct cp_program *program, const struct cp_program_opt
 
 	bpf_object__for_each_program(prog, program->obj) {
 		count++;
-		cuda += cuda_section(bpf_program__section_name(prog));
+		cuda += cuda_section(bpf_program__section_name(prog)) ||
+			device_section(bpf_program__section_name(prog));
 	}
 	if (!cuda)
-		return fail(opts, -ENOENT, "%s: no CUDA programs: put them in SEC(\"cuda/FAMILY\") or SEC(\"cuda.return/FAMILY\")%s%s",
+		return fail(opts, -ENOENT, "%s: no CUDA programs: put them in SEC(\"cuda/FAMILY\") or SEC(\"cuda.return/FAMILY\"), or for the GPU in SEC(\"gpu/GLOB\") or SEC(\"gpu.exit/GLOB\")%s%s",
 			    name, count ? "; found sections such as " : "",
 			    count ? bpf_program__section_name(bpf_object__next_program(program->obj, NULL)) : "");
 	program->bindings = calloc(count, sizeof(*program->bindings));
-	if (!program->bindings)
+	program->devices = calloc(count, sizeof(*program->devices));
+	if (!program->bindings || !program->devices)
 		return fail(opts, -ENOMEM, "out of memory");
 	bpf_object__for_each_program(prog, program->obj) {
 		struct cp_program_binding *binding = &program->bindings[program->binding_count];
 		const char *section = bpf_program__section_name(prog);
 
+		if (device_section(section)) {
+			struct cp_device_program *device = &program->devices[program->device_count];
+
+			if (!parse_device_section(section, &device->glob, &device->at_exit))
+				return fail(opts, -EINVAL, "%s: program %s: unknown section \"%s\"; device programs go in " DEVICE_FORMS " (GLOB: a kernel's name, or a pattern)",
+					    name, bpf_program__name(prog), section);
+			device->program = bpf_program__name(prog);
+			device->section = section;
+			snprintf(device->function, sizeof(device->function), "__cuprobe_gpu_%s",
+				 device->program);
+			program->device_count++;
+			continue;
+		}
 		if (!parse_section(section, &binding->family, &binding->retprobe)) {
 			valid_sections(valid, sizeof(valid));
 			return fail(opts, -EINVAL, "%s: program %s: unknown section \"%s\"; valid: %s",
@@ -492,10 +559,64 @@ static void warn_unfiltered(const struct cp_program *program)
 	if (!filtering(tracer))
 		return;
 	bpf_object__for_each_program(prog, program->obj)
-		if (!uses_map(prog, tracer->skel->maps.cuprobe_targets))
+		if (!device_section(bpf_program__section_name(prog)) &&
+		    !uses_map(prog, tracer->skel->maps.cuprobe_targets))
 			cp_tracer__log(tracer, CP_LOG_WARN,
 				       "program %s does not check cuprobe_traced(): it sees every process, not only the targets (use CUDA_PROG or CUDA_RETURN_PROG)",
 				       bpf_program__name(prog));
+}
+
+/*
+ * Each device program, as the kernel verified it (map fds in, subprograms
+ * appended), translated to PTX; one that cannot be is refused in one line.
+ */
+static int translate_devices(struct cp_program *program, const struct cp_program_opts *opts,
+			     const char *name)
+{
+	struct bpf_map *map;
+	size_t i, count = 0;
+	char error[512];
+	bool *used;
+	int err;
+
+	if (!program->device_count)
+		return 0;
+	bpf_object__for_each_map(map, program->obj)
+		count++;
+	program->device_maps = calloc(count ? count : 1, sizeof(*program->device_maps));
+	program->device_map_used = calloc(count ? count : 1, sizeof(*program->device_map_used));
+	used = calloc(count ? count : 1, sizeof(*used));
+	if (!program->device_maps || !program->device_map_used || !used) {
+		free(used);
+		return fail(opts, -ENOMEM, "out of memory");
+	}
+	bpf_object__for_each_map(map, program->obj)
+		program->device_maps[program->device_map_count++] = (struct cp_ptx_map){
+			.name = bpf_map__name(map), .fd = bpf_map__fd(map), .type = bpf_map__type(map),
+			.flags = bpf_map__map_flags(map), .key_size = bpf_map__key_size(map),
+			.value_size = bpf_map__value_size(map), .max_entries = bpf_map__max_entries(map) };
+	for (i = 0; i < program->device_count; i++) {
+		struct cp_device_program *device = &program->devices[i];
+		const struct bpf_program *prog =
+			bpf_object__find_program_by_name(program->obj, device->program);
+		struct cp_ptx_program ptx = {
+			.name = device->function,
+			.insns = prog ? bpf_program__insns(prog) : NULL,
+			.insn_count = prog ? bpf_program__insn_cnt(prog) : 0,
+			.maps = program->device_maps, .map_count = program->device_map_count,
+		};
+		size_t m;
+
+		err = cp_ptx__translate(&ptx, &device->ptx, used, error, sizeof(error));
+		if (err) {
+			free(used);
+			return fail(opts, err, "%s: device program %s: %s", name, device->program, error);
+		}
+		for (m = 0; m < program->device_map_count; m++)
+			program->device_map_used[m] |= used[m];
+	}
+	free(used);
+	return 0;
 }
 
 struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void *elf, size_t size,
@@ -503,7 +624,7 @@ struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void 
 {
 	struct cp_program_opts known;
 	const struct cp_program_opts *opts = &known;
-	struct cp_program *program = NULL, **programs;
+	struct cp_program *program = NULL;
 	struct bpf_program *prog;
 	struct bpf_map *map;
 	const char *name;
@@ -549,7 +670,7 @@ struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void 
 	err = bind_programs(program, opts, name);
 	if (err)
 		goto err_out;
-	prepare_programs(program, program->obj, tracer->use_multi);
+	prepare_programs(program, program->obj, tracer->use_multi, false);
 	err = apply_settings(program, opts, name);
 	if (err)
 		goto err_out;
@@ -578,16 +699,17 @@ struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void 
 			   strerror(-err));
 		goto err_out;
 	}
+	err = translate_devices(program, opts, name);
+	if (err)
+		goto err_out;
 	err = describe(program, opts);
 	if (err)
 		goto err_out;
 	warn_unfiltered(program);
-	programs = realloc(tracer->programs, (tracer->program_count + 1) * sizeof(*programs));
-	if (!programs) {
+	if (CP_ARRAY_RESERVE(tracer->programs, tracer->program_capacity, tracer->program_count + 1, 4)) {
 		err = fail(opts, -ENOMEM, "out of memory");
 		goto err_out;
 	}
-	tracer->programs = programs;
 	tracer->programs[tracer->program_count++] = program;
 	return program;
 
@@ -611,7 +733,7 @@ int cp_program__ensure_classic(struct cp_program *program)
 	classic = open_object(program);
 	if (!classic)
 		return -errno;
-	prepare_programs(program, classic, false);
+	prepare_programs(program, classic, false, true);
 	err = reuse_maps(classic, program->obj, true);
 	if (!err)
 		err = bpf_object__load(classic);
@@ -883,4 +1005,65 @@ void cp_map_reader__free(struct cp_map_reader *reader)
 	free(reader->entries.values);
 	free(reader->key);
 	free(reader);
+}
+
+/* ---- device programs, for the injection and --ptx ------------------------------------------ */
+
+size_t cp_program__device_count(const struct cp_program *program)
+{
+	return program ? program->device_count : 0;
+}
+
+int cp_program__device(const struct cp_program *program, size_t index,
+		       struct cp_device_program_info *out)
+{
+	const struct cp_device_program *device;
+
+	if (!program || index >= program->device_count || !out)
+		return -EINVAL;
+	device = &program->devices[index];
+	*out = (struct cp_device_program_info){
+		.name = device->program, .section = device->section, .glob = device->glob,
+		.at_exit = device->at_exit, .function = device->function, .ptx = device->ptx };
+	return 0;
+}
+
+size_t cp_program__device_map_count(const struct cp_program *program)
+{
+	return program ? program->device_map_count : 0;
+}
+
+int cp_program__device_map(const struct cp_program *program, size_t index,
+			   struct cp_device_map_info *out)
+{
+	const struct cp_ptx_map *map;
+
+	if (!program || index >= program->device_map_count || !out)
+		return -EINVAL;
+	map = &program->device_maps[index];
+	*out = (struct cp_device_map_info){
+		.name = map->name, .fd = map->fd, .flags = map->flags, .value_size = map->value_size,
+		.max_entries = map->max_entries, .used = program->device_map_used[index] };
+	return 0;
+}
+
+int cp_program__ptx_module(const struct cp_program *program, char **ptx)
+{
+	struct cp_ptx_function *functions;
+	size_t i;
+	int err;
+
+	if (!program || !ptx)
+		return -EINVAL;
+	functions = calloc(program->device_count ? program->device_count : 1, sizeof(*functions));
+	if (!functions)
+		return -ENOMEM;
+	for (i = 0; i < program->device_count; i++)
+		functions[i] = (struct cp_ptx_function){ .name = program->devices[i].function,
+							 .section = program->devices[i].section,
+							 .ptx = program->devices[i].ptx };
+	err = cp_ptx__module(functions, program->device_count, program->device_maps,
+			     program->device_map_used, program->device_map_count, ptx);
+	free(functions);
+	return err;
 }

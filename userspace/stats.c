@@ -36,17 +36,9 @@ static int collect_rows(int map_fd, size_t key_size, size_t value_size, size_t r
 			continue;
 		if (bpf_map_lookup_elem(map_fd, key, value))
 			continue; /* deleted between the two calls */
-		if (count == capacity) {
-			size_t grown = capacity ? capacity * 2 : 64;
-			char *bigger = realloc(rows, grown * row_size);
-
-			if (!bigger) {
-				err = -ENOMEM;
-				break;
-			}
-			rows = bigger;
-			capacity = grown;
-		}
+		err = cp_array__reserve(&rows, &capacity, count + 1, row_size, 64);
+		if (err)
+			break;
 		memset(rows + count * row_size, 0, row_size);
 		memcpy(rows + count * row_size + key_at, key, key_size);
 		memcpy(rows + count * row_size + value_at, value, value_size);
@@ -300,15 +292,8 @@ static void delete_pid_rows(int map_fd, size_t key_size, const uint32_t *sorted,
 		cursor = key;
 		if (!pid_in(*(uint32_t *)key, sorted, pid_count))
 			continue;
-		if (count == capacity) {
-			size_t grown = capacity ? capacity * 2 : 64;
-			char *bigger = realloc(doomed, grown * key_size);
-
-			if (!bigger)
-				break;
-			doomed = bigger;
-			capacity = grown;
-		}
+		if (cp_array__reserve(&doomed, &capacity, count + 1, key_size, 64))
+			break;
 		memcpy(doomed + count * key_size, key, key_size);
 		count++;
 	}

@@ -118,15 +118,9 @@ static long remember(struct cp_symbolizer *symbolizer, const char *path, uint32_
 
 	if (known >= 0)
 		return known;
-	if (symbolizer->file_count == symbolizer->file_capacity) {
-		size_t capacity = symbolizer->file_capacity ? symbolizer->file_capacity * 2 : 16;
-		struct elf_file *files = realloc(symbolizer->files, capacity * sizeof(*files));
-
-		if (!files)
-			return -ENOMEM;
-		symbolizer->files = files;
-		symbolizer->file_capacity = capacity;
-	}
+	if (CP_ARRAY_RESERVE(symbolizer->files, symbolizer->file_capacity,
+			     symbolizer->file_count + 1, 16))
+		return -ENOMEM;
 	file = &symbolizer->files[symbolizer->file_count];
 	memset(file, 0, sizeof(*file));
 	file->path = strdup(path);
@@ -183,15 +177,8 @@ static int read_table(Elf *elf, GElf_Word type, unsigned int rank, struct elf_fi
 			name = elf_strptr(elf, shdr.sh_link, sym.st_name);
 			if (!name || !*name)
 				continue;
-			if (file->symbol_count == *capacity) {
-				size_t grown = *capacity ? *capacity * 2 : 256;
-				struct elf_symbol *bigger = realloc(file->symbols, grown * sizeof(*bigger));
-
-				if (!bigger)
-					return -ENOMEM;
-				file->symbols = bigger;
-				*capacity = grown;
-			}
+			if (CP_ARRAY_RESERVE(file->symbols, *capacity, file->symbol_count + 1, 256))
+				return -ENOMEM;
 			file->symbols[file->symbol_count] = (struct elf_symbol){
 				.start = sym.st_value, .size = sym.st_size, .rank = rank,
 				.name = strdup(name) };
@@ -348,17 +335,10 @@ int cp_symbolizer__refresh(struct cp_symbolizer *symbolizer, pid_t pid)
 		}
 		if (entry.perms[2] != 'x' || mapping_known(symbolizer, pid, entry.start, entry.end))
 			continue;
-		if (symbolizer->mapping_count == symbolizer->mapping_capacity) {
-			size_t grown = symbolizer->mapping_capacity ? symbolizer->mapping_capacity * 2 : 64;
-			struct mapping *bigger = realloc(symbolizer->mappings, grown * sizeof(*bigger));
-
-			if (!bigger) {
-				err = -ENOMEM;
-				break;
-			}
-			symbolizer->mappings = bigger;
-			symbolizer->mapping_capacity = grown;
-		}
+		err = CP_ARRAY_RESERVE(symbolizer->mappings, symbolizer->mapping_capacity,
+				       symbolizer->mapping_count + 1, 64);
+		if (err)
+			break;
 		m = &symbolizer->mappings[symbolizer->mapping_count];
 		*m = (struct mapping){ .pid = pid, .start = entry.start, .end = entry.end,
 				       .offset = entry.offset, .file = (size_t)file,
@@ -592,17 +572,9 @@ int cp_elf__exported_functions(const char *path, char ***names_out, size_t *coun
 			name = elf_strptr(elf, shdr.sh_link, sym.st_name);
 			if (!name || !*name)
 				continue;
-			if (count == capacity) {
-				size_t grown = capacity ? capacity * 2 : 256;
-				char **bigger = realloc(names, grown * sizeof(*names));
-
-				if (!bigger) {
-					err = -ENOMEM;
-					break;
-				}
-				names = bigger;
-				capacity = grown;
-			}
+			err = CP_ARRAY_RESERVE(names, capacity, count + 1, 256);
+			if (err)
+				break;
 			names[count] = strdup(name);
 			if (!names[count]) {
 				err = -ENOMEM;

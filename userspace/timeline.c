@@ -92,9 +92,9 @@ struct process {
 	uint32_t pid;
 	uint64_t seq;
 	struct stream **streams;
-	size_t stream_count;
+	size_t stream_count, stream_capacity;
 	struct device_time *devices;
-	size_t device_count;
+	size_t device_count, device_capacity;
 	void *events;            /* tsearch tree of struct recorded_event */
 	void *threads;           /* tsearch tree of struct thread */
 	struct span_union busy_max, busy_wait;
@@ -126,15 +126,8 @@ static int span_add(struct span_union *u, uint64_t lo, uint64_t hi)
 		hi = u->spans[j].hi > hi ? u->spans[j].hi : hi;
 	}
 	if (j == i) {
-		if (u->count == u->capacity) {
-			size_t capacity = u->capacity ? u->capacity * 2 : 16;
-			void *grown = realloc(u->spans, capacity * sizeof(*u->spans));
-
-			if (!grown)
-				return -ENOMEM;
-			u->spans = grown;
-			u->capacity = capacity;
-		}
+		if (CP_ARRAY_RESERVE(u->spans, u->capacity, u->count + 1, 16))
+			return -ENOMEM;
 		memmove(&u->spans[i + 1], &u->spans[i], (u->count - i) * sizeof(*u->spans));
 		u->count++;
 	} else if (j > i + 1) {
@@ -248,7 +241,7 @@ uint32_t cp_stream__per_thread_tid(uint64_t key)
 static struct stream *stream_of(struct process *p, int32_t device, uint64_t key, uint64_t raw,
 				bool create)
 {
-	struct stream *s, **grown;
+	struct stream *s;
 	size_t i;
 
 	for (i = 0; i < p->stream_count; i++)
@@ -257,12 +250,10 @@ static struct stream *stream_of(struct process *p, int32_t device, uint64_t key,
 	if (!create)
 		return NULL;
 	s = calloc(1, sizeof(*s));
-	grown = s ? realloc(p->streams, (p->stream_count + 1) * sizeof(*grown)) : NULL;
-	if (!grown) {
+	if (!s || CP_ARRAY_RESERVE(p->streams, p->stream_capacity, p->stream_count + 1, 4)) {
 		free(s);
 		return NULL;
 	}
-	p->streams = grown;
 	s->device = device;
 	s->key = key;
 	s->raw = raw;
@@ -273,19 +264,16 @@ static struct stream *stream_of(struct process *p, int32_t device, uint64_t key,
 /* The device's share of p, made on first use; NULL when out of memory (its share goes uncounted). */
 static struct device_time *device_of(struct process *p, int32_t device)
 {
-	struct device_time *grown;
 	size_t i;
 
 	for (i = 0; i < p->device_count; i++)
 		if (p->devices[i].device == device)
 			return &p->devices[i];
-	grown = realloc(p->devices, (p->device_count + 1) * sizeof(*grown));
-	if (!grown)
+	if (CP_ARRAY_RESERVE(p->devices, p->device_capacity, p->device_count + 1, 2))
 		return NULL;
-	p->devices = grown;
-	memset(&grown[p->device_count], 0, sizeof(*grown));
-	grown[p->device_count].device = device;
-	return &grown[p->device_count++];
+	memset(&p->devices[p->device_count], 0, sizeof(p->devices[0]));
+	p->devices[p->device_count].device = device;
+	return &p->devices[p->device_count++];
 }
 
 static struct launch *nth(struct stream *s, size_t i)

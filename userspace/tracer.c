@@ -68,15 +68,8 @@ uint32_t cp_kernel_dev(dev_t dev)
 
 static int keep_link(struct cp_tracer *tracer, struct bpf_link *link)
 {
-	if (tracer->link_count == tracer->link_capacity) {
-		size_t capacity = tracer->link_capacity ? tracer->link_capacity * 2 : 64;
-		struct bpf_link **links = realloc(tracer->links, capacity * sizeof(*links));
-
-		if (!links)
-			return -ENOMEM;
-		tracer->links = links;
-		tracer->link_capacity = capacity;
-	}
+	if (CP_ARRAY_RESERVE(tracer->links, tracer->link_capacity, tracer->link_count + 1, 64))
+		return -ENOMEM;
 	tracer->links[tracer->link_count++] = link;
 	return 0;
 }
@@ -509,15 +502,8 @@ static int attach_one(struct cp_tracer *tracer, struct bpf_program *program, con
 
 static int keep_multi_fd(struct cp_tracer *tracer, int fd)
 {
-	if (tracer->multi_count == tracer->multi_capacity) {
-		size_t capacity = tracer->multi_capacity ? tracer->multi_capacity * 2 : 32;
-		int *fds = realloc(tracer->multi_fds, capacity * sizeof(*fds));
-
-		if (!fds)
-			return -ENOMEM;
-		tracer->multi_fds = fds;
-		tracer->multi_capacity = capacity;
-	}
+	if (CP_ARRAY_RESERVE(tracer->multi_fds, tracer->multi_capacity, tracer->multi_count + 1, 32))
+		return -ENOMEM;
 	tracer->multi_fds[tracer->multi_count++] = fd;
 	return 0;
 }
@@ -585,20 +571,18 @@ static bool in_group(const struct cp_tracer *tracer, const struct probe_group *g
 	return uses && !strcmp(uses, group->program);
 }
 
-static int add_group(struct probe_group **groups, size_t *count, const struct probe_group *group)
+static int add_group(struct probe_group **groups, size_t *count, size_t *capacity,
+		     const struct probe_group *group)
 {
-	struct probe_group *grown;
 	size_t i;
 
 	for (i = 0; i < *count; i++)
 		if ((*groups)[i].owner == group->owner && (*groups)[i].retprobe == group->retprobe &&
 		    (*groups)[i].family == group->family && !strcmp((*groups)[i].program, group->program))
 			return 0;
-	grown = realloc(*groups, (*count + 1) * sizeof(*grown));
-	if (!grown)
+	if (CP_ARRAY_RESERVE(*groups, *capacity, *count + 1, 16))
 		return -ENOMEM;
-	*groups = grown;
-	grown[(*count)++] = *group;
+	(*groups)[(*count)++] = *group;
 	return 0;
 }
 
@@ -611,7 +595,7 @@ static int table_groups(const struct cp_tracer *tracer, const struct probe_spec 
 			size_t count, bool driver, struct probe_group **groups, size_t *group_count)
 {
 	struct probe_group group;
-	size_t i, p, b;
+	size_t i, p, b, capacity = 0;
 	int err = 0;
 
 	*groups = NULL;
@@ -622,7 +606,7 @@ static int table_groups(const struct cp_tracer *tracer, const struct probe_spec 
 		group = (struct probe_group){ .retprobe = i >= count, .family = CP_FAMILY_NONE };
 		group.program = group.retprobe ? return_program_of(tracer, probe) : probe->program;
 		if (group.program && builtin_family(tracer, probe->cookie))
-			err = add_group(groups, group_count, &group);
+			err = add_group(groups, group_count, &capacity, &group);
 	}
 	for (p = 0; driver && !err && p < tracer->program_count; p++) {
 		struct cp_program *program = tracer->programs[p];
@@ -632,13 +616,13 @@ static int table_groups(const struct cp_tracer *tracer, const struct probe_spec 
 
 			if (binding->retprobe) {
 				group = (struct probe_group){ .program = "call_stash", .family = binding->family };
-				err = add_group(groups, group_count, &group);
+				err = add_group(groups, group_count, &capacity, &group);
 			}
 			group = (struct probe_group){ .program = binding->program, .owner = program,
 						      .retprobe = binding->retprobe,
 						      .family = binding->family };
 			if (!err)
-				err = add_group(groups, group_count, &group);
+				err = add_group(groups, group_count, &capacity, &group);
 		}
 	}
 	return err;

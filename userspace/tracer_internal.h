@@ -11,6 +11,7 @@
 
 #include "cuprobe_internal.h"
 #include "cuprobe.skel.h"
+#include "device/ptx_jit.h"
 
 /* One file of the tracer's bookkeeping, with the pids seen mapping it early. */
 #define TRACKED_PIDS_MAX 64
@@ -39,6 +40,16 @@ struct cp_program_ring {
 	long lost_offset;          /* of cuprobe_lost__NAME in .bss; -1 when absent */
 };
 
+/* A user's device program: verified with the object, then translated to PTX. */
+struct cp_device_program {
+	const char *program;       /* its name in the object */
+	const char *section;
+	const char *glob;          /* in section */
+	bool at_exit;
+	char function[160];        /* the PTX function's name */
+	char *ptx;
+};
+
 /* A user's BPF object, loaded with the runtime's shared maps; the tracer owns it. */
 struct cp_program {
 	struct cp_tracer *tracer;
@@ -54,6 +65,11 @@ struct cp_program {
 	struct bpf_map **maps;     /* the maps to print: not rings, internal or shared ones */
 	size_t map_count;
 	struct bpf_map *bss;
+	struct cp_device_program *devices;
+	size_t device_count;
+	struct cp_ptx_map *device_maps; /* every map of obj, as the PTX indexes them */
+	bool *device_map_used;
+	size_t device_map_count;
 };
 
 void cp_program__destroy(struct cp_program *program);
@@ -82,7 +98,7 @@ struct cp_tracer {
 	/* The built-in programs' families (a bit per enum cp_family); users' programs. */
 	uint64_t builtin_families;
 	struct cp_program **programs;
-	size_t program_count;
+	size_t program_count, program_capacity;
 	cp_log_fn log;
 	void *log_ctx;
 	/* Attach bookkeeping: the agent thread adds, the main thread reads. */

@@ -14,12 +14,10 @@
  * the same tid and API, right after the return).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <search.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "output.h"
 
@@ -348,7 +346,7 @@ struct process {
 	char comm[COMM_MAX];
 	void *threads;             /* tsearch tree of struct thread */
 	struct stream *streams;
-	size_t stream_count;
+	size_t stream_count, stream_capacity;
 	void *allocations;         /* tsearch tree of struct allocation: live device memory */
 	size_t allocation_count;
 	uint64_t allocated_bytes;  /* cuMemAlloc* not freed */
@@ -388,26 +386,6 @@ static int by_ptr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The first line of a /proc file, newline removed; "" when it cannot be read. */
-static void read_comm(const char *path, char *out, size_t len)
-{
-	ssize_t n;
-	int fd;
-
-	out[0] = '\0';
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	n = read(fd, out, len - 1);
-	close(fd);
-	if (n <= 0) {
-		out[0] = '\0';
-		return;
-	}
-	out[n] = '\0';
-	out[strcspn(out, "\n")] = '\0';
-}
-
 static struct process *find_process(const struct cp_chrome_trace *ct, uint32_t pid)
 {
 	struct process key = { .pid = pid };
@@ -420,7 +398,6 @@ static struct process *find_process(const struct cp_chrome_trace *ct, uint32_t p
 static struct process *process_of(struct cp_chrome_trace *ct, uint32_t pid, const char *comm)
 {
 	struct process *p = find_process(ct, pid);
-	char path[64];
 
 	if (p)
 		return p;
@@ -429,8 +406,7 @@ static struct process *process_of(struct cp_chrome_trace *ct, uint32_t pid, cons
 		return NULL;
 	p->pid = pid;
 	p->serial = ++ct->serials;
-	snprintf(path, sizeof(path), "/proc/%u/comm", pid);
-	read_comm(path, p->comm, sizeof(p->comm));
+	cp_proc__comm(pid, 0, p->comm, sizeof(p->comm));
 	if (!p->comm[0] && comm)
 		snprintf(p->comm, sizeof(p->comm), "%s", comm);
 	if (!tsearch(p, &ct->processes, by_pid)) {
@@ -444,7 +420,7 @@ static struct process *process_of(struct cp_chrome_trace *ct, uint32_t pid, cons
 static struct thread *thread_of(struct cp_chrome_trace *ct, struct process *p, uint32_t tid)
 {
 	struct thread key = { .tid = tid }, **found = tfind(&key, &p->threads, by_tid), *t;
-	char path[64], comm[COMM_MAX];
+	char comm[COMM_MAX];
 
 	if (found)
 		return *found;
@@ -456,8 +432,7 @@ static struct thread *thread_of(struct cp_chrome_trace *ct, struct process *p, u
 		free(t);
 		return NULL;
 	}
-	snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", p->pid, tid);
-	read_comm(path, comm, sizeof(comm));
+	cp_proc__comm(p->pid, tid, comm, sizeof(comm));
 	chrome_thread_name(&ct->out, p->pid, tid, comm[0] ? comm : p->comm);
 	return t;
 }
@@ -467,17 +442,15 @@ static struct stream *stream_of(struct cp_chrome_trace *ct, struct process *p, i
 				uint64_t handle, uint32_t api, uint32_t tid)
 {
 	uint64_t key = cp_stream__key(handle, api, tid);
-	struct stream *s, *grown;
 	struct cp_gpu_stream named = { 0 };
+	struct stream *s;
 	size_t i;
 
 	for (i = 0; i < p->stream_count; i++)
 		if (p->streams[i].device == device && p->streams[i].key == key)
 			return &p->streams[i];
-	grown = realloc(p->streams, (p->stream_count + 1) * sizeof(*grown));
-	if (!grown)
+	if (CP_ARRAY_RESERVE(p->streams, p->stream_capacity, p->stream_count + 1, 4))
 		return NULL;
-	p->streams = grown;
 	s = &p->streams[p->stream_count++];
 	*s = (struct stream){ .device = device, .key = key,
 			      .track_pid = STREAM_PID_BASE + ++ct->streams };

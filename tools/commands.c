@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * cuprobe's commands, one row each: name, function, summary, synopsis,
+ * description, what it says at the end, its operands. cuprobe.c dispatches
+ * through it; usage.c makes `cuprobe --help`, each command's --help and
+ * the man pages from it and the option table (cli_options.c), which says
+ * which options each command takes.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_options.h"
+#include "commands.h"
+#include "session.h"
+
+const struct cp_command cp_commands[CP_CMD_COUNT] = {
+	[CP_CMD_TRACE] = { CP_CMD_TRACE, "trace", cp_cmd_trace,
+	  "stream launches, allocations, copies, syncs and process events",
+	  "[OPTIONS] [-- COMMAND [ARGS...]]",
+	  "Trace CUDA driver API calls (kernel launches with names, allocations, frees,\n"
+	  "virtual memory, memsets, copies, synchronizations, events, module loads,\n"
+	  "process start/exit) with kernel uprobes on libcuda.so.1. Nothing is\n"
+	  "injected into the traced programs.\n"
+	  "\n"
+	  "Targets: -p PID, -- COMMAND, or, with neither, every process on the host.\n"
+	  "COMMAND starts once every probe is attached, as the invoking user under\n"
+	  "sudo, and is traced with every process it starts. A process that maps a\n"
+	  "driver file no probe covers yet is held until its probes are live.",
+	  "At exit one summary line goes to stderr: events delivered, records lost to a\n"
+	  "full ring, and launches whose kernel name was never learned.\n"
+	  "A first SIGINT/SIGTERM/SIGHUP is passed on to COMMAND (unless it came from\n"
+	  "the terminal, which signalled COMMAND itself); if COMMAND has not ended\n"
+	  "0.5 s later, or at a second one, tracing stops and COMMAND is left running.\n"
+	  "An output blocked at the stop (a pipe nobody reads, a terminal stopped with\n"
+	  "Ctrl-S) does not hold cuprobe: what it did not take is dropped (exit 1).\n"
+	  "COMMAND runs in cuprobe's process group: a signal sent to the whole group by\n"
+	  "a process (kill -INT -- -PGID, timeout(1)) reaches COMMAND directly and is\n"
+	  "passed on as well, so COMMAND gets it twice; signal cuprobe's pid instead.\n"
+	  "Exit status: COMMAND's status (128+N if killed by signal N); 128+N when\n"
+	  "signal N stopped tracing before COMMAND ended; otherwise 0; 1 when tracing\n"
+	  "cannot start or the output cannot be written; 2 for bad usage; 126 when\n"
+	  "COMMAND cannot be executed; 127 when COMMAND is not found.",
+	},
+	[CP_CMD_STATS] = { CP_CMD_STATS, "stats", cp_cmd_stats,
+	  "count in BPF maps: kernels, API calls and latency, memory, leaks",
+	  "[OPTIONS] [-- COMMAND [ARGS...]]",
+	  "Count in BPF maps instead of streaming every call: per process, kernels by\n"
+	  "launches (and threads launched), API calls, device memory live and peak.\n"
+	  "Nothing per call crosses to userspace. A report is printed every interval\n"
+	  "and for each process when it exits; a process that exits with live device\n"
+	  "allocations gets a leak report. Targets as for cuprobe trace.",
+	  "Map overflows are counted and shown. Signals and exit status as for\n"
+	  "cuprobe trace.",
+	},
+	[CP_CMD_TOP] = { CP_CMD_TOP, "top", cp_cmd_top,
+	  "live view of every CUDA process on the host",
+	  "[OPTIONS]",
+	  "A live view of every CUDA process on the host, refreshed every interval,\n"
+	  "sorted by kernel launch rate, with device memory and the most launched\n"
+	  "kernel. Counting happens in BPF maps; q quits. Needs a terminal.",
+	  "Exit status: 0; 1 when tracing cannot start; 2 for bad usage.",
+	  .no_command = "watches the whole host",
+	},
+	[CP_CMD_RUN] = { CP_CMD_RUN, "run", cp_cmd_run,
+	  "run your own BPF programs on CUDA calls, print their maps and rings",
+	  "PROG [OPTIONS] [-- COMMAND [ARGS...]]",
+	  "Run your own BPF programs on CUDA calls. PROG is a BPF object (.bpf.o) or\n"
+	  "BPF C (.bpf.c, compiled with clang as the invoking user against\n"
+	  "cuprobe.bpf.h). Its programs go in sections cuda/FAMILY (the call's entry)\n"
+	  "or cuda.return/FAMILY (its return), FAMILY one of @FAMILIES@; each\n"
+	  "attaches to every variant of its family's APIs in every driver file,\n"
+	  "including those mapped later, and, written with CUDA_PROG/CUDA_RETURN_PROG,\n"
+	  "sees only the targeted processes. Programs in sections gpu/GLOB (at the\n"
+	  "entry of the kernels whose names match GLOB) and gpu.exit/GLOB (before\n"
+	  "their exits) are device programs: the kernel's verifier checks them,\n"
+	  "cuprobe translates them to PTX (--ptx prints it), and they run inside the\n"
+	  "kernels of a COMMAND. Every ring buffer declared with CUPROBE_RING is\n"
+	  "printed record by record, every other map at exit (and every -i),\n"
+	  "formatted from BTF. Targets as for cuprobe trace.",
+	  "At exit one summary line per ring goes to stderr: records printed, lost to a\n"
+	  "full ring, and shorter than their type. A PROG that is not a BPF object, has\n"
+	  "no BTF, no cuda/ or gpu/ program or an unknown section, that the verifier\n"
+	  "refuses, or with a device program the GPU cannot run (a helper, map or\n"
+	  "instruction it has no translation for, said by name), is said in one line\n"
+	  "and exits with 2 before anything is attached.\n"
+	  "Signals and exit status as for cuprobe trace.",
+	  .operand = { "PROG", "a .bpf.c or .bpf.o file", offsetof(union cp_options, run.program) },
+	},
+	[CP_CMD_EXPORTER] = { CP_CMD_EXPORTER, "exporter", cp_cmd_exporter,
+	  "serve per-process, per-GPU metrics to Prometheus (a node agent)",
+	  "[OPTIONS]",
+	  "A node agent for Prometheus: every CUDA process on the host counted in BPF\n"
+	  "maps (nothing per call crosses to userspace) and served on /metrics in the\n"
+	  "OpenMetrics text format, the Prometheus text format, or protobuf with\n"
+	  "native histograms, as the scraper asks. Labels: pid, command, container\n"
+	  "id, cgroup and pod of each process, and the GPU (index and UUID) of each\n"
+	  "launch, allocation and copy. An exited process's counts stay for five\n"
+	  "minutes (--keep-exited), then go into its container's totals. Runs until\n"
+	  "stopped.",
+	  "Requests other than GET or HEAD of /metrics and / are refused; no request\n"
+	  "changes anything. Exit status: 0 when stopped; 1 when it cannot start;\n"
+	  "2 for bad usage.",
+	  .no_command = "watches the whole host",
+	},
+	[CP_CMD_PROBES] = { CP_CMD_PROBES, "probes", cp_cmd_probes,
+	  "the probe catalogue; what a libcuda exports that is not probed",
+	  "[--lib PATH]...",
+	  "Without --lib: the probe catalogue, one line per API (symbol, family, BPF\n"
+	  "programs), then the exports of traced families deliberately not probed,\n"
+	  "with the reason. With --lib PATH: what that libcuda exports in a traced\n"
+	  "family that cuprobe does not probe, and the catalogued symbols it lacks.\n"
+	  "Reads files only: needs no root.",
+	  "Exit status: 0; 1 when a file cannot be read as ELF; 2 for bad usage.",
+	  .no_command = "reads files",
+	},
+};
+
+const struct cp_command *cp_command__find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < CP_CMD_COUNT; i++)
+		if (!strcmp(cp_commands[i].name, name))
+			return &cp_commands[i];
+	return NULL;
+}
+
+int cp_command__main(const struct cp_command *command, int argc, char **argv)
+{
+	union cp_options opts;
+	char error[256];
+
+	switch (cp_options__parse(command, argc, argv, &opts, error, sizeof(error))) {
+	case CP_PARSE_HELP:
+		/* Asked for: a help that cannot be written is a failure too. */
+		if (cp_usage__print(command, stdout) || fflush(stdout)) {
+			cp_say("cannot write the help: %s", strerror(errno));
+			return CP_EXIT_SETUP;
+		}
+		return 0;
+	case CP_PARSE_ERROR:
+		cp_say("%s (see cuprobe %s --help)", error, command->name);
+		return CP_EXIT_USAGE;
+	default:
+		return command->run(&opts);
+	}
+}

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "warnings.h"
+
+#define COUNTER(field) offsetof(struct cp_counters, field)
+#define NO_COUNTER SIZE_MAX
+
+/*
+ * Every counter of a loss, in the order they are said. A line says one
+ * counter, or two that belong together (second); a warning is a count of
+ * what was lost, the others say what was left out on purpose.
+ */
+static const struct counter_line {
+	size_t counter;
+	size_t second;
+	bool warning;
+	const char *text;       /* printf: %llu for the counter (and the second) */
+} counter_lines[] = {
+	{ COUNTER(records_lost), NO_COUNTER, true,
+	  "%llu records were lost to a full ring buffer; try --ring-size" },
+	{ COUNTER(pending_overflow), COUNTER(pending_missed), true,
+	  "%llu allocation/name calls lost their return state, %llu returns unmatched" },
+	{ COUNTER(targets_overflow), NO_COUNTER, true, "%llu processes did not fit in the traced set" },
+	{ COUNTER(hold_failed), NO_COUNTER, true,
+	  "%llu processes mapping a new driver file could not be held" },
+	{ COUNTER(kernel_stats_full), NO_COUNTER, true,
+	  "%llu launches of kernels that did not fit in the kernel map" },
+	{ COUNTER(api_stats_full), NO_COUNTER, true, "%llu calls that did not fit in the API map" },
+	{ COUNTER(mem_stats_full), NO_COUNTER, true,
+	  "%llu memory updates for processes that did not fit in the memory map" },
+	{ COUNTER(device_stats_full), NO_COUNTER, true,
+	  "%llu per-GPU memory or copy updates that did not fit in their maps" },
+	{ COUNTER(live_allocs_full), NO_COUNTER, true,
+	  "%llu allocations not tracked (live allocation map full): live bytes undercount" },
+	{ COUNTER(vmm_full), NO_COUNTER, true, "%llu VMM handles or mappings not tracked (maps full)" },
+	{ COUNTER(vmm_unknown), NO_COUNTER, false,
+	  "%llu VMM releases/unmaps of handles made before tracing began (not counted)" },
+	{ COUNTER(stacks_lost), NO_COUNTER, true, "%llu allocation stacks not captured" },
+	{ COUNTER(call_start_full), NO_COUNTER, true, "%llu calls not timed (start map full)" },
+};
+
+static unsigned long long counter_at(const struct cp_counters *counters, size_t offset)
+{
+	uint64_t value;
+
+	memcpy(&value, (const char *)counters + offset, sizeof(value));
+	return value;
+}
+
+int cp_warnings__print(FILE *out, const struct cp_counters *counters,
+		       const struct cp_agent_stats *agent)
+{
+	size_t i;
+	int lines = 0;
+
+	for (i = 0; counters && i < sizeof(counter_lines) / sizeof(counter_lines[0]); i++) {
+		const struct counter_line *l = &counter_lines[i];
+		unsigned long long value = counter_at(counters, l->counter);
+		unsigned long long second = l->second == NO_COUNTER ? 0 : counter_at(counters, l->second);
+
+		if (!value && !second)
+			continue;
+		fprintf(out, "cuprobe: %s", l->warning ? "warning: " : "");
+		fprintf(out, l->text, value, second);
+		fputc('\n', out);
+		lines++;
+	}
+	if (agent && agent->malformed) {
+		fprintf(out, "cuprobe: warning: %llu malformed records dropped\n",
+			(unsigned long long)agent->malformed);
+		lines++;
+	}
+	if (agent && agent->thread_error) {
+		fprintf(out, "cuprobe: warning: the agent stopped on an error: %s\n",
+			strerror(-agent->thread_error));
+		lines++;
+	}
+	return lines;
+}

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The translator from verified BPF bytecode to PTX: device programs
+ * (SEC("gpu/GLOB"), bpf/cuprobe.bpf.h) as PTX functions that the injection
+ * pastes into a CUDA module, for the driver to compile with the kernels
+ * they go into. Like the kernel's own JITs it trusts the verifier for what
+ * the verifier checks (bounds, initialized registers, termination) and
+ * refuses, by name, whatever the GPU has no translation for.
+ *
+ * Not installed: the library's and the CLI's (libcuprobe.a).
+ */
+#ifndef CUPROBE_PTX_JIT_H
+#define CUPROBE_PTX_JIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/bpf.h>
+
+/* Stack bytes of every BPF function, as the kernel allows. */
+#define CP_PTX_STACK_BYTES 512
+/* The longest program translated (the kernel takes more; the GPU's programs are short). */
+#define CP_PTX_MAX_INSNS 65536
+/* The PTX the output needs at least, and the target it declares (--ptx's module). */
+#define CP_PTX_VERSION "6.0"
+#define CP_PTX_TARGET "sm_60"
+
+/* A map of the object, as the instructions name it. Index i is __cuprobe_map_<i>. */
+struct cp_ptx_map {
+	const char *name;
+	int fd;                  /* what ld_imm64 BPF_PSEUDO_MAP_FD/VALUE carries */
+	uint32_t type;           /* enum bpf_map_type */
+	uint32_t flags;          /* map_flags: device maps need BPF_F_MMAPABLE */
+	uint32_t key_size;
+	uint32_t value_size;
+	uint32_t max_entries;
+};
+
+/* One verified program: its instructions after the load (map fds in, subprograms appended). */
+struct cp_ptx_program {
+	const char *name;                /* the PTX function's name: letters, digits, _ and $ */
+	const struct bpf_insn *insns;
+	size_t insn_count;
+	const struct cp_ptx_map *maps;   /* the object's maps */
+	size_t map_count;
+};
+
+/*
+ * Translates prog into PTX `.func` definitions: one per BPF subprogram,
+ * callees first, named NAME__sub<first instruction>, then the program's
+ *
+ *	.func NAME (.param .b64 __cuprobe_launch)
+ *
+ * where __cuprobe_launch is the generic address of the launch's slot (a
+ * __u64 holding its sequence number; 0 when there is none). A map is
+ * reached through `__cuprobe_map_<i>` (cp_ptx__map_declarations), i its
+ * index in prog->maps. Only PTX ISA 6.0 instructions for sm_60 and later.
+ *
+ * Returns 0 with *ptx malloc'd (NUL-terminated) and maps_used[i] set for
+ * each map it references (maps_used: map_count entries, or NULL); or
+ * -EINVAL (a bad argument or instruction), -EOPNOTSUPP (what the GPU has no
+ * translation for: a helper, a map type, an instruction class) or -ENOMEM,
+ * with one line in error: "instruction 12: helper bpf_probe_read_user
+ * (#112) is not available on the GPU".
+ */
+int cp_ptx__translate(const struct cp_ptx_program *prog, char **ptx, bool *maps_used,
+		      char *error, size_t error_size);
+
+/*
+ * The module-scope declarations of the maps i < count with declare[i] (all
+ * when declare is NULL), one line each:
+ *	.const .align 8 .u64 __cuprobe_map_<i> = <addresses[i]>;
+ * addresses[i]: the generic (UVA) address of map i's first value (what a
+ * mapping of the map's fd starts with). 0 with *ptx malloc'd, or
+ * -EINVAL/-ENOMEM.
+ */
+int cp_ptx__map_declarations(const uint64_t *addresses, const bool *declare, size_t count,
+			     char **ptx);
+
+/* A translated program, for a whole module. */
+struct cp_ptx_function {
+	const char *name;        /* cp_ptx_program's name */
+	const char *section;     /* "gpu/vec_add": said in a comment */
+	const char *ptx;         /* cp_ptx__translate's text */
+};
+
+/*
+ * A standalone module that ptxas accepts: the header (.version, .target
+ * sm_60, 64-bit addresses), the declarations of the maps with maps_used[i]
+ * (all when NULL) at address 0, named in a comment, the functions, and an
+ * entry `__cuprobe_check` calling each with no launch slot. What `cuprobe
+ * run PROG --ptx` prints. 0 with *ptx malloc'd, or -EINVAL/-ENOMEM.
+ */
+int cp_ptx__module(const struct cp_ptx_function *functions, size_t count,
+		   const struct cp_ptx_map *maps, const bool *maps_used, size_t map_count,
+		   char **ptx);
+
+#endif /* CUPROBE_PTX_JIT_H */
