@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -46,6 +48,24 @@ void remove_tree(const char *path)
 {
 	if (path)
 		nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+char *small_disk(const char *size)
+{
+	char *dir = make_tmpdir(), options[64];
+
+	snprintf(options, sizeof(options), "size=%s", size);
+	cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
+	cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0, "%s", strerror(errno));
+	cr_assert_eq(mount("tmpfs", dir, "tmpfs", 0, options), 0, "mount: %s", strerror(errno));
+	return dir;
+}
+
+void small_disk_free(char *dir)
+{
+	umount2(dir, MNT_DETACH);
+	remove_tree(dir);
+	free(dir);
 }
 
 char *path_join(const char *dir, const char *name)

@@ -18,6 +18,14 @@ void require_root(void);
 /* A fresh private directory under /tmp; remove_tree() deletes it. */
 char *make_tmpdir(void);
 void remove_tree(const char *path);
+/*
+ * A tmpfs of size bytes ("64k") at a new directory, in a mount namespace of
+ * the test's own (Criterion runs each test in a process of its own): it
+ * goes with the test, whatever happens. small_disk_free() unmounts and
+ * removes it.
+ */
+char *small_disk(const char *size);
+void small_disk_free(char *dir);
 /* "dir/name", malloc'd. */
 char *path_join(const char *dir, const char *name);
 

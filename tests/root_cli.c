@@ -6,13 +6,11 @@
  * late-attached names in stats, bad input.
  */
 #include <errno.h>
-#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -118,28 +116,6 @@ Test(write_errors, stats_to_a_full_file_exits_1_with_a_message, .timeout = 120)
 	run_free(&r);
 }
 
-/*
- * A 64 KiB tmpfs at a new directory, in a mount namespace of this test's
- * own (Criterion runs each test in a process of its own): it goes with
- * the test, whatever happens. The directory, malloc'd.
- */
-static char *small_disk(void)
-{
-	char *dir = make_tmpdir();
-
-	cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
-	cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0, "%s", strerror(errno));
-	cr_assert_eq(mount("tmpfs", dir, "tmpfs", 0, "size=64k"), 0, "mount: %s", strerror(errno));
-	return dir;
-}
-
-static void small_disk_free(char *dir)
-{
-	umount2(dir, MNT_DETACH);
-	remove_tree(dir);
-	free(dir);
-}
-
 /* The file at path ends with a whole line of its kind (JSON: an object; text: a record line). */
 static void assert_ends_whole(const char *path, bool json)
 {
@@ -188,7 +164,7 @@ Test(write_errors, a_full_disk_leaves_whole_records_only, .timeout = 180)
 	size_t i;
 
 	require_root();
-	disk = small_disk();
+	disk = small_disk("64k");
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct run r;
 

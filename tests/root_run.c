@@ -354,6 +354,61 @@ Test(maps, at_most_a_thousand_entries_printed_the_rest_counted, .timeout = 120)
 	remove_tree(dir);
 }
 
+static const char wide_slots[] =
+	"#include \"cuprobe.bpf.h\"\n"
+	"struct wide { __u64 a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p; };\n"
+	"struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4096); __type(key, __u32); __type(value, struct wide); } slots SEC(\".maps\");\n"
+	"__u32 next_slot;\n"
+	"SEC(\"cuda/launch\")\n"
+	"int CUDA_PROG(one_slot_a_launch, struct cuda_launch, launch)\n"
+	"{\n"
+	"	__u32 key = next_slot++;\n"
+	"	struct wide *value = bpf_map_lookup_elem(&slots, &key);\n"
+	"	if (value)\n"
+	"		value->a = value->p = key + 1;\n"
+	"	return 0;\n"
+	"}\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+
+/*
+ * A map is written a part at a time (past 64 KiB); a disk that fills in
+ * its middle (its first part fits in 96 KiB, not its second) takes the map
+ * back whole: the file ends with the line before.
+ */
+Test(maps, a_map_cut_by_a_full_disk_is_taken_back_whole, .timeout = 120)
+{
+	char *dir = make_tmpdir(), *prog = write_program(dir, "wide.bpf.c", wide_slots);
+	char *disk, *output, *err = path_join(dir, "err"), *text, *last;
+	char *argv[] = { CUPROBE_BIN, "run", prog, "--json", "-o", NULL, "--", DRV_LAUNCH, "1500", NULL };
+	struct run_opts opts = { .stdout_path = "/dev/null", .stderr_path = err };
+	size_t len;
+	int status;
+
+	require_root();
+	disk = small_disk("96k");
+	output = path_join(disk, "out.json");
+	argv[5] = output;
+	status = run_program(argv, &opts, NULL);
+	text = read_text(err);
+	cr_assert_eq(status, 1, "status %d: %s", status, text);
+	cr_assert(strstr(text, "No space left on device"), "%s", text);
+	free(text);
+	text = read_text(output);
+	cr_assert_not_null(text);
+	len = strlen(text);
+	cr_assert(len && text[len - 1] == '\n', "ends inside a record: ...%s", text + (len > 80 ? len - 80 : 0));
+	text[len - 1] = '\0';
+	last = strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text;
+	cr_assert(!strncmp(last, "{\"type\":\"maps\",", 15), "the last line is not the maps' header: %.200s", last);
+	free(text);
+	free(output);
+	small_disk_free(disk);
+	free(err);
+	free(prog);
+	remove_tree(dir);
+	free(dir);
+}
+
 /* ---- the examples ---------------------------------------------------------------- */
 
 Test(examples, launch_dims_counts_every_launch_of_each_kernel, .timeout = 120)

@@ -202,6 +202,69 @@ Test(cli, wakeup_latency)
 	assert_error(PARSE("--wakeup-latency", "2.5"), "--wakeup-latency");
 }
 
+/* Out of range: the error names the limit, not the syntax. */
+Test(cli, a_duration_too_long_names_the_limit)
+{
+	assert_error(PARSE("-d", "99999999999999"), "at most 1000000000 seconds");
+	assert_error(PARSE("-d", "1000000001"), "at most 1000000000 seconds");
+	cr_assert_eq(PARSE("-d", "1000000000"), CP_PARSE_OK);
+	assert_error(parse_as(CP_CMD_STATS, (char *[]){ "stats", "-i", "99999999999999", NULL }),
+		     "from 0.01 to 1000000000");
+	assert_error(parse_as(CP_CMD_STATS, (char *[]){ "stats", "-i", "0.001", NULL }),
+		     "from 0.01 to 1000000000");
+}
+
+#define PARSE_RUN(...) parse_as(CP_CMD_RUN, (char *[]){ "run", "p.bpf.o", __VA_ARGS__, NULL })
+
+Test(cli, max_entries)
+{
+	cr_assert_eq(PARSE_RUN("-v"), CP_PARSE_OK);
+	cr_assert_not(opts.run.max_entries_set, "not given: the default applies");
+	cr_assert_eq(PARSE_RUN("--max-entries", "0"), CP_PARSE_OK);
+	cr_assert(opts.run.max_entries_set);
+	cr_assert_eq(opts.run.max_entries, 0, "0: every entry");
+	cr_assert_eq(PARSE_RUN("--max-entries", "25"), CP_PARSE_OK);
+	cr_assert_eq(opts.run.max_entries, 25);
+	assert_error(PARSE_RUN("--max-entries", "-1"), "--max-entries");
+	assert_error(PARSE_RUN("--max-entries", "1K"), "--max-entries");
+	assert_error(PARSE_RUN("--max-entries", "4294967296"), "--max-entries");
+	assert_error(PARSE("--max-entries", "5"), "--max-entries");
+}
+
+/*
+ * The rule for numbers: K, M and G (powers of 1024) are taken where the
+ * value is a size in bytes (--ring-size) and nowhere else; counts, times and
+ * pids are plain decimal. --max-kernels took 1K as 1024.
+ */
+Test(cli, suffixes_only_on_sizes)
+{
+	uint64_t value;
+
+	assert_error(PARSE_EXPORTER("--max-kernels", "1K"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "1k"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "64KiB"), "--max-kernels");
+	cr_assert_eq(PARSE_EXPORTER("--max-kernels", "1024"), CP_PARSE_OK);
+	cr_assert_eq(opts.exporter.max_kernels, 1024);
+	assert_error(PARSE_RUN("--max-entries", "2M"), "--max-entries");
+	assert_error(PARSE("--wakeup-latency", "1K"), "--wakeup-latency");
+	assert_error(PARSE("-d", "1K"), "-d/--duration");
+	assert_error(PARSE("-p", "1K"), "-p/--pid");
+	cr_assert_eq(PARSE("--ring-size", "64K"), CP_PARSE_OK);
+	/* The shared parser of counts. */
+	cr_assert_eq(cp_parse_count("17", 1, 100, &value), 0);
+	cr_assert_eq(value, 17);
+	cr_assert_eq(cp_parse_count("0", 0, 100, &value), 0);
+	cr_assert_eq(value, 0);
+	cr_assert_eq(cp_parse_count("0", 1, 100, &value), -ERANGE);
+	cr_assert_eq(cp_parse_count("101", 1, 100, &value), -ERANGE);
+	cr_assert_eq(cp_parse_count("99999999999999999999999", 1, 100, &value), -ERANGE);
+	cr_assert_eq(cp_parse_count("1K", 1, 100000, &value), -EINVAL);
+	cr_assert_eq(cp_parse_count("", 1, 100, &value), -EINVAL);
+	cr_assert_eq(cp_parse_count("+5", 1, 100, &value), -EINVAL);
+	cr_assert_eq(cp_parse_count(" 5", 1, 100, &value), -EINVAL);
+	cr_assert_eq(cp_parse_count("0x5", 1, 100, &value), -EINVAL);
+}
+
 Test(cli, unknown_options)
 {
 	assert_error(PARSE("--bogus"), "--bogus");

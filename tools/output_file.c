@@ -170,6 +170,7 @@ int cp_output__open(struct cp_output *out, const char *path, const struct cp_ide
 	}
 	out->fd = job.fd;
 	out->open = true;
+	out->record_start = -1;
 	out->is_file = !fstat(out->fd, &st) && S_ISREG(st.st_mode);
 	out->path = path;
 	pthread_mutex_init(&out->lock, NULL);
@@ -209,23 +210,32 @@ bool cp_output__failed(struct cp_output *out, int err)
 					   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
+/* Where the next write lands in a regular file (its end, with O_APPEND); -1 when unknown. */
+static off_t next_offset(const struct cp_output *out)
+{
+	struct stat st;
+
+	if (!out->is_file)
+		return -1;
+	if (fcntl(out->fd, F_GETFL) & O_APPEND)
+		return fstat(out->fd, &st) ? -1 : st.st_size;
+	return lseek(out->fd, 0, SEEK_CUR);
+}
+
 /*
  * Writes len bytes to the output's fd, all of them (a pipe may take a part
- * at a time). Cut short, a regular file is truncated back to where they
- * began: a full disk leaves the last whole record at the end, not part of
- * the next. 0 or -errno.
+ * at a time); the first whole of them end records, the rest begin one.
+ * Cut short, a regular file is truncated back to where the unfinished
+ * record began: a full disk leaves the last whole record at the end, not
+ * part of the next. 0 or -errno.
  */
-static int write_whole(struct cp_output *out, const char *data, size_t len)
+static int write_out(struct cp_output *out, const char *data, size_t len, size_t whole)
 {
-	off_t start = -1;
+	off_t start = next_offset(out), back;
 	size_t done = 0;
-	struct stat st;
 	ssize_t n;
 	int err;
 
-	if (out->is_file)
-		start = fcntl(out->fd, F_GETFL) & O_APPEND ?
-			(fstat(out->fd, &st) ? -1 : st.st_size) : lseek(out->fd, 0, SEEK_CUR);
 	while (done < len) {
 		n = write(out->fd, data + done, len - done);
 		if (n > 0) {
@@ -236,22 +246,31 @@ static int write_whole(struct cp_output *out, const char *data, size_t len)
 		if (n < 0 && errno == EINTR && !__atomic_load_n(&out->abandoned, __ATOMIC_SEQ_CST))
 			continue;
 		err = n < 0 ? errno : EIO;
-		if (done && start >= 0 && !ftruncate(out->fd, start))
-			lseek(out->fd, start, SEEK_SET);
+		back = out->record_start >= 0 ? out->record_start : start;
+		if (back >= 0 && (done || out->record_start >= 0) && !ftruncate(out->fd, back))
+			lseek(out->fd, back, SEEK_SET);
 		return -err;
 	}
+	/* A record left unfinished: where it began, in case its end does not fit. */
+	if (whole == len)
+		out->record_start = -1;
+	else if (start >= 0 && (whole || out->record_start < 0))
+		out->record_start = start + (off_t)whole;
 	return 0;
 }
 
 static int flush_buffer(struct cp_output *out)
 {
-	int err = out->buffered ? write_whole(out, out->buffer, out->buffered) : 0;
+	int err = out->buffered ? write_out(out, out->buffer, out->buffered, out->buffered_whole) : 0;
 
 	out->buffered = 0;
+	out->buffered_whole = 0;
 	return err;
 }
 
-bool cp_output__write(struct cp_output *out, const void *data, size_t len, bool flush)
+/* len bytes, ending a record or not (a part of one whose end follows). */
+static bool append(struct cp_output *out, const void *data, size_t len, bool ends_record,
+		   bool flush)
 {
 	int err;
 
@@ -269,10 +288,12 @@ bool cp_output__write(struct cp_output *out, const void *data, size_t len, bool 
 	if (!err && (out->write_through || len > OUTPUT_BUFFER_BYTES)) {
 		err = flush_buffer(out);
 		if (!err)
-			err = write_whole(out, data, len);
+			err = write_out(out, data, len, ends_record ? len : 0);
 	} else if (!err) {
 		memcpy(out->buffer + out->buffered, data, len);
 		out->buffered += len;
+		if (ends_record)
+			out->buffered_whole = out->buffered;
 		if (flush)
 			err = flush_buffer(out);
 	}
@@ -284,6 +305,16 @@ bool cp_output__write(struct cp_output *out, const void *data, size_t len, bool 
 	if (err)
 		errno = -err;
 	return !err;
+}
+
+bool cp_output__write(struct cp_output *out, const void *data, size_t len, bool flush)
+{
+	return append(out, data, len, true, flush);
+}
+
+bool cp_output__write_part(struct cp_output *out, const void *data, size_t len)
+{
+	return append(out, data, len, false, false);
 }
 
 bool cp_output__stalled(struct cp_output *out, unsigned long *seen)
@@ -322,6 +353,7 @@ int cp_output__close(struct cp_output *out)
 	free(out->buffer);
 	out->buffer = NULL;
 	out->buffered = 0;
+	out->buffered_whole = 0;
 	pthread_mutex_unlock(&out->lock);
 	pthread_mutex_destroy(&out->lock);
 	if (out->temp_path) {

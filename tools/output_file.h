@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "spawn.h"
 
@@ -16,18 +17,21 @@
  * started: a start that fails leaves an existing FILE as it was. A FILE that
  * is a symbolic link or a directory is refused.
  *
- * Only whole writes reach the output: what one cp_output__write is given
- * (whole records) is buffered whole and written with write(2), and when a
- * write is cut short (a full disk) a regular file is truncated back to
- * where that write began, so the file ends with the last record that fit.
+ * Only whole records stay in the output: what one cp_output__write is
+ * given (whole records, or the end of one begun by cp_output__write_part)
+ * is buffered whole and written with write(2), and when a write is cut
+ * short (a full disk) a regular file is truncated back to where the
+ * unfinished record began, so the file ends with the last record that fit.
  */
 struct cp_output {
 	bool open;                /* from a successful open to the close */
 	int fd;                   /* where records go: the temporary file, or standard output */
 	bool is_file;             /* a regular file: a cut write can be taken back */
 	bool write_through;       /* every write at once (stdout shared with COMMAND) */
-	char *buffer;             /* whole writes not yet written */
+	char *buffer;             /* writes not yet written */
 	size_t buffered;
+	size_t buffered_whole;    /* of those, the bytes up to the last record's end */
+	off_t record_start;       /* a file: where a record partly written began; -1: none */
 	const char *path;         /* -o FILE; NULL for standard output */
 	char *temp_path;          /* until committed */
 	const struct cp_identity *identity;
@@ -55,6 +59,11 @@ int cp_output__commit(struct cp_output *out);
  * output goes through here, so a stop can find a blocked one.
  */
 bool cp_output__write(struct cp_output *out, const void *data, size_t len, bool flush);
+/*
+ * Writes len bytes of a record whose end a later write brings (a large map
+ * streamed a part at a time); false, errno set, as cp_output__write.
+ */
+bool cp_output__write_part(struct cp_output *out, const void *data, size_t len);
 /* Whether a write has been in progress since the last call saw `writes` at *seen. */
 bool cp_output__stalled(struct cp_output *out, unsigned long *seen);
 /* Notes a failed write (errno, or EIO); returns true the first time. */

@@ -72,6 +72,17 @@ static void flush_text(struct run_ctx *run, struct cp_text *text)
 		run->failed = true;
 }
 
+/* The same for a part of a map, which the next write ends: a full disk takes the map back whole. */
+static void flush_part(struct run_ctx *run, struct cp_text *text)
+{
+	if (run->failed || !text->len)
+		return;
+	if (text->failed || !cp_output__write_part(&run->session->output, text->data, text->len)) {
+		run->failed = true;
+		cp_session__output_failed(run->session, text->failed ? ENOMEM : errno);
+	}
+}
+
 static int on_record(void *arg, const void *data, size_t size)
 {
 	struct ring_ctx *ring = arg;
@@ -139,6 +150,11 @@ static void print_map(struct run_ctx *run, size_t index, struct cp_text *text,
 		cp_format__program_map_unreadable(text, run->format, &info, -errno);
 		return;
 	}
+	/* What came before (the header, earlier maps) is whole: a map cut short takes back only itself. */
+	if (!run->failed && text->len &&
+	    !cp_session__write_text(run->session, &run->session->output, text, false))
+		run->failed = true;
+	cp_text__clear(text);
 	cp_format__program_map_begin(text, run->format, &info);
 	while (!run->failed && (n = cp_map_reader__next(reader, &batch)) > 0) {
 		take = batch.count;
@@ -152,7 +168,7 @@ static void print_map(struct run_ctx *run, size_t index, struct cp_text *text,
 					       names);
 		printed += take;
 		if (text->len >= MAP_TEXT_FLUSH_BYTES) {
-			flush_text(run, text);
+			flush_part(run, text);
 			cp_text__clear(text);
 		}
 	}
@@ -452,7 +468,7 @@ int cp_cmd_run(const union cp_options *options)
 	run.btf = cp_program__btf(session.program);
 	run.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
 	run.start_ns = monotonic_ns();
-	run.max_entries = RUN_MAX_ENTRIES;
+	run.max_entries = opts->max_entries_set ? opts->max_entries : RUN_MAX_ENTRIES;
 	if (set_up_rings(&run, &session_rings)) {
 		cp_say("out of memory");
 		exit_code = CP_EXIT_SETUP;
