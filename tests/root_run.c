@@ -351,13 +351,30 @@ Test(maps, at_most_a_thousand_entries_printed_the_rest_counted, .timeout = 120)
 	cr_assert(strstr(r.err_text, "cuprobe: 500 map entries not printed (at most 1000 a map: --max-entries 0 prints them all)"),
 		  "%s", r.err_text);
 	free_result(&r);
+	/* --max-entries 0: all of them; N: N, the rest counted. */
+	for (i = 0; i < 2; i++) {
+		const char *const extra[] = { "--max-entries", i ? "10" : "0", NULL };
+		json_t *map = NULL;
+		size_t j;
+
+		run_prog(&r, prog, extra, workload, true);
+		cr_assert_eq(r.status, 0, "%s", r.err_text);
+		json_array_foreach(r.lines, j, line)
+			if (!strcmp(jstr(line, "type"), "map"))
+				map = line;
+		cr_assert_not_null(map);
+		cr_assert_eq(json_array_size(json_object_get(map, "entries")), i ? 10 : 1500);
+		cr_assert_eq(jint(map, "not_printed"), i ? 1490 : 0);
+		cr_assert_eq(!!strstr(r.err_text, "map entries not printed"), i, "%s", r.err_text);
+		free_result(&r);
+	}
 	remove_tree(dir);
 }
 
 static const char wide_slots[] =
 	"#include \"cuprobe.bpf.h\"\n"
 	"struct wide { __u64 a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p; };\n"
-	"struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4096); __type(key, __u32); __type(value, struct wide); } slots SEC(\".maps\");\n"
+	"struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 16384); __type(key, __u32); __type(value, struct wide); } slots SEC(\".maps\");\n"
 	"__u32 next_slot;\n"
 	"SEC(\"cuda/launch\")\n"
 	"int CUDA_PROG(one_slot_a_launch, struct cuda_launch, launch)\n"
@@ -371,23 +388,26 @@ static const char wide_slots[] =
 	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
 
 /*
- * A map is written a part at a time (past 64 KiB); a disk that fills in
- * its middle (its first part fits in 96 KiB, not its second) takes the map
- * back whole: the file ends with the line before.
+ * A map is read a batch at a time (about 1 MiB: 7943 entries here) and
+ * written a part at a time: 10,000 entries of about 120 bytes of JSON are a
+ * first part that fits on a disk of 1100 KiB and an end that does not.
+ * The disk full, the map is taken back whole: the file ends with the line
+ * before it.
  */
 Test(maps, a_map_cut_by_a_full_disk_is_taken_back_whole, .timeout = 120)
 {
 	char *dir = make_tmpdir(), *prog = write_program(dir, "wide.bpf.c", wide_slots);
 	char *disk, *output, *err = path_join(dir, "err"), *text, *last;
-	char *argv[] = { CUPROBE_BIN, "run", prog, "--json", "-o", NULL, "--", DRV_LAUNCH, "1500", NULL };
+	char *argv[] = { CUPROBE_BIN, "run", prog, "--json", "--max-entries", "0", "-o", NULL, "--",
+			 DRV_LAUNCH, "10000", NULL };
 	struct run_opts opts = { .stdout_path = "/dev/null", .stderr_path = err };
 	size_t len;
 	int status;
 
 	require_root();
-	disk = small_disk("96k");
+	disk = small_disk("1100k");
 	output = path_join(disk, "out.json");
-	argv[5] = output;
+	argv[7] = output;
 	status = run_program(argv, &opts, NULL);
 	text = read_text(err);
 	cr_assert_eq(status, 1, "status %d: %s", status, text);
