@@ -60,7 +60,8 @@ const struct cp_command cp_commands[CP_CMD_COUNT] = {
 	  "A live view of every CUDA process on the host, refreshed every interval,\n"
 	  "sorted by kernel launch rate, with device memory and the most launched\n"
 	  "kernel. Counting happens in BPF maps; q quits. Needs a terminal.",
-	  "Exit status: 0; 1 when tracing cannot start; 2 for bad usage.",
+	  "Exit status: 0; 1 when tracing cannot start; 2 for bad usage, or no\n"
+	  "terminal (or one whose TERM ncurses does not know).",
 	  .no_command = "watches the whole host",
 	},
 	[CP_CMD_RUN] = { CP_CMD_RUN, "run", cp_cmd_run,
