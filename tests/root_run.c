@@ -1353,6 +1353,136 @@ Test(bad_programs, no_btf_with_a_map)
 	remove_tree(dir);
 }
 
+/* ---- programs root loads: changed by nobody but root and the invoking user ---------- */
+
+static const char noop[] =
+	"#include \"cuprobe.bpf.h\"\n"
+	"SEC(\"cuda/launch\")\n"
+	"int CUDA_PROG(noop, struct cuda_launch, launch) { return 0; }\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+
+/* `cuprobe run PROG -- /bin/true` with env (NULL-terminated, may be NULL): its status and stderr. */
+static int run_noop(const char *prog, char **env, char **err_text)
+{
+	char *dir = make_tmpdir(), *err = path_join(dir, "err");
+	char *argv[] = { CUPROBE_BIN, "run", (char *)prog, "--", "/bin/true", NULL };
+	struct run_opts opts = { .stdout_path = "/dev/null", .stderr_path = err, .extra_env = env };
+	int status = run_program(argv, &opts, NULL);
+
+	*err_text = read_text(err);
+	remove_tree(dir);
+	free(dir);
+	free(err);
+	return status;
+}
+
+/*
+ * A program root would load that someone other than root and the invoking
+ * user can change (the file, or a directory on its way from /) is refused
+ * before it is compiled or loaded, as sudo and ssh refuse such files.
+ */
+Test(untrusted_programs, a_program_others_can_change_is_refused, .timeout = 120)
+{
+	static const struct {
+		const char *name;
+		mode_t file_mode, dir_mode;
+		uid_t owner;
+		gid_t group;
+		const char *message;
+	} cases[] = {
+		{ "o+w.bpf.c", 0666, 0700, 0, 0, "o+w.bpf.c: is writable by others (mode 0666)" },
+		{ "g+w.bpf.c", 0664, 0700, 0, 1234, "g+w.bpf.c: is writable by group 1234 (mode 0664)" },
+		{ "owned.bpf.c", 0644, 0700, 1234, 0, "owned.bpf.c: is owned by uid 1234" },
+		{ "dir.bpf.c", 0644, 0777, 0, 0, "dir.bpf.c: its directory " },
+		{ "object.bpf.o", 0646, 0700, 0, 0, "object.bpf.o: is writable by others (mode 0646)" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *dir = make_tmpdir(), *sub = path_join(dir, "programs"), *prog;
+		struct refusal r;
+
+		cr_assert_eq(mkdir(sub, 0700), 0);
+		prog = strstr(cases[i].name, ".bpf.o") ? big_array_object(sub, "object", 4) :
+			write_program(sub, cases[i].name, noop);
+		cr_assert_eq(chown(prog, cases[i].owner, cases[i].group), 0);
+		cr_assert_eq(chmod(prog, cases[i].file_mode), 0);
+		cr_assert_eq(chmod(sub, cases[i].dir_mode), 0);
+		refuse(&r, prog, NULL, NULL);
+		assert_refused(&r, 2, cases[i].message);
+		cr_assert(strstr(r.err, "cuprobe loads as root only files that nobody but root and the invoking user can change"),
+			  "%s", r.err);
+		if (cases[i].dir_mode == 0777)
+			cr_assert(strstr(r.err, "is writable by others (mode 0777, not sticky)"), "%s", r.err);
+		cr_assert_eq(count_lines(r.err), 1, "one line: %s", r.err);
+		free(prog);
+		free(sub);
+		remove_tree(dir);
+		free(dir);
+	}
+}
+
+/* What stays allowed: group 0's write, a sticky directory (/tmp), the invoking user's own file. */
+Test(untrusted_programs, root_and_the_invoking_user_may_write_it, .timeout = 120)
+{
+	char *sudo[] = { "SUDO_UID=1234", "SUDO_GID=1234", NULL };
+	char *dir = make_tmpdir(), *sticky = path_join(dir, "sticky"), *err, *prog;
+	int status;
+
+	require_root();
+	cr_assert_eq(chmod(dir, 0755), 0);
+	cr_assert_eq(mkdir(sticky, 0755), 0);
+	cr_assert_eq(chmod(sticky, 01777), 0);
+	prog = write_program(sticky, "group0.bpf.c", noop);
+	cr_assert_eq(chmod(prog, 0664), 0);
+	status = run_noop(prog, NULL, &err);
+	cr_assert_eq(status, 0, "root's group, in a sticky directory: exit %d: %s", status, err);
+	free(err);
+	/* Under sudo: the user's own file, and a file of root's. */
+	cr_assert_eq(chown(prog, 1234, 1234), 0);
+	cr_assert_eq(chmod(prog, 0664), 0);
+	status = run_noop(prog, sudo, &err);
+	cr_assert_eq(status, 0, "the invoking user's own file: exit %d: %s", status, err);
+	free(err);
+	status = run_noop(prog, NULL, &err);
+	cr_assert_eq(status, 2, "another user's file, run by root: exit %d: %s", status, err);
+	cr_assert(strstr(err, "is owned by uid 1234"), "%s", err);
+	free(err);
+	free(prog);
+	free(sticky);
+	remove_tree(dir);
+	free(dir);
+}
+
+/*
+ * --run-as-root runs COMMAND as root, nothing more: PROG is still compiled
+ * as the invoking user, who cannot read a source only root can.
+ */
+Test(untrusted_programs, run_as_root_still_compiles_as_the_invoking_user, .timeout = 120)
+{
+	char *sudo[] = { "SUDO_UID=1234", "SUDO_GID=1234", NULL };
+	char *dir = make_tmpdir(), *err_path = path_join(dir, "err"), *err, *prog;
+	char *argv[] = { CUPROBE_BIN, "run", NULL, "--run-as-root", "--", "/bin/true", NULL };
+	struct run_opts opts = { .stdout_path = "/dev/null", .stderr_path = err_path,
+				 .extra_env = sudo };
+	int status;
+
+	require_root();
+	cr_assert_eq(chmod(dir, 0755), 0);
+	prog = write_program(dir, "secret.bpf.c", noop);
+	cr_assert_eq(chmod(prog, 0600), 0);
+	argv[2] = prog;
+	status = run_program(argv, &opts, NULL);
+	err = read_text(err_path);
+	cr_assert_eq(status, 2, "compiled as root: exit %d: %s", status, err);
+	cr_assert(strstr(err, "secret.bpf.c: clang failed"), "%s", err);
+	free(err);
+	free(prog);
+	free(err_path);
+	remove_tree(dir);
+	free(dir);
+}
+
 Test(bad_programs, set_names_an_unknown_variable_or_a_bad_value)
 {
 	const char *const unknown[] = { "--set", "threshold=5", NULL };

@@ -757,7 +757,7 @@ Test(identity, from_sudo_environment)
 
 	cr_assert_eq(setenv("SUDO_UID", "65534", 1), 0);
 	cr_assert_eq(setenv("SUDO_GID", "65533", 1), 0);
-	cr_assert_eq(cp_identity__from_env(&id, false), 0);
+	cr_assert_eq(cp_identity__from_env(&id), 0);
 	if (geteuid() == 0) {
 		cr_assert(id.drop);
 		cr_assert_eq(id.uid, 65534);
@@ -765,22 +765,29 @@ Test(identity, from_sudo_environment)
 	} else {
 		cr_assert_not(id.drop, "only root drops privileges");
 	}
-	cr_assert_eq(cp_identity__from_env(&id, true), 0);
-	cr_assert_not(id.drop, "--run-as-root keeps root");
 	setenv("SUDO_UID", "0", 1);
-	cr_assert_eq(cp_identity__from_env(&id, false), 0);
+	cr_assert_eq(cp_identity__from_env(&id), 0);
 	cr_assert_not(id.drop, "SUDO_UID=0 is root already");
 	if (geteuid() == 0) {
 		setenv("SUDO_UID", "nobody", 1);
-		cr_assert_eq(cp_identity__from_env(&id, false), -EINVAL);
+		cr_assert_eq(cp_identity__from_env(&id), -EINVAL);
 		setenv("SUDO_UID", " 65534", 1);
-		cr_assert_eq(cp_identity__from_env(&id, false), -EINVAL);
+		cr_assert_eq(cp_identity__from_env(&id), -EINVAL);
 		setenv("SUDO_UID", "+65534", 1);
-		cr_assert_eq(cp_identity__from_env(&id, false), -EINVAL);
+		cr_assert_eq(cp_identity__from_env(&id), -EINVAL);
+	}
+	if (geteuid() == 0) {
+		/* One without the other: refused, not taken for root. */
+		setenv("SUDO_UID", "65534", 1);
+		unsetenv("SUDO_GID");
+		cr_assert_eq(cp_identity__from_env(&id), -ENODATA);
+		unsetenv("SUDO_UID");
+		setenv("SUDO_GID", "65534", 1);
+		cr_assert_eq(cp_identity__from_env(&id), -ENODATA);
 	}
 	unsetenv("SUDO_UID");
 	unsetenv("SUDO_GID");
-	cr_assert_eq(cp_identity__from_env(&id, false), 0);
+	cr_assert_eq(cp_identity__from_env(&id), 0);
 	cr_assert_not(id.drop);
 }
 

@@ -129,7 +129,11 @@ static const struct cp_option_doc option_docs[] = {
 	  "is paid inside a traced call, and costs more where waking a thread on\n"
 	  "another CPU is slow (VMs): raise it to trade delay for cost" },
 	{ OPT_RUN_AS_ROOT, "run-as-root", 0, NULL, TRACE | STATS | RUN,
-	  "run COMMAND as root even under sudo" },
+	  "run COMMAND as root even under sudo; only COMMAND: output files are\n"
+	  "still created as the invoking user",
+	  .help_for = { [CP_CMD_RUN] =
+	  "run COMMAND as root even under sudo; only COMMAND: output files are\n"
+	  "still created, and PROG read and compiled, as the invoking user" } },
 	{ OPT_EXIT_WITH_COMMAND, "exit-with-command", 0, NULL, TRACE | STATS | RUN,
 	  "stop when COMMAND exits, even if processes it started still run (they\n"
 	  "are counted); by default tracing lasts until its whole tree has exited" },

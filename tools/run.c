@@ -22,6 +22,7 @@
 #include "record_path.h"
 #include "session.h"
 #include "spawn.h"
+#include "trust.h"
 
 #define PROGRAM_MAX_BYTES (64u << 20)
 /* Exited processes whose kernel names are kept for the maps printed later. */
@@ -257,10 +258,15 @@ static bool is_c_source(const char *name)
 static int program_bytes(const struct cp_run_options *opts, const struct cp_identity *id,
 			 void **elf, size_t *size)
 {
-	char clang[PATH_MAX], sdk[PATH_MAX + 64];
+	char clang[PATH_MAX], sdk[PATH_MAX + 64], why[PATH_MAX + 256];
 	const char *generated;
 	int status = 0, err;
 
+	/* Loaded as root: nobody but root and the user may change it; a FIFO would never end. */
+	if (cp_trust__check(opts->program, id, why, sizeof(why))) {
+		cp_say("%s", why);
+		return CP_EXIT_USAGE;
+	}
 	if (!is_c_source(opts->program)) {
 		err = cp_capture_as_user(id, opts->program, NULL, PROGRAM_MAX_BYTES, elf, size, &status);
 		if (!err && WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -272,6 +278,7 @@ static int program_bytes(const struct cp_run_options *opts, const struct cp_iden
 		       err ? strerror(-err) :
 		       WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "no such file" :
 		       WIFEXITED(status) && WEXITSTATUS(status) == 126 ? "permission denied" :
+		       WIFEXITED(status) && WEXITSTATUS(status) == 124 ? "not a regular file" :
 		       "cannot be read");
 		return CP_EXIT_USAGE;
 	}

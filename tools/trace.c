@@ -217,7 +217,7 @@ int cp_cmd_trace(const union cp_options *options)
 
 	exit_code = cp_session__open(&session, &opts->common);
 	if (!exit_code && opts->runtime)
-		cp_session__probe_runtime(&session, opts->cudarts, opts->cudart_count);
+		exit_code = cp_session__probe_runtime(&session, opts->cudarts, opts->cudart_count);
 	session.perfetto_path = opts->perfetto;
 	/* --perfetto: every call's return makes its slice; ts 0 precedes any probe's record. */
 	tracer_opts.return_records = opts->perfetto != NULL;
