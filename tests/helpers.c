@@ -50,6 +50,58 @@ void remove_tree(const char *path)
 		nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+#define ROOT_COPIES_MAX 16
+
+static struct {
+	char *dir;
+	char *from[ROOT_COPIES_MAX], *to[ROOT_COPIES_MAX];
+	size_t count;
+} root_copies;
+
+static void remove_root_copies(void)
+{
+	size_t i;
+
+	for (i = 0; i < root_copies.count; i++) {
+		free(root_copies.from[i]);
+		free(root_copies.to[i]);
+	}
+	if (root_copies.dir)
+		remove_tree(root_copies.dir);
+	free(root_copies.dir);
+	memset(&root_copies, 0, sizeof(root_copies));
+}
+
+const char *root_owned_copy(const char *path)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	char buf[65536], *to;
+	size_t i, n;
+	FILE *in, *out;
+
+	for (i = 0; i < root_copies.count; i++)
+		if (!strcmp(root_copies.from[i], path))
+			return root_copies.to[i];
+	cr_assert_lt(root_copies.count, ROOT_COPIES_MAX);
+	if (!root_copies.dir) {
+		root_copies.dir = make_tmpdir();
+		atexit(remove_root_copies);
+	}
+	to = path_join(root_copies.dir, base);
+	in = fopen(path, "rb");
+	out = fopen(to, "wb");
+	cr_assert(in && out, "cannot copy %s: %s", path, strerror(errno));
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		cr_assert_eq(fwrite(buf, 1, n, out), n);
+	cr_assert(!ferror(in));
+	fclose(in);
+	cr_assert_eq(fclose(out), 0);
+	cr_assert_eq(chmod(to, 0644), 0);
+	root_copies.from[root_copies.count] = strdup(path);
+	root_copies.to[root_copies.count] = to;
+	return root_copies.to[root_copies.count++];
+}
+
 char *small_disk(const char *size)
 {
 	char *dir = make_tmpdir(), options[64];

@@ -26,6 +26,14 @@ void remove_tree(const char *path);
  */
 char *small_disk(const char *size);
 void small_disk_free(char *dir);
+/*
+ * A copy of the file at path in a directory of root's own, kept until the
+ * test process exits (one copy a path). cuprobe loads as root only a PROG
+ * that nobody but root and the invoking user can change, and the tests run
+ * it as root without SUDO_UID: a checkout that belongs to a user (cloned as
+ * one, tested with sudo) holds programs it would refuse.
+ */
+const char *root_owned_copy(const char *path);
 /* "dir/name", malloc'd. */
 char *path_join(const char *dir, const char *name);
 

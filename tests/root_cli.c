@@ -157,10 +157,11 @@ Test(write_errors, a_full_disk_leaves_whole_records_only, .timeout = 180)
 		{ "trace --json -o", "trace.json", "cannot write %s: No space left on device", true },
 		{ "trace -o", "trace.txt", "cannot write %s: No space left on device", false },
 		{ "trace --json >", "stdout.json", "cannot write standard output: No space left on device", true, true },
-		{ "run " EXAMPLES_DIR "/slow_syncs.bpf.c --set min_us=0 --json -o", "run.json",
+		{ "run @ --set min_us=0 --json -o", "run.json",
 		  "cannot write %s: No space left on device", true },
 	};
-	char *disk, *path, script[2048], message[512];
+	char *disk, *path, script[2048], message[512], options[1024];
+	const char *at;
 	size_t i;
 
 	require_root();
@@ -170,8 +171,16 @@ Test(write_errors, a_full_disk_leaves_whole_records_only, .timeout = 180)
 
 		run_init(&r);
 		path = path_join(disk, cases[i].file);
+		/* "@": the example, as a file of root's (see root_owned_copy). */
+		at = strchr(cases[i].options, '@');
+		if (at)
+			snprintf(options, sizeof(options), "%.*s'%s'%s", (int)(at - cases[i].options),
+				 cases[i].options, root_owned_copy(EXAMPLES_DIR "/slow_syncs.bpf.c"),
+				 at + 1);
+		else
+			snprintf(options, sizeof(options), "%s", cases[i].options);
 		snprintf(script, sizeof(script), "'%s' %s '%s' -- '%s' 5000 --sync-every 1%s",
-			 CUPROBE_BIN, cases[i].options, path, DRV_LAUNCH,
+			 CUPROBE_BIN, options, path, DRV_LAUNCH,
 			 cases[i].on_stdout ? "" : " > /dev/null");
 		run_shell(&r, script);
 		cr_assert_eq(r.status, 1, "%s: exit %d: %s", cases[i].options, r.status, r.err_text);
@@ -216,9 +225,10 @@ static int run_into_closed_pipe(char **argv, const char *err_path, char **err_te
  */
 Test(write_errors, a_closed_pipe_exits_1_for_every_command, .timeout = 180)
 {
-	static const char *const cases[][12] = {
+	const char *const cases[][12] = {
 		{ "stats", "-i", "0.1", "--", DRV_LAUNCH, "200000", NULL },
-		{ "run", EXAMPLES_DIR "/launch_dims.bpf.c", "-i", "0.1", "--", DRV_LAUNCH, "200000", NULL },
+		{ "run", root_owned_copy(EXAMPLES_DIR "/launch_dims.bpf.c"), "-i", "0.1", "--", DRV_LAUNCH,
+		  "200000", NULL },
 		{ "trace", "--", DRV_LAUNCH, "2000", NULL },
 		{ "trace", "--", "/bin/sleep", "0.5", NULL },
 		{ "probes", NULL },

@@ -22,7 +22,8 @@
 
 #include "helpers.h"
 
-#define EXAMPLES EXAMPLES_DIR "/"
+/* An example of bpf/examples/, as a file of root's (see root_owned_copy). */
+#define EXAMPLE(name) root_owned_copy(EXAMPLES_DIR "/" name)
 
 struct run_result {
 	char *dir;
@@ -438,7 +439,7 @@ Test(examples, launch_dims_counts_every_launch_of_each_kernel, .timeout = 120)
 	json_t *dims;
 	long long low = 0, high = 0;
 
-	run_prog(&r, EXAMPLES "launch_dims.bpf.c", NULL, workload, true);
+	run_prog(&r, EXAMPLE("launch_dims.bpf.c"), NULL, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	cr_assert(!strstr(r.err_text, "cuprobe_traced"), "CUDA_PROG filters: %s", r.err_text);
 	dims = entry_where(final_map(&r, "launch_dims"), "pid", workload_value(&r, 0, "pid"),
@@ -459,7 +460,7 @@ Test(examples, launch_dims_text_draws_the_histogram, .timeout = 120)
 	struct run_result r;
 	char *text;
 
-	run_prog(&r, EXAMPLES "launch_dims.bpf.c", NULL, workload, false);
+	run_prog(&r, EXAMPLE("launch_dims.bpf.c"), NULL, workload, false);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	text = read_text(r.output);
 	cr_assert_not_null(text);
@@ -478,7 +479,7 @@ Test(examples, slow_syncs_records_every_sync_with_its_stack, .timeout = 120)
 	json_t *line;
 	size_t i, records = 0, stream_syncs = 0, context_syncs = 0;
 
-	run_prog(&r, EXAMPLES "slow_syncs.bpf.c", extra, workload, true);
+	run_prog(&r, EXAMPLE("slow_syncs.bpf.c"), extra, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	json_array_foreach(r.lines, i, line) {
 		json_t *record, *stack;
@@ -527,7 +528,7 @@ Test(examples, slow_syncs_threshold_leaves_fast_syncs_out, .timeout = 120)
 	const char *const workload[] = { "100", NULL };
 	struct run_result r;
 
-	run_prog(&r, EXAMPLES "slow_syncs.bpf.c", extra, workload, true);
+	run_prog(&r, EXAMPLE("slow_syncs.bpf.c"), extra, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	cr_assert_eq(count_events(r.lines, "record", NULL), 0);
 	cr_assert(strstr(r.err_text, "ring slow_syncs: 0 records printed, 0 lost, 0 short"),
@@ -542,7 +543,7 @@ Test(examples, alloc_sizes_per_process_and_kind, .timeout = 120)
 	json_t *entries, *device, *host;
 	long long pid;
 
-	run_prog(&r, EXAMPLES "alloc_sizes.bpf.c", NULL, workload, true);
+	run_prog(&r, EXAMPLE("alloc_sizes.bpf.c"), NULL, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	pid = workload_value(&r, 0, "pid");
 	entries = final_map(&r, "alloc_sizes");
@@ -568,7 +569,7 @@ Test(examples, stream_launches_per_stream_add_up, .timeout = 120)
 	long long per_stream[8] = { 0 }, pid, total;
 	size_t i, s, stream_count = 0;
 
-	run_prog(&r, EXAMPLES "stream_launches.bpf.c", NULL, workload, true);
+	run_prog(&r, EXAMPLE("stream_launches.bpf.c"), NULL, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	pid = workload_value(&r, 0, "pid");
 	entries = final_map(&r, "launches");
@@ -607,7 +608,7 @@ Test(examples, copy_sizes_by_direction, .timeout = 120)
 	long long htod = 0, dtoh = 0, dtod = 0, bytes = 0;
 	size_t i;
 
-	run_prog(&r, EXAMPLES "copy_sizes.bpf.c", NULL, workload, true);
+	run_prog(&r, EXAMPLE("copy_sizes.bpf.c"), NULL, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	entries = final_map(&r, "copy_sizes");
 	json_array_foreach(entries, i, entry) {
@@ -660,7 +661,7 @@ Test(targets, system_wide_sees_a_process_started_after_it, .timeout = 120)
 	work_out = path_join(r.dir, "workload");
 	argv[n++] = CUPROBE_BIN;
 	argv[n++] = "run";
-	argv[n++] = EXAMPLES "launch_dims.bpf.c";
+	argv[n++] = (char *)EXAMPLE("launch_dims.bpf.c");
 	argv[n++] = "--json";
 	argv[n++] = "-o";
 	argv[n++] = r.output;
@@ -709,7 +710,7 @@ Test(targets, pid_target_counts_only_that_process, .timeout = 120)
 	work_opts.stdout_path = work_out;
 	target = spawn_program(workload, &work_opts);
 	snprintf(pid_text, sizeof(pid_text), "%d", target);
-	cuprobe = start_run(&r, EXAMPLES "launch_dims.bpf.c", extra);
+	cuprobe = start_run(&r, EXAMPLE("launch_dims.bpf.c"), extra);
 	/* Another CUDA process, not a target, launching on the same driver file while the probes are live. */
 	other_opts.stdout_path = other_out;
 	cr_assert_eq(run_program(other, &other_opts, NULL), 0);
@@ -741,7 +742,7 @@ Test(targets, interval_prints_the_maps_while_running, .timeout = 120)
 	json_t *line;
 	size_t i, headers = 0, finals = 0;
 
-	run_prog(&r, EXAMPLES "launch_dims.bpf.c", extra, workload, true);
+	run_prog(&r, EXAMPLE("launch_dims.bpf.c"), extra, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	json_array_foreach(r.lines, i, line) {
 		if (strcmp(jstr(line, "type"), "maps"))
@@ -1490,11 +1491,11 @@ Test(bad_programs, set_names_an_unknown_variable_or_a_bad_value)
 	const char *const junk[] = { "--set", "min_us=12abc", NULL };
 	struct refusal r;
 
-	refuse(&r, EXAMPLES "slow_syncs.bpf.c", unknown, NULL);
+	refuse(&r, EXAMPLE("slow_syncs.bpf.c"), unknown, NULL);
 	assert_refused(&r, 2, "--set threshold=5: no const volatile integer threshold; settable: min_us");
-	refuse(&r, EXAMPLES "slow_syncs.bpf.c", negative, NULL);
+	refuse(&r, EXAMPLE("slow_syncs.bpf.c"), negative, NULL);
 	assert_refused(&r, 2, "--set min_us=-1: not an unsigned integer of 8 bytes");
-	refuse(&r, EXAMPLES "slow_syncs.bpf.c", junk, NULL);
+	refuse(&r, EXAMPLE("slow_syncs.bpf.c"), junk, NULL);
 	assert_refused(&r, 2, "--set min_us=12abc: not an unsigned integer");
 }
 
@@ -1503,7 +1504,7 @@ Test(bad_programs, no_clang_is_one_clear_error)
 	const char *const no_path[] = { "/usr/bin/env", "PATH=/nonexistent", NULL };
 	struct refusal r;
 
-	refuse(&r, EXAMPLES "launch_dims.bpf.c", NULL, no_path);
+	refuse(&r, EXAMPLE("launch_dims.bpf.c"), NULL, no_path);
 	assert_refused(&r, 1, "cannot compile it: clang is not installed");
 	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
 }
