@@ -899,6 +899,38 @@ Test(warnings, each_loss_is_said_once)
 	free(text);
 }
 
+/* `cuprobe help NAME` is `cuprobe NAME --help` (it printed the general help). */
+Test(docs, help_name_prints_that_commands_help)
+{
+	char *dir = make_tmpdir(), *a = path_join(dir, "a"), *b = path_join(dir, "b"), *ta, *tb;
+	size_t i;
+
+	for (i = 0; i < CP_CMD_COUNT; i++) {
+		char *help_argv[] = { CUPROBE_BIN, "help", (char *)cp_commands[i].name, NULL };
+		char *own_argv[] = { CUPROBE_BIN, (char *)cp_commands[i].name, "--help", NULL };
+		struct run_opts oa = { .stdout_path = a }, ob = { .stdout_path = b };
+
+		cr_assert_eq(run_program(help_argv, &oa, NULL), 0);
+		cr_assert_eq(run_program(own_argv, &ob, NULL), 0);
+		ta = read_text(a);
+		tb = read_text(b);
+		cr_assert(ta && tb && !strncmp(ta, "usage: cuprobe ", 15), "%s", ta);
+		cr_assert_str_eq(ta, tb, "cuprobe help %s differs from cuprobe %s --help",
+				 cp_commands[i].name, cp_commands[i].name);
+		free(ta);
+		free(tb);
+	}
+	{
+		char *bogus[] = { CUPROBE_BIN, "help", "bogus", NULL };
+
+		cr_assert_eq(run_program(bogus, NULL, NULL), 2);
+	}
+	free(a);
+	free(b);
+	remove_tree(dir);
+	free(dir);
+}
+
 Test(cli, an_option_of_another_command_is_named_in_the_error)
 {
 	char *argv[] = { "top", "-p", "1", NULL };
