@@ -165,6 +165,8 @@ Test(trace, thousand_launches_named_with_their_geometry, .timeout = 120)
 	}
 	cr_assert_eq(launches, 1000);
 	assert_clean_summary(&r);
+	/* One line at exit, in the user's terms: the name checks' accounting is -v's. */
+	cr_assert_eq(count_lines(r.err_text), 1, "%s", r.err_text);
 	free(line);
 	run_free(&r);
 }
@@ -1111,7 +1113,7 @@ Test(late_attach, handles_from_before_the_attach_are_named_from_the_driver_recor
 	char *target_argv[] = { DRV_LAUNCH, "100000000", NULL };
 	char pid_text[32];
 	struct run r;
-	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "-d", "1", "-p", pid_text, NULL };
+	char *argv[] = { NULL, "trace", "-v", "--json", "-o", NULL, "-d", "1", "-p", pid_text, NULL };
 	size_t i, launches = 0, from_driver = 0;
 	pid_t target;
 	int status;
@@ -1120,7 +1122,7 @@ Test(late_attach, handles_from_before_the_attach_are_named_from_the_driver_recor
 	target = start_background(target_argv);
 	usleep(300000); /* past cuModuleGetFunction: launching */
 	snprintf(pid_text, sizeof(pid_text), "%d", target);
-	argv[4] = r.events;
+	argv[5] = r.events;
 	run_cuprobe(&r, argv);
 	kill(target, SIGKILL);
 	waitpid(target, &status, 0);

@@ -170,8 +170,11 @@ static void print_summary(const struct cp_session *s)
 		(unsigned long long)name_stats.launches_unnamed,
 		(unsigned long long)name_stats.launches);
 	cp_warnings__print(stderr, have_counters ? &counters : NULL, &stats);
-	if (name_stats.driver_named || name_stats.driver_checked)
-		cp_say("%llu kernels named from the driver's records (%llu probe-learned names checked against them, %llu disagreed%s)",
+	/* How names were checked is the internals' accounting: -v's, unless they disagreed. */
+	if ((name_stats.driver_named || name_stats.driver_checked) &&
+	    (cp_verbosity || name_stats.driver_mismatches))
+		cp_say("%s%llu kernels named from the driver's records (%llu probe-learned names checked against them, %llu disagreed%s)",
+		       name_stats.driver_mismatches ? "warning: " : "",
 		       (unsigned long long)name_stats.driver_named,
 		       (unsigned long long)name_stats.driver_checked,
 		       (unsigned long long)name_stats.driver_mismatches,
