@@ -441,6 +441,88 @@ Test(docs, each_man_page_lists_the_options_of_its_help)
 	}
 }
 
+/* The text of section heading (".SH EXAMPLES") of a man page, to the next .SH; NULL if none. */
+static char *man_section(const char *man, const char *heading)
+{
+	char line_of[64], *text, *end;
+	const char *found;
+
+	snprintf(line_of, sizeof(line_of), "\n%s\n", heading);
+	found = strstr(man, line_of);
+	if (!found)
+		return NULL;
+	text = strdup(found + strlen(line_of));
+	end = strstr(text, "\n.SH ");
+	if (end)
+		end[1] = '\0';
+	return text;
+}
+
+/*
+ * Each man page has EXAMPLES (with only options its command takes), EXIT
+ * STATUS and ENVIRONMENT (SUDO_UID and SUDO_GID where there is an invoking
+ * user to act for), and points to the documentation cmake --install installs.
+ */
+Test(docs, each_man_page_has_examples_exit_status_and_environment)
+{
+	enum cp_command_id command;
+
+	for (command = 0; command < CP_CMD_COUNT; command++) {
+		const char *name = cp_commands[command].name;
+		char *man = man_page_of(command), *examples, *exit_status, *environment, *p;
+		struct option_list help = { 0 }, used = { 0 };
+		size_t i;
+
+		examples = man_section(man, ".SH EXAMPLES");
+		exit_status = man_section(man, ".SH EXIT STATUS");
+		environment = man_section(man, ".SH ENVIRONMENT");
+		cr_assert_not_null(examples, "cuprobe-%s(8) has no EXAMPLES", name);
+		cr_assert_not_null(exit_status, "cuprobe-%s(8) has no EXIT STATUS", name);
+		cr_assert_not_null(environment, "cuprobe-%s(8) has no ENVIRONMENT", name);
+		for (p = exit_status; *p; p++)
+			*p = *p == '\n' ? ' ' : *p;
+		cr_assert(strstr(exit_status, "2 for bad usage"), "%s: %s", name, exit_status);
+		if (command == CP_CMD_TRACE || command == CP_CMD_STATS || command == CP_CMD_RUN)
+			cr_assert(strstr(environment, "SUDO_UID") && strstr(environment, "SUDO_GID"),
+				  "%s: %s", name, environment);
+		cr_assert(strstr(man, "share/doc/cuprobe"), "cuprobe-%s(8) does not say where the docs are",
+			  name);
+		/* Every example is of this command ("sudo cuprobe NAME", or without sudo), its options only. */
+		cr_assert(strstr(examples, ".TP\n.B "), "%s: %s", name, examples);
+		for (p = strstr(examples, ".TP\n.B "); p; p = strstr(p + 1, ".TP\n.B ")) {
+			char line[512], want[64];
+			const char *at = p + 7;
+
+			snprintf(line, sizeof(line), "%.*s", (int)strcspn(at, "\n"), at);
+			snprintf(want, sizeof(want), "cuprobe %s", name);
+			cr_assert(!strncmp(line, want, strlen(want)) ||
+				  (!strncmp(line, "sudo ", 5) && !strncmp(line + 5, want, strlen(want))),
+				  "%s: %s", name, line);
+		}
+		help_options(command, &help);
+		{
+			char *plain = strdup(examples), *q, *w;
+
+			/* troff's "\-" as "-", then every option named in the examples. */
+			for (q = w = plain; *q; q++)
+				if (!(q[0] == '\\' && q[1] == '-'))
+					*w++ = *q;
+			*w = '\0';
+			scan_options(plain, &used);
+			free(plain);
+		}
+		cr_assert_gt(used.count, 0, "%s: examples with no option at all", name);
+		for (i = 0; i < used.count; i++)
+			cr_assert(option_list_has(&help, used.names[i]) || !strcmp(used.names[i], "--"),
+				  "cuprobe %s's examples use %s, which it does not take", name,
+				  used.names[i]);
+		free(examples);
+		free(exit_status);
+		free(environment);
+		free(man);
+	}
+}
+
 /* cuprobe(8) names every command and its page; cuprobe --help every command. */
 Test(docs, the_index_names_every_command)
 {
