@@ -41,6 +41,10 @@ const volatile bool hold_new_mappers = false;
 const volatile bool hold_for_stacks = false;
 /* A CP_EV_RETURN record at every API's return (--perfetto's slices). */
 const volatile bool return_records = false;
+/* Python stacks at launches, syncs, copies and allocations (cuprobe_python.bpf.h). */
+const volatile bool python_stacks = false;
+/* ... and a process stopped at cuInit and at each new stack until the agent has read it. */
+const volatile bool hold_for_python = false;
 /* Benches only: parts of the launch probe left out (enum cp_bench_omit). */
 const volatile __u32 bench_omit = 0;
 /* Where nvidia:nvidia_dev_xid keeps its fields (from its tracefs format). */
@@ -368,6 +372,9 @@ static __always_inline void *call_record(struct call *c, __u32 type, __u64 size)
 	return record;
 }
 
+/* The Python frame walker: after the helpers and maps it uses. */
+#include "cuprobe_python.bpf.h"
+
 /* ---- aggregation ------------------------------------------------------------ */
 
 /* A timed call returned: latency into the (pid, api) histogram, errors counted. */
@@ -453,6 +460,7 @@ int BPF_KPROBE(launch)
 	struct cp_launch_event *event;
 	struct cuda_launch l;
 	struct call c;
+	__u64 py_stack;
 	__s32 device;
 
 	if (!enter(ctx, &c))
@@ -463,6 +471,7 @@ int BPF_KPROBE(launch)
 		count_launch(c.pid_tgid >> 32, device, l.function,
 			     (__u64)l.grid[0] * l.grid[1] * l.grid[2] * l.block[0] * l.block[1] *
 			     l.block[2], l.kind == CP_LAUNCH_KIND_GRAPH);
+	py_stack = python_stack(c.pid_tgid, c.api, c.now);
 	if (bench_omit & CP_OMIT_RECORD)
 		return 0;
 	event = call_record(&c, CP_EV_LAUNCH, sizeof(*event));
@@ -476,6 +485,7 @@ int BPF_KPROBE(launch)
 	event->flags = l.flags;
 	event->device = device;
 	event->pad = 0;
+	event->py_stack = py_stack;
 	submit(event, c.now, false);
 	return 0;
 }
@@ -594,6 +604,7 @@ int BPF_KPROBE(copy)
 	struct cp_copy_event *event;
 	struct cuda_copy x;
 	struct call c;
+	__u64 py_stack;
 
 	if (!enter(ctx, &c))
 		return 0;
@@ -619,6 +630,7 @@ int BPF_KPROBE(copy)
 			__sync_fetch_and_add(&row->bytes, x.bytes);
 		}
 	}
+	py_stack = python_stack(c.pid_tgid, c.api, c.now);
 	event = call_record(&c, CP_EV_COPY, sizeof(*event));
 	if (!event)
 		return 0;
@@ -630,6 +642,7 @@ int BPF_KPROBE(copy)
 	event->async = x.async;
 	event->count = x.count;
 	event->flags = x.flags;
+	event->py_stack = py_stack;
 	submit(event, c.now, false);
 	return 0;
 }
@@ -1025,9 +1038,12 @@ int BPF_KRETPROBE(call_return, int result)
 		struct cuda_alloc a;
 
 		cuda_decode_alloc_call(&call, result, &a);
+		__u64 py_stack;
+
 		if (aggregate && result == 0 && a.ptr)
 			track_alloc(c.pid_tgid >> 32, a.ptr, a.bytes, a.kind, c.api, call.stack_id,
 				    call.caller, c.now);
+		py_stack = python_stack(c.pid_tgid, c.api, c.now);
 		event = call_record(&c, CP_EV_ALLOC, sizeof(*event));
 		if (!event)
 			return 0;
@@ -1036,6 +1052,7 @@ int BPF_KRETPROBE(call_return, int result)
 		event->ptr = a.ptr;
 		event->bytes = a.bytes;
 		event->stream = a.stream;
+		event->py_stack = py_stack;
 		submit(event, c.now, false);
 	} else if (family == CP_FAMILY_vmm) {
 		struct cp_vmm_event *event;
@@ -1065,6 +1082,7 @@ int BPF_KRETPROBE(call_return, int result)
 		submit(event, c.now, false);
 	} else if (family == CP_FAMILY_sync || family == CP_FAMILY_copy) {
 		/* Syncs and blocking copies, when they return: the timeline's evidence. */
+		__u64 py_stack = python_stack(c.pid_tgid, c.api, c.now);
 		struct cp_sync_event *event = call_record(&c, CP_EV_SYNC, sizeof(*event));
 		__u32 kind = family == CP_FAMILY_copy ? CP_SYNC_COPY : CP_COOKIE_KIND(call.cookie);
 
@@ -1077,6 +1095,7 @@ int BPF_KRETPROBE(call_return, int result)
 		event->device = kind == CP_SYNC_CONTEXT && call.a ?
 				context_device(c.pid_tgid >> 32, call.a) : cuprobe_current_device();
 		event->pad = 0;
+		event->py_stack = py_stack;
 		submit(event, c.now, false);
 	} else if (family == CP_FAMILY_module) {
 		struct cp_module_event *event;
@@ -1225,6 +1244,13 @@ int BPF_KPROBE(init_entry)
 	__builtin_memset(event, 0, sizeof(*event));
 	fill_header(&event->hdr, CP_EV_PROC, c.api, c.pid_tgid, c.now);
 	event->kind = CP_PROC_CUDA_INIT;
+	/* A process not checked for Python yet waits for the agent to look (this record). */
+	if (hold_for_python) {
+		__u32 tgid = c.pid_tgid >> 32;
+
+		if (!bpf_map_lookup_elem(&py_procs, &tgid))
+			py_hold(tgid);
+	}
 	submit(event, c.now, true);
 	return 0;
 }
@@ -1331,6 +1357,8 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 	__u8 one = 1;
 	__u64 now;
 
+	if (child_pid == child_tgid)
+		python_fork(parent_tgid, child_tgid);
 	if (!filter_by_pid || child_pid != child_tgid)
 		return 0;
 	if (!bpf_map_lookup_elem(&cuprobe_targets, &parent_tgid))
@@ -1368,6 +1396,8 @@ int BPF_PROG(process_exit, struct task_struct *task)
 
 	if (BPF_CORE_READ(task, signal, live.counter) != 0)
 		return 0;
+	if (python_stacks)
+		bpf_map_delete_elem(&py_procs, &tgid); /* forked Python children are not all targets */
 	if (!bpf_map_lookup_elem(&cuprobe_targets, &tgid))
 		return 0;
 	bpf_map_delete_elem(&cuprobe_targets, &tgid);
@@ -1508,10 +1538,14 @@ int BPF_PROG(driver_mmap_raw, struct pt_regs *regs, long id)
 	return 0;
 }
 
-/* exec: an executable may carry static cudart (--runtime). */
+/* exec: an executable may carry static cudart (--runtime); a Python process is one no more. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(process_exec, struct task_struct *task, pid_t old_pid, struct linux_binprm *bprm)
 {
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (python_stacks)
+		bpf_map_delete_elem(&py_procs, &tgid); /* checked again at its cuInit */
 	if (!watch_runtime)
 		return 0;
 	file_mapped(BPF_CORE_READ(bprm, file), -1, CP_ATTACH_RUNTIME | CP_ATTACH_EXEC);

@@ -58,7 +58,9 @@
 	/* an API call returned (return_records: slices for --perfetto) */ \
 	R(RETURN, 15, ret, cp_return_event, "return") \
 	/* the NVIDIA driver reported a GPU error (Xid) */ \
-	R(XID, 16, xid, cp_xid_event, "xid")
+	R(XID, 16, xid, cp_xid_event, "xid") \
+	/* a Python stack seen for the first time, its frames (--python) */ \
+	R(PY_STACK, 17, py_stack, cp_py_stack_event, "py_stack")
 
 #define CP_EV_ENUM(NAME, value, member, type, name) CP_EV_##NAME = value,
 enum cp_event_type {
@@ -148,6 +150,16 @@ enum cp_counter {
 	CP_CNT_VMM_UNKNOWN,         /* releases/unmaps of handles made before tracing began */
 	CP_CNT_DEVICE_STATS_FULL,   /* device memory or copy updates that did not fit their maps */
 	CP_CNT_HOLD_FAILED,         /* new driver mappings whose process could not be held */
+	/* Python stacks (--python): see bpf/cuprobe_python.bpf.h. */
+	CP_CNT_PY_WALKS,            /* calls of Python processes whose stack was walked */
+	CP_CNT_PY_NO_FRAMES,        /* ... from threads with no Python thread state or frame */
+	CP_CNT_PY_TRUNCATED,        /* stacks deeper than CP_PY_STACK_MAX frames, cut */
+	CP_CNT_PY_UNREADABLE,       /* walks stopped by a thread state or frame that could not be read */
+	CP_CNT_PY_NEW_STACKS,       /* stacks seen for the first time (a CP_EV_PY_STACK each) */
+	CP_CNT_PY_STACKS_LOST,      /* new stacks whose record did not fit in the ring */
+	CP_CNT_PY_SEEN_FULL,        /* new stacks the dedup map could not keep (seen again: sent again) */
+	CP_CNT_PY_COLLISIONS,       /* two stacks with one id: the later call carries no stack */
+	CP_CNT_PY_BUSY,             /* calls without a stack: a walk preempted on their CPU had the scratch */
 	CP_CNT_MAX,
 };
 
@@ -310,6 +322,7 @@ struct cp_launch_event {
 	__u32 flags;    /* CP_LAUNCH_* */
 	__s32 device;   /* of the calling thread's current context; -1 when not known */
 	__u32 pad;
+	__u64 py_stack; /* the calling Python stack (CP_EV_PY_STACK); 0: none */
 };
 
 struct cp_alloc_event {
@@ -319,6 +332,7 @@ struct cp_alloc_event {
 	__u64 stream;  /* async allocations */
 	__u32 kind;    /* enum cp_mem_kind */
 	__s32 result;  /* CUresult the call returned */
+	__u64 py_stack; /* the calling Python stack (CP_EV_PY_STACK); 0: none */
 };
 
 struct cp_free_event {
@@ -339,6 +353,7 @@ struct cp_copy_event {
 	__u32 async;     /* 1 for the forms that take a stream */
 	__u32 count;     /* copies described: 1, or a batch's length */
 	__u32 flags;     /* CP_COPY_* flags */
+	__u64 py_stack;  /* the calling Python stack (CP_EV_PY_STACK); 0: none */
 };
 
 struct cp_memset_event {
@@ -387,6 +402,7 @@ struct cp_sync_event {
 	__s32 result;   /* CUresult (queries: 0 idle/complete, 600 not ready) */
 	__s32 device;   /* of the context synchronized or current; -1 when not known */
 	__u32 pad;
+	__u64 py_stack; /* the calling Python stack (CP_EV_PY_STACK); 0: none */
 };
 
 struct cp_event_event {
@@ -507,6 +523,89 @@ struct cp_rt_launch_event {
 	__u32 shared_mem_bytes;
 	__u32 pad;
 };
+
+/*
+ * Python stacks (--python). The walker (bpf/cuprobe_python.bpf.h) reads
+ * the calling thread's CPython frames at launches, syncs, copies and
+ * allocations, and names the stack by an id: a hash of its frames, salted
+ * per process. The first time an id is seen, a CP_EV_PY_STACK record
+ * carries the frames (code object and instruction of each), which the
+ * agent resolves to file, line and function (userspace/python.c) while the
+ * process lives; later records carry the id only.
+ */
+#define CP_PY_STACK_MAX 64          /* frames kept, innermost first */
+#define CP_PY_VERSION(major, minor) ((major) << 8 | (minor))
+#define CP_PY_NO_OFFSET 0xffffffffu /* a field this version does not have */
+#define CP_PY_INSTR_UNKNOWN 0xffffffffu
+#define CP_PY_FRAME_READ_MAX 128    /* a frame's fields are read at once: this many bytes at most */
+
+/* Flags of CP_EV_PY_STACK. */
+#define CP_PY_STACK_TRUNCATED  (1u << 0) /* deeper than CP_PY_STACK_MAX: the outermost frames cut */
+#define CP_PY_STACK_UNREADABLE (1u << 1) /* the walk stopped at a frame it could not read */
+
+struct cp_py_stack_event {
+	struct cp_event_header hdr;  /* the thread whose call first had this stack */
+	__u64 stack_id;
+	__u32 depth;                 /* frames in code[] and instr[] */
+	__u32 flags;                 /* CP_PY_STACK_* */
+	__u64 code[CP_PY_STACK_MAX]; /* each frame's code object, innermost first */
+	/*
+	 * Where each frame was: the bytes from its code object to the
+	 * instruction (3.11+), or f_lasti (3.10); CP_PY_INSTR_UNKNOWN.
+	 */
+	__u32 instr[CP_PY_STACK_MAX];
+};
+
+/* Layout flags of struct cp_py_proc. */
+#define CP_PY_FRAME_OBJECTS (1u << 0) /* 3.10: a chain of PyFrameObject, f_lasti an index */
+#define CP_PY_CFRAME        (1u << 1) /* 3.11, 3.12: the frame through tstate->cframe */
+#define CP_PY_TAGGED_CODE   (1u << 2) /* 3.14: f_executable is a tagged stack reference */
+
+/*
+ * One process's CPython, as the agent found it (userspace/python.c): where
+ * _PyRuntime is and where the walker's fields lie, from the interpreter's
+ * _Py_DebugOffsets (3.13+) or cuprobe's per-version tables (3.10-3.12).
+ * version 0 marks a process checked and found not to be Python.
+ */
+struct cp_py_proc {
+	__u64 runtime;              /* address of _PyRuntime */
+	__u64 seed;                 /* new at each detection: salts the stack ids */
+	__u32 version;              /* CP_PY_VERSION; 0: not Python */
+	__u32 flags;                /* CP_PY_* */
+	__u32 runtime_interpreters_head; /* _PyRuntimeState */
+	__u32 interp_next;          /* PyInterpreterState */
+	__u32 interp_threads_head;
+	__u32 tstate_next;          /* PyThreadState */
+	__u32 tstate_interp;
+	__u32 tstate_thread_id;     /* pthread_self() of its thread: the thread's fs base */
+	__u32 tstate_frame;         /* frame (3.10), cframe (3.11, 3.12), current_frame (3.13+) */
+	__u32 cframe_current_frame; /* with CP_PY_CFRAME, in the _PyCFrame */
+	__u32 frame_code;           /* _PyInterpreterFrame (3.11+), PyFrameObject (3.10) */
+	__u32 frame_previous;
+	__u32 frame_instr;          /* prev_instr (3.11, 3.12), instr_ptr (3.13+), f_lasti (3.10) */
+	__u32 frame_owner;          /* 3.11+; CP_PY_NO_OFFSET before */
+	__u32 frame_read_start;     /* the frame fields lie in [start, start + size): one read */
+	__u32 frame_read_size;
+	__u32 tstate_datastack;     /* 3.11+: datastack_chunk, where frames lie one after another */
+	__u32 pad;
+	/* The rest is read by userspace only, to resolve frames. */
+	__u32 code_filename;        /* PyCodeObject */
+	__u32 code_name;
+	__u32 code_qualname;        /* 3.11+; CP_PY_NO_OFFSET before */
+	__u32 code_linetable;
+	__u32 code_firstlineno;
+	__u32 code_adaptive;        /* co_code_adaptive (3.11+): the first instruction */
+	__u32 unicode_length;       /* PyASCIIObject */
+	__u32 unicode_state;
+	__u32 unicode_ascii_data;   /* sizeof(PyASCIIObject) */
+	__u32 unicode_compact_data; /* sizeof(PyCompactUnicodeObject) */
+	__u32 bytes_size;           /* PyBytesObject */
+	__u32 bytes_data;
+	__u64 code_type;            /* &PyCode_Type, every code object's ob_type */
+};
+
+/* A held_pids value with this inode: held by the Python walker (cuInit, a new stack). */
+#define CP_PY_HOLD_INODE (~0ull)
 
 #define CP_RT_STACK_FAULT (1u << 0) /* sharedMem/stream could not be read */
 #define CP_RT_NO_VMA      (1u << 1) /* the stub address is in no file mapping */

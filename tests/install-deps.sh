@@ -25,13 +25,14 @@ esac
 
 apt-get update -q
 # Building: the compilers, libbpf and bpftool, the libraries cuprobe links,
-# and Criterion and jansson, which the tests the build compiles link.
+# Criterion and jansson, which the tests the build compiles link, and
+# python3.11, which makes the Python line tables the tests read at build time.
 apt-get install -y -q --no-install-recommends \
 	build-essential cmake pkg-config clang llvm \
 	libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev libiberty-dev libncurses-dev \
 	libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libprotobuf-dev \
 	golang-github-prometheus-client-model-dev \
-	libcriterion-dev libjansson-dev
+	libcriterion-dev libjansson-dev python3.11
 if ! $tests; then
 	exit 0
 fi
@@ -39,9 +40,12 @@ fi
 # tmux: top in a real terminal; systemd (systemd-analyze) and python3-yaml:
 # tools/deploy/ checked by unit_deploy; dpkg-dev (dpkg-shlibdeps: the
 # packages' dependencies) and lintian: the Debian packages, built and checked
-# by root_package.
+# by root_package; bash-completion and shellcheck: the bash completion, called
+# with and without bash-completion's functions (unit_completion) and checked
+# by completion_shellcheck; python3.11 also runs the Python stacks' workloads
+# (root_python).
 apt-get install -y -q --no-install-recommends \
-	tmux prometheus systemd python3-yaml dpkg-dev lintian
+	tmux prometheus systemd python3-yaml dpkg-dev lintian bash-completion shellcheck
 # Node.js and npm from Debian, unless a Node.js with its own npm is installed
 # (Debian's npm package conflicts with NodeSource's nodejs).
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then

@@ -3,8 +3,9 @@
  * `cmake --install` into a temporary prefix, then what a user of the
  * installed tree meets: the files, libcuprobe.so exporting the public API
  * and nothing else under its SONAME, a program built out of tree with
- * `pkg-config cuprobe`, a BPF program built against the installed SDK, and
- * the installed man pages naming the options the installed cuprobe takes.
+ * `pkg-config cuprobe`, a BPF program built against the installed SDK, the
+ * installed man pages naming the options the installed cuprobe takes, and
+ * the installed bash completion, found by bash-completion's loader.
  *
  * Each test installs afresh (Criterion runs each in its own process).
  */
@@ -151,6 +152,7 @@ Test(install, the_listed_files)
 	assert_regular(INSTALL_INCLUDEDIR "/cuprobe", "vmlinux.h", false);
 	assert_regular(INSTALL_MANDIR "/man8", "cuprobe.8", false);
 	assert_regular(INSTALL_MANDIR "/man8", "cuprobe-trace.8", false);
+	assert_regular(INSTALL_DATADIR "/bash-completion/completions", "cuprobe", false);
 	/* The reference the man pages point to: every page of docs/. */
 	cr_assert_geq(asprintf(&pattern, "%s/docs/*.md", SOURCE_DIR), 0);
 	cr_assert_eq(glob(pattern, 0, NULL, &sources), 0, "no docs in the tree: %s", pattern);
@@ -440,6 +442,58 @@ Test(install, the_man_pages_and_help_name_the_same_options)
 	}
 	free(index);
 	free(index_path);
+	free(bin);
+}
+
+/*
+ * In bash: bash-completion's script ($1) loaded, then the completion of cuprobe
+ * found by its loader, as on a first <TAB> after cuprobe; `complete -p cuprobe`,
+ * then what `cuprobe help <TAB>` offers, one a line.
+ */
+static const char load_completion[] =
+	"source \"$1\" || exit 3\n"
+	"__load_completion cuprobe || exit 4\n"
+	"complete -p cuprobe || exit 5\n"
+	"COMP_LINE='cuprobe help ' COMP_POINT=13 COMP_WORDS=(cuprobe help '') COMP_CWORD=2\n"
+	"_cuprobe cuprobe '' help\n"
+	"printf '%s\\n' \"${COMPREPLY[@]}\"\n";
+
+Test(install, bash_completion_loads_the_completion_of_the_installed_commands)
+{
+	char *bin = installed(INSTALL_BINDIR, "cuprobe"), *out_path = path_join(work, "completion");
+	char *none = path_join(work, "no-user-completions"), *user_dir = NULL, *data_dirs = NULL;
+	char *text, commands[16][32], want[64];
+	size_t count = installed_commands(bin, commands, 16), c;
+	int status;
+
+	/* Found under PREFIX/share (a prefix in XDG_DATA_DIRS), none of the user's own first. */
+	cr_assert_geq(asprintf(&user_dir, "BASH_COMPLETION_USER_DIR=%s", none), 0);
+	cr_assert_geq(asprintf(&data_dirs, "XDG_DATA_DIRS=%s/%s", prefix, INSTALL_DATADIR), 0);
+	{
+		char *argv[] = { "/bin/bash", "--norc", "--noprofile", "-c", (char *)load_completion,
+				 "bash", BASH_COMPLETION, NULL };
+		char *env[] = { user_dir, data_dirs, NULL };
+		struct run_opts opts = { .stdout_path = out_path, .stderr_path = out_path, .extra_env = env };
+
+		status = run_program(argv, &opts, NULL);
+	}
+	text = read_text(out_path);
+	cr_assert_eq(status, 0, "bash-completion did not load the installed completion (%d): %s", status,
+		     text ? text : "");
+	cr_assert_eq(strncmp(text, "complete -F _cuprobe cuprobe\n", 29), 0, "%s", text);
+	/* Every command the installed cuprobe has, and help, once each. */
+	cr_assert_geq(count, 4, "cuprobe --help names %zu commands", count);
+	cr_assert_eq(count_lines(text), 1 + count, "cuprobe help <TAB> offers:\n%s", text);
+	for (c = 0; c < count; c++) {
+		snprintf(want, sizeof(want), "\n%s\n", commands[c]);
+		cr_assert_not_null(strstr(text, want), "cuprobe help <TAB> does not offer %s:\n%s",
+				   commands[c], text);
+	}
+	free(text);
+	free(out_path);
+	free(none);
+	free(user_dir);
+	free(data_dirs);
 	free(bin);
 }
 

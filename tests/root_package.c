@@ -142,6 +142,8 @@ Test(package, builds_lints_installs_traces_and_purges_leaving_nothing, .timeout 
 	free(out);
 
 	paths = package_paths();
+	cr_assert_not_null(strstr(paths, "\n/usr/share/bash-completion/completions/cuprobe\n"),
+			   "the packages hold no bash completion:\n%s", paths);
 	before = existing(paths);
 	cuprobe_before = cuprobe_paths();
 
@@ -178,6 +180,14 @@ Test(package, builds_lints_installs_traces_and_purges_leaving_nothing, .timeout 
 	cr_assert_eq(out ? strlen(out) : 0, 0, "systemd-analyze verify has something to say: %s", out);
 	free(out);
 
+	/* bash-completion's loader finds the installed completion, which completes cuprobe. */
+	status = sh(&out, "BASH_COMPLETION_USER_DIR='%s/none' XDG_DATA_DIRS=/usr/share bash --norc -c '"
+			  "source %s && __load_completion cuprobe && complete -p cuprobe && "
+			  "COMP_LINE=\"cuprobe trace --j\" COMP_POINT=17 COMP_WORDS=(cuprobe trace --j) COMP_CWORD=2 && "
+			  "_cuprobe cuprobe --j trace; echo \"${COMPREPLY[*]}\"'", work, BASH_COMPLETION);
+	cr_assert_eq(status, 0, "the installed bash completion: %s", out);
+	cr_assert_str_eq(out, "complete -F _cuprobe cuprobe\n--json\n", "the installed bash completion: %s", out);
+	free(out);
 	status = sh(&out, "dpkg --purge cuprobe libcuprobe-dev libcuprobe0");
 	cr_assert_eq(status, 0, "dpkg --purge: %s", out);
 	free(out);

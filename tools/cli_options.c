@@ -9,9 +9,9 @@
 #include "cli_options.h"
 
 /*
- * Every option, once: the parser's getopt table, each command's --help and
- * the man pages (usage.c; cuprobe-man, built beside cuprobe) are all made
- * from it. An option's help is shared by the commands that take it;
+ * Every option, once: the parser's getopt table, each command's --help, the
+ * man pages (usage.c; cuprobe-man, built beside cuprobe) and the bash
+ * completion (completion.c; cuprobe-completion) are all made from it. An option's help is shared by the commands that take it;
  * help_for[command] words it for one command where the shared text would not
  * be true of it. A common value goes to opts->common; in[command] says where
  * a command keeps a value of its own.
@@ -19,7 +19,7 @@
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
        OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
        OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED, OPT_WAKEUP_LATENCY,
-       OPT_PTX, OPT_MAX_ENTRIES };
+       OPT_PTX, OPT_PYTHON, OPT_MAX_ENTRIES };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
@@ -35,22 +35,26 @@ enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN
 static const struct cp_option_doc option_docs[] = {
 	{ 'p', "pid", 'p', "PID", TRACE | STATS | RUN,
 	  "trace this running process and the processes it forks (repeatable, up to\n"
-	  "64); it must have libcuda.so.1 mapped unless --lib is given" },
+	  "64); it must have libcuda.so.1 mapped unless --lib is given",
+	  .complete = CP_COMPLETE_CUDA_PID },
 	{ OPT_JSON, "json", 0, NULL, TRACE | STATS | RUN,
 	  "one JSON object per line (schema in README.md); with a COMMAND and no -o,\n"
 	  "COMMAND's own standard output goes to standard error" },
 	{ 'o', "output", 'o', "FILE", TRACE | STATS | RUN,
 	  "write to FILE (created as the invoking user, never through a symlink;\n"
-	  "an existing FILE is replaced only once tracing has started)" },
+	  "an existing FILE is replaced only once tracing has started)",
+	  .complete = CP_COMPLETE_FILE },
 	{ OPT_LIB, "lib", 0, "PATH", ALL,
 	  "also attach to this libcuda.so.1 (repeatable)",
 	  .help_for = { [CP_CMD_PROBES] =
-	  "check this libcuda.so.1's exports against the catalogue (repeatable)" } },
+	  "check this libcuda.so.1's exports against the catalogue (repeatable)" },
+	  .complete = CP_COMPLETE_LIBCUDA },
 	{ OPT_RUNTIME, "runtime", 0, NULL, TRACE,
 	  "also probe cudaLaunchKernel (libcudart, or static cudart in COMMAND) to\n"
 	  "name kernels through their host stubs" },
 	{ OPT_CUDART, "cudart", 0, "PATH", TRACE,
-	  "probe cudaLaunchKernel in this file (repeatable; implies --runtime)" },
+	  "probe cudaLaunchKernel in this file (repeatable; implies --runtime)",
+	  .complete = CP_COMPLETE_LIBCUDART },
 	{ 'i', "interval", 'i', "SECS", STATS | TOP | RUN | EXPORTER, NULL,
 	  .in = { IN(STATS, stats.interval_ms), IN(TOP, top.interval_ms), IN(RUN, run.interval_ms),
 		  IN(EXPORTER, exporter.interval_ms) },
@@ -111,11 +115,22 @@ static const struct cp_option_doc option_docs[] = {
 		"verdict (gpu-bound or launch-bound) per process (every call is then\n"
 		"streamed to userspace)",
 	  } },
+	{ OPT_PYTHON, "python", 0, NULL, TRACE | STATS,
+	  "walk the calling thread's Python stack (CPython 3.10 to 3.14) at every\n"
+	  "launch, sync, copy and allocation; a process COMMAND starts is held at\n"
+	  "cuInit and at each new stack until cuprobe has read it",
+	  .help_for = { [CP_CMD_TRACE] =
+	  "walk the calling thread's Python stack (CPython 3.10 to 3.14) at every\n"
+	  "launch, sync, copy and allocation: with --json, such records carry a\n"
+	  "py_stack id and each new stack is written once, with its frames, as a\n"
+	  "py_stack record; a process COMMAND starts is held at cuInit and at each\n"
+	  "new stack until cuprobe has read it" } },
 	{ OPT_PERFETTO, "perfetto", 0, "FILE", TRACE,
 	  "also write a trace the Perfetto UI opens (Chrome trace-event JSON): API\n"
 	  "calls per thread, kernel bounds per stream with flows from their\n"
 	  "launches, memory and queue counters, Xid errors (implies --timeline's\n"
-	  "evidence, and return probes on every API)" },
+	  "evidence, and return probes on every API)",
+	  .complete = CP_COMPLETE_FILE },
 	{ 'd', "duration", 'd', "SECS", TRACING,
 	  "stop after SECS seconds (COMMAND, if still running, is left running)",
 	  .help_for = { [CP_CMD_TOP] = "stop after SECS seconds",
@@ -497,6 +512,9 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 			break;
 		case OPT_STACKS:
 			opts->stats.stacks = true;
+			break;
+		case OPT_PYTHON:
+			common->python = true;
 			break;
 		case OPT_LISTEN:
 			if (!*optarg || !strrchr(optarg, ':')) {

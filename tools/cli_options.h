@@ -35,6 +35,7 @@ struct cp_common_options {
 	uint64_t wakeup_latency_ns; /* --wakeup-latency US; 0 = the library's default */
 	bool run_as_root;    /* --run-as-root: do not drop to SUDO_UID/SUDO_GID */
 	bool exit_with_command; /* stop when COMMAND exits, not when its whole tree has */
+	bool python;         /* --python (trace, stats): the Python stack of each call */
 	char **command;      /* after "--"; NULL when none */
 	int command_argc;
 };
@@ -98,7 +99,7 @@ union cp_options {
 	struct cp_probes_options probes;
 };
 
-/* One option, as the parser, --help and the man page know it. */
+/* One option, as the parser, --help, the man page and the bash completion know it. */
 struct cp_option_doc {
 	int value;              /* getopt's value: the short option's letter, or an OPT_ code */
 	const char *name;       /* long name */
@@ -113,6 +114,7 @@ struct cp_option_doc {
 	 * value is not a common one: offsetof(union cp_options, ...) + 1 (0: none).
 	 */
 	size_t in[CP_CMD_COUNT];
+	enum cp_completion complete; /* what the bash completion offers for its value */
 };
 
 const struct cp_option_doc *cp_option_docs(size_t *count);

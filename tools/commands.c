@@ -4,7 +4,8 @@
  * description, what it says at the end, its operands. cuprobe.c dispatches
  * through it; usage.c makes `cuprobe --help`, each command's --help and
  * the man pages from it and the option table (cli_options.c), which says
- * which options each command takes.
+ * which options each command takes; completion.c makes the bash completion
+ * from the same two.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -156,7 +157,8 @@ const struct cp_command cp_commands[CP_CMD_COUNT] = {
 	    "Where COMMAND, and clang for a PROG in C, are looked up, as the invoking\n"
 	    "user would look them up.",
 	    COMMAND_LIBRARY_PATH },
-	  .operand = { "PROG", "a .bpf.c or .bpf.o file", offsetof(union cp_options, run.program) },
+	  .operand = { "PROG", "a .bpf.c or .bpf.o file", offsetof(union cp_options, run.program),
+		      CP_COMPLETE_BPF_PROGRAM },
 	},
 	[CP_CMD_EXPORTER] = { CP_CMD_EXPORTER, "exporter", cp_cmd_exporter,
 	  "serve per-process, per-GPU metrics to Prometheus (a node agent)",

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * cuprobe's commands, one row each (tools/commands.c): the row makes the
- * dispatch of `cuprobe NAME`, `cuprobe --help`, `cuprobe NAME --help` and
- * the man pages (with the option table of cli_options.c). A new command is
- * a row, an options struct in cli_options.h and its function.
+ * dispatch of `cuprobe NAME`, `cuprobe --help`, `cuprobe NAME --help`, the
+ * man pages and the bash completion (with the option table of
+ * cli_options.c). A new command is a row, an options struct in
+ * cli_options.h and its function.
  */
 #ifndef CUPROBE_COMMANDS_H
 #define CUPROBE_COMMANDS_H
@@ -14,6 +15,16 @@ enum cp_command_id { CP_CMD_TRACE, CP_CMD_STATS, CP_CMD_TOP, CP_CMD_RUN, CP_CMD_
 		     CP_CMD_PROBES, CP_CMD_COUNT };
 
 union cp_options;
+
+/* What the bash completion offers for an option's value or an operand (tools/completion.c). */
+enum cp_completion {
+	CP_COMPLETE_NOTHING,     /* a number, an address: nothing to offer */
+	CP_COMPLETE_CUDA_PID,    /* the pids of the processes that map a libcuda */
+	CP_COMPLETE_FILE,        /* any file */
+	CP_COMPLETE_LIBCUDA,     /* files, those named libcuda.so* when there are */
+	CP_COMPLETE_LIBCUDART,   /* files, those named libcudart.so* when there are */
+	CP_COMPLETE_BPF_PROGRAM, /* files, those named *.bpf.c or *.bpf.o when there are */
+};
 
 struct cp_command {
 	enum cp_command_id id;  /* its place in cp_commands, its bit in an option's commands */
@@ -38,6 +49,7 @@ struct cp_command {
 		const char *name;   /* "PROG"; NULL: none */
 		const char *what;   /* said when it is missing: "a .bpf.c or .bpf.o file" */
 		size_t at;          /* where it goes: offsetof(union cp_options, ...) */
+		enum cp_completion complete;
 	} operand;
 	/* Why it takes no COMMAND after "--" ("watches the whole host"); NULL: it takes one. */
 	const char *no_command;

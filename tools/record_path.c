@@ -58,6 +58,7 @@ int cp_record_path__start(struct cp_record_path *path, struct cp_session *sessio
 static void forget_here(struct cp_record_path *path, uint32_t pid)
 {
 	cp_names__forget_pid(path->session->names, pid);
+	cp_python__forget_pid(path->session->python, pid);
 	cp_symbolizer__forget(path->session->symbolizer, (pid_t)pid);
 	cp_timeline__forget_pid(path->timeline, pid);
 }

@@ -283,7 +283,7 @@ static int attach_all(const struct cp_session *s, struct cp_tracer *tracer,
 	return 0;
 }
 
-static int seed_known_processes(struct cp_tracer *tracer)
+static int seed_known_processes(struct cp_tracer *tracer, struct cp_python *python)
 {
 	pid_t *pids = calloc(MAX_SEEDED_PIDS, sizeof(*pids));
 	int n, i;
@@ -291,8 +291,11 @@ static int seed_known_processes(struct cp_tracer *tracer)
 	if (!pids)
 		return -ENOMEM;
 	n = cp_discover__processes_using(LIBCUDA, pids, MAX_SEEDED_PIDS);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		cp_tracer__add_pid(tracer, pids[i]);
+		if (python)
+			cp_python__add_pid(python, pids[i]);
+	}
 	free(pids);
 	return n < 0 ? n : 0;
 }
@@ -446,11 +449,24 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	tracer_opts->attach_events = !s->program_load_only; /* run --ptx: PROG loaded, nothing else */
 	tracer_opts->hold_new_mappers = !tracer_opts->system_wide && !s->program_load_only;
 	tracer_opts->runtime_attach = s->runtime;
+	/* --python: COMMAND's processes are held until their interpreter and each new stack are read. */
+	tracer_opts->python_stacks = opts->python;
+	if (opts->python && opts->command)
+		tracer_opts->hold_for_stacks = true;
 	s->system_wide = tracer_opts->system_wide;
 	s->tracer = cp_tracer__open(tracer_opts);
 	if (!s->tracer) {
 		cp_say("cannot load the BPF programs: %s", strerror(errno));
 		return CP_EXIT_SETUP;
+	}
+	if (opts->python) {
+		CP_OPTS(cp_python_opts, python_opts, .log = cp_log_to_stderr);
+
+		s->python = cp_python__new(s->tracer, &python_opts);
+		if (!s->python) {
+			cp_say("out of memory");
+			return CP_EXIT_SETUP;
+		}
 	}
 	if (s->program_elf) {
 		code = load_program(s);
@@ -473,8 +489,10 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 			return CP_EXIT_SETUP;
 		}
 		s->pid_fd_count = i + 1;
+		if (s->python && cp_python__add_pid(s->python, opts->pids[i]) < 0)
+			cp_say("warning: PID %d: cannot tell whether it runs Python", opts->pids[i]);
 	}
-	if (s->system_wide && seed_known_processes(s->tracer))
+	if (s->system_wide && seed_known_processes(s->tracer, s->python))
 		cp_say("warning: could not list the running CUDA processes; their exits are not reported");
 
 	/* Last, so that no failure above can have touched an existing -o FILE. */
@@ -505,7 +523,8 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 
 int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ctx)
 {
-	CP_OPTS(cp_agent_opts, agent_opts, .on_event = on_event, .ctx = ctx, .tracer = s->tracer);
+	CP_OPTS(cp_agent_opts, agent_opts, .on_event = on_event, .ctx = ctx, .tracer = s->tracer,
+		.python = s->python);
 	size_t i;
 	int err;
 
@@ -757,6 +776,24 @@ void cp_session__wait(struct cp_session *s, const struct cp_wait_hooks *hooks)
 	}
 }
 
+void cp_session__warn_python(const struct cp_session *s)
+{
+	struct cp_python_stats stats;
+
+	if (!s->python)
+		return;
+	cp_python__stats(s->python, &stats);
+	if (cp_verbosity)
+		cp_say("Python: %llu processes walked, %llu stacks", (unsigned long long)stats.processes,
+		       (unsigned long long)stats.stacks);
+	if (stats.processes_unknown)
+		cp_say("warning: %llu Python processes of a version or layout the walker does not know: no stacks",
+		       (unsigned long long)stats.processes_unknown);
+	if (stats.stacks_unresolved || stats.frames_unreadable)
+		cp_say("warning: %llu Python stacks not resolved (their process gone), %llu frames whose code could not be read",
+		       (unsigned long long)stats.stacks_unresolved, (unsigned long long)stats.frames_unreadable);
+}
+
 void cp_session__stop_agent(struct cp_session *s)
 {
 	cp_stall_watch__stop_wanted(s->stall_watch);
@@ -926,6 +963,7 @@ void cp_session__close(struct cp_session *s)
 		close(s->stop_fd);
 	if (s->mask_changed)
 		pthread_sigmask(SIG_SETMASK, &s->original_mask, NULL);
+	cp_python__free(s->python); /* the agent that used it is gone */
 	cp_names__free(s->names);
 	cp_symbolizer__free(s->symbolizer);
 	cp_lib_set__free(s->cudarts);

@@ -63,6 +63,7 @@ struct cp_session {
 	/* What the agent feeds and the commands read. */
 	struct cp_symbolizer *symbolizer;
 	struct cp_names *names;
+	struct cp_python *python;   /* --python; NULL when not asked */
 	struct cp_agent *agent;
 	struct cp_output output;
 	struct cp_output perfetto;  /* --perfetto FILE; its stream NULL when not asked */
@@ -162,6 +163,11 @@ void cp_session__output_failed(struct cp_session *s, int err);
 bool cp_session__write_text(struct cp_session *s, struct cp_output *out, const struct cp_text *text,
 			    bool flush);
 
+/*
+ * --python: what the resolver could not do, a line each on stderr (the
+ * walker's own losses are counters: cp_warnings__print says them).
+ */
+void cp_session__warn_python(const struct cp_session *s);
 /* Stops the agent: every record committed so far is delivered. */
 void cp_session__stop_agent(struct cp_session *s);
 /*

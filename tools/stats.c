@@ -419,6 +419,7 @@ int cp_cmd_stats(const union cp_options *options)
 	cp_session__stop_agent(&session);
 	report_all(&ctx, true);
 	cp_session__warn_losses(&session);
+	cp_session__warn_python(&session);
 	cp_session__report_files(&session, ctx.format);
 	fprintf(stderr, "cuprobe: %llu reports, %llu leak reports\n",
 		(unsigned long long)ctx.reports, (unsigned long long)ctx.leak_reports);

@@ -112,6 +112,14 @@ static int on_record(void *ctx, const union cp_event *event)
 
 	if (output->failed)
 		return 0; /* the output is gone: records are counted, tracing is stopping */
+	/* --python: a new stack, resolved by the agent: its frames once (JSON; text: phase B). */
+	if (event->hdr.type == CP_EV_PY_STACK) {
+		cp_text__clear(&output->text);
+		cp_format__py_stack(&output->text, output->format, &event->py_stack,
+				    output->session->python);
+		write_text(output, &output->text);
+		return 0;
+	}
 	/* Returns are recorded for --perfetto's slices only: the output stays as without it. */
 	n = event->hdr.type == CP_EV_RETURN ? -1 :
 	    cp_format__record(output->format, event, names, output->start_ns, line, sizeof(line));
@@ -181,6 +189,7 @@ static void print_summary(const struct cp_session *s)
 		       name_stats.driver_mismatches ? ": records no longer read" : "");
 	if (name_stats.stubs_unresolved)
 		cp_say("warning: %llu host stubs could not be named", (unsigned long long)name_stats.stubs_unresolved);
+	cp_session__warn_python(s);
 }
 
 /* Tracing ended (the agent is joined): the Perfetto trace's last slices and its end. */

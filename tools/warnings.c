@@ -41,6 +41,17 @@ static const struct counter_line {
 	  "%llu VMM releases/unmaps of handles made before tracing began (not counted)" },
 	{ COUNTER(stacks_lost), NO_COUNTER, true, "%llu allocation stacks not captured" },
 	{ COUNTER(call_start_full), NO_COUNTER, true, "%llu calls not timed (start map full)" },
+	/* --python */
+	{ COUNTER(py_truncated), NO_COUNTER, false,
+	  "%llu Python stacks deeper than 64 frames: the innermost 64 kept" },
+	{ COUNTER(py_unreadable), NO_COUNTER, true,
+	  "%llu Python stacks stopped at memory that could not be read" },
+	{ COUNTER(py_stacks_lost), NO_COUNTER, true,
+	  "%llu calls without their Python stack: its frames did not fit in the ring buffer" },
+	{ COUNTER(py_collisions), NO_COUNTER, true,
+	  "%llu calls without their Python stack: another stack had its id" },
+	{ COUNTER(py_busy), NO_COUNTER, true,
+	  "%llu calls without their Python stack: a walk preempted on their CPU held the scratch" },
 };
 
 static unsigned long long counter_at(const struct cp_counters *counters, size_t offset)

@@ -37,6 +37,7 @@ struct cp_agent {
 	cp_event_fn on_event;
 	void *ctx;
 	struct cp_tracer *tracer; /* handles attach events before on_event, when set */
+	struct cp_python *python; /* looks at processes and resolves Python stacks, when set */
 	int busy_timeout_ms;
 	int idle_timeout_ms;
 
@@ -86,6 +87,9 @@ static int handle_record(void *ctx, void *data, size_t size)
 	/* A GPU error: the process it hit, from the driver's log line. */
 	if (event.hdr.type == CP_EV_XID && agent->tracer)
 		cp_tracer__handle_xid(agent->tracer, &event.xid);
+	/* Python: a process to look at, a stack to resolve while its process lives (or is held). */
+	if (agent->python)
+		cp_python__observe(agent->python, &event);
 	err = agent->on_event ? agent->on_event(agent->ctx, &event) : 0;
 	return callback_result(agent, err);
 }
@@ -186,6 +190,7 @@ struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *caller_o
 	agent->on_event = opts->on_event;
 	agent->ctx = opts->ctx;
 	agent->tracer = opts->tracer;
+	agent->python = opts->python;
 	agent->busy_timeout_ms = opts->busy_timeout_ms ? opts->busy_timeout_ms : DEFAULT_BUSY_TIMEOUT_MS;
 	agent->idle_timeout_ms = opts->idle_timeout_ms ? opts->idle_timeout_ms : DEFAULT_IDLE_TIMEOUT_MS;
 	agent->epoll_fd = -1;

@@ -258,6 +258,19 @@ int cp_tracer__maps_read(struct cp_tracer *tracer, uint32_t pid)
 	return 0;
 }
 
+int cp_tracer__release_python_hold(struct cp_tracer *tracer, uint32_t pid)
+{
+	struct cp_file_key held;
+
+	if (!tracer || !tracer->skel)
+		return -EINVAL;
+	if (bpf_map__lookup_elem(tracer->skel->maps.held_pids, &pid, sizeof(pid), &held,
+				 sizeof(held), 0) || held.inode != CP_PY_HOLD_INODE)
+		return 0;
+	release(tracer, (pid_t)pid);
+	return 1;
+}
+
 int cp_tracer__release_held(struct cp_tracer *tracer)
 {
 	uint32_t key, next, *cursor = NULL;

@@ -60,7 +60,7 @@ extern "C" {
  * Every record the agent hands out, decoded and checked: a member per
  * record type (CP_RECORD_TYPES of cuprobe_events.h: launch, alloc, free,
  * copy, sync, name, proc, rt_launch, memset, event, module, vmm, attach,
- * context, ret, xid).
+ * context, ret, xid, py_stack).
  */
 #define CP_EVENT_MEMBER(NAME, value, member, type, name) struct type member;
 union cp_event {
@@ -72,11 +72,14 @@ union cp_event {
 /*
  * Check one raw ring-buffer record and copy it into *out. The kernel's bytes
  * are not trusted: an unknown type or a record shorter than its type needs
- * gives -EPROTO; names are NUL-terminated and name_len clamped.
+ * gives -EPROTO; names are NUL-terminated, name_len and a Python stack's
+ * depth clamped.
  */
 CUPROBE_API int cp_event__decode(const void *data, size_t size, union cp_event *out);
 
 CUPROBE_API const char *cp_event_type__name(enum cp_event_type type);
+/* The Python stack id a record carries (launch, sync, copy, allocation), or 0. */
+CUPROBE_API uint64_t cp_event__py_stack(const union cp_event *event);
 CUPROBE_API const char *cp_api__name(enum cp_api api);
 CUPROBE_API const char *cp_mem_kind__name(enum cp_mem_kind kind);
 CUPROBE_API const char *cp_copy_dir__name(enum cp_copy_dir dir);
@@ -215,6 +218,15 @@ struct cp_tracer_opts {
 	 * cuInit probes its users' programs rely on.
 	 */
 	uint64_t families;
+	/*
+	 * Python stacks at launches, syncs, copies and allocations of the
+	 * processes a cp_python (below) found to be CPython: records carry a
+	 * stack id, and CP_EV_PY_STACK records the frames of each new one.
+	 * With hold_for_stacks (and not system_wide), a process is also held
+	 * at cuInit until it is checked, and at each new stack until it is
+	 * resolved: the agent given the cp_python does both.
+	 */
+	bool python_stacks;
 };
 
 /* opts may be NULL: every option zero. */
@@ -262,6 +274,16 @@ struct cp_counters {
 	uint64_t device_stats_full;  /* per-device memory or copy updates that did not fit */
 	uint64_t hold_failed;
 	uint64_t driver_mappings;   /* attach events the BPF side emitted */
+	/* --python (enum cp_counter's CP_CNT_PY_* say what each counts). */
+	uint64_t py_walks;
+	uint64_t py_no_frames;
+	uint64_t py_truncated;
+	uint64_t py_unreadable;
+	uint64_t py_new_stacks;
+	uint64_t py_stacks_lost;
+	uint64_t py_seen_full;
+	uint64_t py_collisions;
+	uint64_t py_busy;
 };
 CUPROBE_API int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters *out);
 
@@ -570,6 +592,12 @@ struct cp_agent_opts {
 	 * agent thread before on_event sees them with their outcome filled in.
 	 */
 	struct cp_tracer *tracer;
+	/*
+	 * When set, every record goes through cp_python__observe before
+	 * on_event: processes are checked for Python and new Python stacks
+	 * resolved (and the processes held for them continued) at once.
+	 */
+	struct cp_python *python;
 };
 
 CUPROBE_API struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *opts);
@@ -720,6 +748,78 @@ CUPROBE_API int cp_tracer__handle_xid(struct cp_tracer *tracer, struct cp_xid_ev
 /* The process an Xid hit: the kernel log's, else "pid=" in its message, else the task current then. */
 CUPROBE_API uint32_t cp_xid__process(const struct cp_xid_event *xid);
 CUPROBE_API const char *cp_gpu_verdict__name(enum cp_gpu_verdict verdict);
+
+/* ---- Python stacks (cp_tracer_opts.python_stacks) ------------------------ */
+
+/*
+ * The userspace half of the Python frame walker: finds which traced
+ * processes run CPython 3.10 to 3.14 (x86-64, GIL builds) and how the
+ * walker reads each, and resolves the stacks it sends (CP_EV_PY_STACK)
+ * into frames while the process lives. Given to the agent
+ * (cp_agent_opts.python) it sees every record: cuInit and attach records
+ * make it look at a process, a fork gives the child its parent's layout, a
+ * new stack is resolved at once. A process's stacks are kept after its
+ * exit until cp_python__forget_pid. Thread-safe; the strings it hands out
+ * live until cp_python__free.
+ */
+struct cp_python;
+
+struct cp_python_opts {
+	size_t sz;          /* sizeof(struct cp_python_opts): see CP_OPTS */
+	cp_log_fn log;      /* a line per process found (INFO), or not walked (WARN) */
+	void *log_ctx;
+};
+
+/* tracer may be NULL: processes are looked at and stacks resolved, nothing told to the walker. */
+CUPROBE_API struct cp_python *cp_python__new(struct cp_tracer *tracer,
+					     const struct cp_python_opts *opts);
+/* After the agent that uses it is stopped. */
+CUPROBE_API void cp_python__free(struct cp_python *python);
+/*
+ * Looks at pid now (-p targets, the processes already running at a
+ * system-wide start) and tells the walker: 1 Python, 0 not (or a version
+ * or layout the walker does not know), -ESRCH gone, another -errno.
+ */
+CUPROBE_API int cp_python__add_pid(struct cp_python *python, pid_t pid);
+/* One record, in ring order (the agent calls it when given this object). */
+CUPROBE_API void cp_python__observe(struct cp_python *python, const union cp_event *event);
+
+#define CP_PY_FRAME_UNREADABLE (1u << 0) /* its code object could not be read: no file, no line */
+
+struct cp_py_frame {
+	const char *file;     /* co_filename, UTF-8 ("" when unreadable) */
+	const char *function; /* co_qualname (3.11+), co_name (3.10), UTF-8 */
+	int32_t line;         /* of the instruction running; 0 when it has none */
+	uint32_t flags;       /* CP_PY_FRAME_* */
+};
+
+struct cp_py_stack_info {
+	uint32_t depth;       /* frames (at most CP_PY_STACK_MAX) */
+	bool truncated;       /* deeper: the outermost frames are not there */
+	bool unreadable;      /* the walk stopped at a frame it could not read */
+};
+
+/*
+ * The frames of stack_id (a record's py_stack) of pid, innermost first:
+ * up to max copied into frames, *info (may be NULL) filled. Returns the
+ * stack's depth, or -ENOENT when this id of pid was not resolved.
+ */
+CUPROBE_API int cp_python__frames(struct cp_python *python, uint32_t pid, uint64_t stack_id,
+				  struct cp_py_frame *frames, size_t max,
+				  struct cp_py_stack_info *info);
+/* CP_PY_VERSION of pid's CPython, 0 when it is not known as a Python process. */
+CUPROBE_API uint32_t cp_python__version(struct cp_python *python, uint32_t pid);
+CUPROBE_API void cp_python__forget_pid(struct cp_python *python, uint32_t pid);
+
+struct cp_python_stats {
+	uint64_t processes;         /* found to run a CPython the walker reads */
+	uint64_t processes_unknown; /* running CPython, but a version or layout it does not know */
+	uint64_t stacks;            /* stacks resolved (each id once) */
+	uint64_t stacks_unresolved; /* stacks of processes gone or never known */
+	uint64_t frames_unreadable; /* frames whose code object could not be read */
+	uint64_t code_reused;       /* code objects found replaced at their address (re-read) */
+};
+CUPROBE_API void cp_python__stats(struct cp_python *python, struct cp_python_stats *out);
 
 /* ---- self-tracing: a program watching its own CUDA calls ---------------- */
 

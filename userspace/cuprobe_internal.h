@@ -118,6 +118,31 @@ int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, 
 int cp_elf__exported_functions(const char *path, char ***names, size_t *count);
 void cp_elf__free_names(char **names, size_t count);
 
+/* ---- Python (python_layout.c, python_lines.c) -------------------------------- */
+
+/* The walker's layout of a CPython 3.10-3.12 from cuprobe's tables: 0, -ENOTSUP. */
+int cp_py_layout__table(uint32_t version, struct cp_py_proc *out);
+/* How many bytes of _Py_DebugOffsets cp_py_layout__from_debug_offsets reads. */
+size_t cp_py_layout__debug_offsets_size(void);
+/*
+ * The walker's layout from an interpreter's _Py_DebugOffsets (3.13, 3.14):
+ * 0; -EPROTO when they are not debug offsets, not of version, or not
+ * self-consistent; -ENOTSUP for other versions and free-threaded builds.
+ */
+int cp_py_layout__from_debug_offsets(const void *data, size_t size, uint32_t version,
+				     struct cp_py_proc *out);
+/* CP_PY_VERSION from a file name (libpython3.10.so.1.0, python3.10): 0 or -ENOENT. */
+int cp_py_layout__version_of_name(const char *name, uint32_t *version);
+/*
+ * The line of the instruction at code unit lasti of a code object whose
+ * co_linetable is table and co_firstlineno firstlineno, as
+ * PyCode_Addr2Line(code, lasti * 2) answers: 3.10's format, or 3.11's
+ * location table for later versions. -1 when the instruction has no line
+ * (or lies beyond the table), firstlineno for lasti < 0.
+ */
+int cp_py_lines__line(uint32_t version, const uint8_t *table, size_t len, int firstlineno,
+		      int32_t lasti);
+
 /* ---- names ------------------------------------------------------------------ */
 
 /*

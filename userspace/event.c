@@ -14,6 +14,7 @@ CP_RECORD_TYPES(ALIGNED)
 #define ONE(NAME, value, member, type, name) + 1
 _Static_assert(0 CP_RECORD_TYPES(ONE) == CP_EV_TYPE_MAX - 1, "record types numbered from 1, in order");
 #undef ONE
+_Static_assert(sizeof(struct cp_py_proc) % 8 == 0, "python process alignment");
 _Static_assert(CP_API_MAX < 0x10000, "API ids fit the cookie's 16 bits");
 _Static_assert(CP_FAMILY_MAX < 0x100, "families fit the cookie's 8 bits");
 
@@ -54,8 +55,23 @@ int cp_event__decode(const void *data, size_t size, union cp_event *out)
 		out->xid.dev[CP_XID_DEV_MAX - 1] = '\0';
 		out->xid.msg[CP_XID_MSG_MAX - 1] = '\0';
 		break;
+	case CP_EV_PY_STACK:
+		if (out->py_stack.depth > CP_PY_STACK_MAX)
+			out->py_stack.depth = CP_PY_STACK_MAX;
+		break;
 	}
 	return 0;
+}
+
+uint64_t cp_event__py_stack(const union cp_event *event)
+{
+	switch (event->hdr.type) {
+	case CP_EV_LAUNCH: return event->launch.py_stack;
+	case CP_EV_SYNC: return event->sync.py_stack;
+	case CP_EV_COPY: return event->copy.py_stack;
+	case CP_EV_ALLOC: return event->alloc.py_stack;
+	default: return 0;
+	}
 }
 
 #define TYPE_NAME(NAME, value, member, type, name) [CP_EV_##NAME] = name,

@@ -206,6 +206,9 @@ static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opt
 					 !opts->system_wide;
 	skel->rodata->hold_for_stacks = opts->hold_for_stacks && opts->record_stacks &&
 					!opts->system_wide;
+	skel->rodata->python_stacks = opts->python_stacks;
+	skel->rodata->hold_for_python = opts->python_stacks && opts->hold_for_stacks &&
+					!opts->system_wide;
 }
 
 static int attach_tracepoint(struct cp_tracer *tracer, struct bpf_program *program)
@@ -258,7 +261,8 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 	tracer->measure_latency = opts->measure_latency;
 	tracer->return_records = opts->return_records;
 	tracer->builtin_families = opts->families ? opts->families : ~0ull;
-	tracer->hold = tracer->skel->rodata->hold_new_mappers || tracer->skel->rodata->hold_for_stacks;
+	tracer->hold = tracer->skel->rodata->hold_new_mappers || tracer->skel->rodata->hold_for_stacks ||
+		       tracer->skel->rodata->hold_for_python;
 	err = bpf_map__set_max_entries(tracer->skel->maps.events, ring_bytes);
 	if (err)
 		goto err_destroy_skel;
@@ -272,7 +276,7 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 	bpf_program__set_autoload(tracer->skel->progs.driver_mmap_raw,
 				  mmap_program == tracer->skel->progs.driver_mmap_raw);
 	bpf_program__set_autoload(tracer->skel->progs.process_exec,
-				  tracer->skel->rodata->watch_runtime);
+				  tracer->skel->rodata->watch_runtime || opts->python_stacks);
 	/* GPU errors, where the NVIDIA driver is loaded (its tracefs format read before load). */
 	tracer->watch_xid = xid_fields((__u32 *)&tracer->skel->rodata->xid_dev_offset,
 				       (__u32 *)&tracer->skel->rodata->xid_code_offset,
@@ -327,6 +331,13 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 	if (tracer->watch_xid)
 		logf_(tracer, CP_LOG_INFO, "recording GPU errors (nvidia:nvidia_dev_xid)%s",
 		      tracer->kmsg_fd < 0 ? "; without /dev/kmsg, processes named only by the tracepoint" : "");
+	if (opts->python_stacks && !tracer->skel->rodata->watch_runtime) {
+		err = attach_tracepoint(tracer, tracer->skel->progs.process_exec);
+		if (err) {
+			logf_(tracer, CP_LOG_WARN, "cannot attach the exec tracepoint: %s", strerror(-err));
+			goto err_destroy_links;
+		}
+	}
 	if (mmap_program) {
 		err = attach_tracepoint(tracer, mmap_program);
 		if (!err && tracer->skel->rodata->watch_runtime)
@@ -947,5 +958,14 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
 	out->device_stats_full = sums[CP_CNT_DEVICE_STATS_FULL];
 	out->hold_failed = sums[CP_CNT_HOLD_FAILED];
 	out->driver_mappings = sums[CP_API_driver_mapped];
+	out->py_walks = sums[CP_CNT_PY_WALKS];
+	out->py_no_frames = sums[CP_CNT_PY_NO_FRAMES];
+	out->py_truncated = sums[CP_CNT_PY_TRUNCATED];
+	out->py_unreadable = sums[CP_CNT_PY_UNREADABLE];
+	out->py_new_stacks = sums[CP_CNT_PY_NEW_STACKS];
+	out->py_stacks_lost = sums[CP_CNT_PY_STACKS_LOST];
+	out->py_seen_full = sums[CP_CNT_PY_SEEN_FULL];
+	out->py_collisions = sums[CP_CNT_PY_COLLISIONS];
+	out->py_busy = sums[CP_CNT_PY_BUSY];
 	return 0;
 }

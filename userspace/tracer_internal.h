@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
-/* The tracer's insides, shared by tracer.c, attach.c and stats.c only (not installed). */
+/* The tracer's insides, shared by tracer.c, attach.c, stats.c and python.c only (not installed). */
 #ifndef CUPROBE_TRACER_INTERNAL_H
 #define CUPROBE_TRACER_INTERNAL_H
 
@@ -124,6 +124,12 @@ void cp_tracer__stop_guardian(struct cp_tracer *tracer);
 /* xid.c: the kernel log, read to name the process an Xid hit. */
 void cp_tracer__open_kmsg(struct cp_tracer *tracer);
 void cp_tracer__close_kmsg(struct cp_tracer *tracer);
+/*
+ * attach.c: continues pid if the Python walker holds it (held_pids marked
+ * CP_PY_HOLD_INODE; a hold for another reason is left to its own release):
+ * 1 continued, 0 not held so, -errno.
+ */
+int cp_tracer__release_python_hold(struct cp_tracer *tracer, uint32_t pid);
 /* tracer.c: attach the driver catalogue or the runtime probe to the file at path. */
 int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, bool runtime,
 			   struct cp_attach_report *report);

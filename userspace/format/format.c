@@ -181,6 +181,17 @@ int cp_format__xid_in_flight(struct cp_text *text, enum cp_format format,
 			  known, names);
 }
 
+int cp_format__py_stack(struct cp_text *text, enum cp_format format,
+			const struct cp_py_stack_event *stack, struct cp_python *python)
+{
+	struct cp_py_frame frames[CP_PY_STACK_MAX];
+	int depth = cp_python__frames(python, stack->hdr.pid, stack->stack_id, frames,
+				      CP_PY_STACK_MAX, NULL);
+
+	return WRITE_TEXT(text, format, py_stack, stack, frames,
+			  depth < CP_PY_STACK_MAX ? depth : CP_PY_STACK_MAX);
+}
+
 int cp_format__traced_file(struct cp_text *text, enum cp_format format,
 			   const struct cp_traced_file *file)
 {

@@ -128,6 +128,14 @@ int cp_format__xid_in_flight(struct cp_text *text, enum cp_format format,
 /* A driver or runtime file probed while tracing ran (JSON: type "driver_file"; text: nothing). */
 int cp_format__traced_file(struct cp_text *text, enum cp_format format,
 			   const struct cp_traced_file *file);
+/*
+ * A new Python stack (CP_EV_PY_STACK) with its frames as python resolved
+ * them: JSON, a py_stack record with "frames", innermost first, each
+ * {file, line, function} ("unresolved": true when python has not); text:
+ * nothing (its calls name the stack).
+ */
+int cp_format__py_stack(struct cp_text *text, enum cp_format format,
+			const struct cp_py_stack_event *stack, struct cp_python *python);
 
 /*
  * Users' programs (cuprobe run): their records and maps printed from BTF,

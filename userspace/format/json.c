@@ -321,6 +321,15 @@ static bool json_rt_launch(struct cp_sink *out, const union cp_event *event,
 	return false;
 }
 
+static bool json_py_stack(struct cp_sink *out, const union cp_event *event,
+			  const struct cp_names *names)
+{
+	put_json_hex(out, "stack_id", event->py_stack.stack_id);
+	put_json_u64(out, "depth", event->py_stack.depth);
+	put(out, ",\"truncated\":%s", event->py_stack.flags & CP_PY_STACK_TRUNCATED ? "true" : "false");
+	return false;
+}
+
 /*
  * Each record type's own fields: json_MEMBER for each line of
  * CP_RECORD_TYPES. Each says whether it wrote the call's "result" (the
@@ -341,6 +350,7 @@ bool cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
 			    const struct cp_names *names)
 {
 	const struct cp_event_header *hdr = &event->hdr;
+	bool result;
 
 	put_lit(out, "{\"time_ns\":");
 	put_u64(out, hdr->time_ns);
@@ -353,8 +363,12 @@ bool cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
 	put_lit(out, "\",\"api\":\"");
 	put_str(out, cp_api__name(hdr->api));
 	put_lit(out, "\"");
-	return hdr->type < CP_EV_TYPE_MAX && json_records[hdr->type] &&
-	       json_records[hdr->type](out, event, names);
+	result = hdr->type < CP_EV_TYPE_MAX && json_records[hdr->type] &&
+		 json_records[hdr->type](out, event, names);
+	/* --python: the calling Python stack, by its id (a py_stack record gives its frames). */
+	if (cp_event__py_stack(event))
+		put_json_hex(out, "py_stack", cp_event__py_stack(event));
+	return result;
 }
 
 static void json_record(struct cp_sink *out, const union cp_event *event,
@@ -603,8 +617,26 @@ static void json_traced_file(struct cp_sink *out, const struct cp_traced_file *f
 	    f->early_processes > f->held_processes ? f->early_processes - f->held_processes : 0);
 }
 
+/* A new Python stack: its record's fields, then its frames. */
+static void json_py_stack_frames(struct cp_sink *out, const struct cp_py_stack_event *stack,
+				 const struct cp_py_frame *frames, int depth)
+{
+	int i;
+
+	cp_json__record_fields(out, (const union cp_event *)stack, NULL);
+	put_lit(out, ",\"frames\":[");
+	for (i = 0; i < depth; i++) {
+		put_str(out, i ? ",{\"file\":" : "{\"file\":");
+		put_json_value(out, frames[i].file);
+		put(out, ",\"line\":%d,\"function\":", frames[i].line);
+		put_json_value(out, frames[i].function);
+		put_str(out, frames[i].flags & CP_PY_FRAME_UNREADABLE ? ",\"unreadable\":true}" : "}");
+	}
+	put_str(out, depth < 0 ? "],\"unresolved\":true}\n" : "]}\n");
+}
+
 const struct cp_format_ops cp_format_json_ops = {
 	.name = "json", .record = json_record, .report = json_report, .leak = json_leak,
 	.interval = json_interval, .xid_in_flight = json_xid_in_flight,
-	.traced_file = json_traced_file,
+	.traced_file = json_traced_file, .py_stack = json_py_stack_frames,
 };

@@ -37,6 +37,9 @@ struct cp_format_ops {
 			      struct cp_names *names);
 	/* A library file probed while tracing ran. */
 	void (*traced_file)(struct cp_sink *out, const struct cp_traced_file *file);
+	/* A new Python stack with its frames as resolved (depth < 0: not resolved). */
+	void (*py_stack)(struct cp_sink *out, const struct cp_py_stack_event *stack,
+			 const struct cp_py_frame *frames, int depth);
 };
 
 extern const struct cp_format_ops cp_format_text_ops;

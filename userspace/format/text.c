@@ -276,6 +276,13 @@ static void text_rt_launch(struct cp_sink *out, const union cp_event *event,
 	put(out, " smem=%u stream=0x%llx", e->shared_mem_bytes, (unsigned long long)e->stream);
 }
 
+static void text_py_stack(struct cp_sink *out, const union cp_event *event,
+			  const struct cp_names *names)
+{
+	put(out, " python stack 0x%llx depth=%u%s", (unsigned long long)event->py_stack.stack_id,
+	    event->py_stack.depth, event->py_stack.flags & CP_PY_STACK_TRUNCATED ? " (cut)" : "");
+}
+
 /* Each record type's own details: text_MEMBER for each line of CP_RECORD_TYPES. */
 typedef void (*text_record_writer)(struct cp_sink *out, const union cp_event *event,
 				   const struct cp_names *names);

@@ -1,9 +1,10 @@
 # The Debian packages of cuprobe, made by CPack from the install components of
 # the top-level CMakeLists.txt (included there, after the install rules):
 #
-#   cuprobe          the command, its man page, the BPF SDK `cuprobe run`
-#                    compiles against (include/cuprobe), the examples, the
-#                    exporter's systemd unit, Grafana dashboard and alert rules
+#   cuprobe          the command, its man page and bash completion, the BPF
+#                    SDK `cuprobe run` compiles against (include/cuprobe), the
+#                    examples, the exporter's systemd unit, Grafana dashboard
+#                    and alert rules
 #   libcuprobe0      libcuprobe.so.0 (shlibs and an ldconfig trigger)
 #   libcuprobe-dev   cuprobe.h, the libcuprobe.so link and cuprobe.pc
 #

@@ -1,0 +1,569 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Python stacks end to end: the walker in the kernel, cp_python in the
+ * agent, against gpu/py_launch.py run by a real CPython (Debian's
+ * python3.11 by default; CUPROBE_TEST_PYTHON names another) on the
+ * simulated driver. Every call the workload makes on a marked line is
+ * counted by that line, exactly: started by the tracer (held until checked
+ * and at each new stack), and attached to later (-p), from the attach on.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <bpf/libbpf.h>
+
+#include "cuprobe.h"
+#include "helpers.h"
+
+#define ITERATIONS 25
+#define THREADS 12
+#define THREAD_ITERATIONS 20
+#define DEPTH 80
+/* py_launch.py's own constants. */
+#define SYNC_EVERY 10
+#define ALLOCS 3
+#define DEEP_CALLS 2
+
+#define CALLS_MAX 256
+
+static const char *python_bin(void)
+{
+	const char *override = getenv("CUPROBE_TEST_PYTHON");
+
+	return override && *override ? override : PYTHON_BIN;
+}
+
+/* Records of the target, counted by (type, sync kind, stack id). */
+struct call_count {
+	uint32_t type;
+	uint32_t kind;     /* CP_EV_SYNC: the sync kind */
+	uint64_t stack;
+	unsigned long count;
+};
+
+struct collected {
+	pthread_mutex_t lock;
+	pid_t target;
+	struct call_count calls[CALLS_MAX];
+	size_t call_count;
+	unsigned long without_stack; /* launches, syncs, copies, allocations with no stack id */
+	unsigned long new_stacks;
+	bool overflow;
+};
+
+static int collect(void *ctx, const union cp_event *event)
+{
+	struct collected *c = ctx;
+	uint32_t kind = 0;
+	uint64_t stack;
+	size_t i;
+
+	if (event->hdr.pid != (uint32_t)c->target)
+		return 0;
+	switch (event->hdr.type) {
+	case CP_EV_LAUNCH:
+		stack = event->launch.py_stack;
+		break;
+	case CP_EV_SYNC:
+		stack = event->sync.py_stack;
+		kind = event->sync.kind;
+		break;
+	case CP_EV_COPY:
+		stack = event->copy.py_stack;
+		break;
+	case CP_EV_ALLOC:
+		stack = event->alloc.py_stack;
+		break;
+	case CP_EV_PY_STACK:
+		pthread_mutex_lock(&c->lock);
+		c->new_stacks++;
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	default:
+		return 0;
+	}
+	pthread_mutex_lock(&c->lock);
+	if (!stack)
+		c->without_stack++;
+	for (i = 0; i < c->call_count; i++)
+		if (c->calls[i].type == event->hdr.type && c->calls[i].kind == kind &&
+		    c->calls[i].stack == stack)
+			break;
+	if (i == c->call_count && i < CALLS_MAX)
+		c->calls[c->call_count++] = (struct call_count){ event->hdr.type, kind, stack, 0 };
+	if (i < CALLS_MAX)
+		c->calls[i].count++;
+	else
+		c->overflow = true;
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/* The lines of py_launch.py's marked calls: "# @name" ends each (a name may mark several lines). */
+#define MARKED_MAX 32
+
+struct marked {
+	char name[32];
+	int line;
+};
+
+static size_t find_markers(const char *path, struct marked *out)
+{
+	char *text = read_text(path), *line, *next;
+	size_t count = 0;
+	int number = 1;
+
+	cr_assert_not_null(text, "cannot read %s", path);
+	for (line = text; *line && count < MARKED_MAX; line = next, number++) {
+		char *at;
+
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		else
+			next = line + strlen(line);
+		at = strstr(line, "  # @");
+		if (!at)
+			continue;
+		snprintf(out[count].name, sizeof(out[count].name), "%s", at + 5);
+		out[count].line = number;
+		count++;
+	}
+	free(text);
+	return count;
+}
+
+static bool line_is(const struct marked *marks, size_t count, const char *name, int line)
+{
+	size_t i;
+
+	for (i = 0; i < count; i++)
+		if (!strcmp(marks[i].name, name) && marks[i].line == line)
+			return true;
+	return false;
+}
+
+/* What the calls of one marked name add up to, resolved through cp_python. */
+struct site {
+	unsigned long calls;
+	unsigned long truncated;  /* calls whose stack was cut */
+	uint32_t depth;           /* of the last stack seen */
+	const char *function;     /* innermost frame's */
+	const char *caller;       /* the frame below's */
+	const char *file;
+};
+
+static struct site site_of(struct cp_python *py, struct collected *c, const struct marked *marks,
+			   size_t mark_count, const char *name, uint32_t type, uint32_t kind)
+{
+	struct cp_py_frame frames[CP_PY_STACK_MAX];
+	struct site site = { 0 };
+	size_t i;
+
+	for (i = 0; i < c->call_count; i++) {
+		struct cp_py_stack_info info;
+		int depth;
+
+		if (c->calls[i].type != type || c->calls[i].kind != kind || !c->calls[i].stack)
+			continue;
+		depth = cp_python__frames(py, (uint32_t)c->target, c->calls[i].stack, frames,
+					  CP_PY_STACK_MAX, &info);
+		cr_assert_gt(depth, 0, "stack %#llx of pid %d not resolved",
+			     (unsigned long long)c->calls[i].stack, c->target);
+		if (!line_is(marks, mark_count, name, frames[0].line) ||
+		    !strstr(frames[0].file, "py_launch.py"))
+			continue;
+		site.calls += c->calls[i].count;
+		site.truncated += info.truncated ? c->calls[i].count : 0;
+		site.depth = info.depth;
+		site.function = frames[0].function;
+		site.caller = depth > 1 ? frames[1].function : NULL;
+		site.file = frames[0].file;
+	}
+	return site;
+}
+
+static struct cp_tracer *open_tracer(bool hold)
+{
+	CP_OPTS(cp_tracer_opts, opts, .python_stacks = true, .hold_for_stacks = hold);
+	struct cp_tracer *tracer;
+
+	require_root();
+	libbpf_set_print(NULL); /* the simulator lacks many symbols: libbpf would list each */
+	tracer = cp_tracer__open(&opts);
+	cr_assert_not_null(tracer, "cp_tracer__open: %s", strerror(errno));
+	cr_assert_eq(cp_tracer__attach_driver(tracer, CUDA_SIM_LIB, NULL), 0);
+	return tracer;
+}
+
+struct run {
+	struct cp_tracer *tracer;
+	struct cp_python *python;
+	struct cp_agent *agent;
+	struct collected collected;
+};
+
+static void start_agent(struct run *r)
+{
+	CP_OPTS(cp_python_opts, python_opts);
+	CP_OPTS(cp_agent_opts, agent_opts, .on_event = collect, .ctx = &r->collected,
+		.tracer = r->tracer);
+
+	pthread_mutex_init(&r->collected.lock, NULL);
+	r->python = cp_python__new(r->tracer, &python_opts);
+	cr_assert_not_null(r->python);
+	agent_opts.python = r->python;
+	r->agent = cp_agent__new(cp_tracer__ring_fd(r->tracer), &agent_opts);
+	cr_assert_not_null(r->agent);
+	cr_assert_eq(cp_agent__start(r->agent), 0);
+}
+
+static void finish(struct run *r)
+{
+	cp_agent__free(r->agent);
+	cp_python__free(r->python);
+	cp_tracer__free(r->tracer);
+	pthread_mutex_destroy(&r->collected.lock);
+}
+
+/* Every marked site, counted exactly; the walker's and the resolver's counters clean. */
+static void check_sites(struct run *r)
+{
+	struct marked marks[MARKED_MAX];
+	size_t mark_count = find_markers(PY_LAUNCH, marks);
+	struct cp_python_stats stats;
+	struct cp_counters counters;
+	struct site s;
+
+	cr_assert_geq(mark_count, 12, "py_launch.py's markers");
+	cr_assert(!r->collected.overflow);
+	cr_assert_eq(r->collected.without_stack, 0, "%lu calls carried no Python stack",
+		     r->collected.without_stack);
+
+	s = site_of(r->python, &r->collected, marks, mark_count, "launch-a", CP_EV_LAUNCH, 0);
+	cr_expect_eq(s.calls, ITERATIONS);
+	cr_expect_str_eq(s.function, "main_loop");
+	cr_expect_str_eq(s.caller, "main");
+	s = site_of(r->python, &r->collected, marks, mark_count, "launch-b", CP_EV_LAUNCH, 0);
+	cr_expect_eq(s.calls, (ITERATIONS + 2) / 3);
+	s = site_of(r->python, &r->collected, marks, mark_count, "copy", CP_EV_COPY, 0);
+	cr_expect_eq(s.calls, (ITERATIONS + 3) / 4);
+	/* A blocking copy's return is a sync record too, on the same line. */
+	s = site_of(r->python, &r->collected, marks, mark_count, "copy", CP_EV_SYNC, CP_SYNC_COPY);
+	cr_expect_eq(s.calls, (ITERATIONS + 3) / 4);
+	s = site_of(r->python, &r->collected, marks, mark_count, "sync", CP_EV_SYNC, CP_SYNC_STREAM);
+	cr_expect_eq(s.calls, ITERATIONS / SYNC_EVERY + 1);
+	s = site_of(r->python, &r->collected, marks, mark_count, "alloc", CP_EV_ALLOC, 0);
+	cr_expect_eq(s.calls, ALLOCS);
+	cr_expect(s.function && strstr(s.function, "nested"), "the nested function: %s", s.function);
+	cr_expect_str_eq(s.caller, "allocate");
+	s = site_of(r->python, &r->collected, marks, mark_count, "thread-launch", CP_EV_LAUNCH, 0);
+	cr_expect_eq(s.calls, THREADS * THREAD_ITERATIONS);
+	cr_expect_str_eq(s.function, "thread_main");
+	s = site_of(r->python, &r->collected, marks, mark_count, "thread-sync", CP_EV_SYNC,
+		    CP_SYNC_STREAM);
+	cr_expect_eq(s.calls, THREADS);
+	s = site_of(r->python, &r->collected, marks, mark_count, "deep-launch", CP_EV_LAUNCH, 0);
+	cr_expect_eq(s.calls, DEEP_CALLS);
+	cr_expect_eq(s.truncated, DEEP_CALLS, "the deep stacks are marked cut");
+	cr_expect_eq(s.depth, CP_PY_STACK_MAX);
+	cr_expect_str_eq(s.caller, "recurse");
+	/* Names of 1, 2 and 4 bytes a character, as UTF-8. */
+	s = site_of(r->python, &r->collected, marks, mark_count, "latin1-launch", CP_EV_LAUNCH, 0);
+	cr_expect_eq(s.calls, 1);
+	cr_expect_str_eq(s.function, "caf\xc3\xa9");
+	s = site_of(r->python, &r->collected, marks, mark_count, "ucs2-launch", CP_EV_LAUNCH, 0);
+	cr_expect_eq(s.calls, 1);
+	cr_expect_str_eq(s.function, "\xe5\x90\xaf\xe5\x8a\xa8_\xce\xbb");
+	s = site_of(r->python, &r->collected, marks, mark_count, "ucs4-launch", CP_EV_LAUNCH, 0);
+	cr_expect_eq(s.calls, 1);
+	cr_expect_str_eq(s.function, "\xf0\xa0\x80\x80");
+	cr_expect(s.file && s.file[0] == '/', "the file as the interpreter named it: %s", s.file);
+
+	cr_assert_eq(cp_tracer__read_counters(r->tracer, &counters), 0);
+	cr_expect_eq(counters.py_truncated, DEEP_CALLS, "cut stacks counted");
+	cr_expect_eq(counters.py_unreadable, 0);
+	cr_expect_eq(counters.py_stacks_lost, 0);
+	cr_expect_eq(counters.py_collisions, 0);
+	cr_expect_eq(counters.py_new_stacks, r->collected.new_stacks);
+	cp_python__stats(r->python, &stats);
+	cr_expect_eq(stats.processes, 1);
+	cr_expect_eq(stats.processes_unknown, 0);
+	cr_expect_eq(stats.stacks_unresolved, 0);
+	cr_expect_eq(stats.frames_unreadable, 0);
+	cr_expect_geq(stats.stacks, 12);
+}
+
+static char *workload_args[24];
+
+static char *const *workload(const char *wait_file)
+{
+	static char iterations[16], threads[16], thread_iterations[16], depth[16];
+	int n = 0;
+
+	snprintf(iterations, sizeof(iterations), "%d", ITERATIONS);
+	snprintf(threads, sizeof(threads), "%d", THREADS);
+	snprintf(thread_iterations, sizeof(thread_iterations), "%d", THREAD_ITERATIONS);
+	snprintf(depth, sizeof(depth), "%d", DEPTH);
+#ifdef ASAN_RUNTIME
+	/*
+	 * The sanitizer build's simulated driver is instrumented: the interpreter
+	 * that loads it needs the sanitizer's runtime first, and its own
+	 * allocations are not the test's to check for leaks.
+	 */
+	workload_args[n++] = "/usr/bin/env";
+	workload_args[n++] = "LD_PRELOAD=" ASAN_RUNTIME;
+	workload_args[n++] = "ASAN_OPTIONS=detect_leaks=0";
+#endif
+	workload_args[n++] = (char *)python_bin();
+	workload_args[n++] = PY_LAUNCH;
+	workload_args[n++] = CUDA_SIM_LIB;
+	workload_args[n++] = iterations;
+	workload_args[n++] = "--threads";
+	workload_args[n++] = threads;
+	workload_args[n++] = "--thread-iterations";
+	workload_args[n++] = thread_iterations;
+	workload_args[n++] = "--depth";
+	workload_args[n++] = depth;
+	if (wait_file) {
+		workload_args[n++] = "--wait-file";
+		workload_args[n++] = (char *)wait_file;
+	}
+	workload_args[n] = NULL;
+	return workload_args;
+}
+
+/* Runs argv held until the tracer knows it (as cuprobe runs COMMAND); its exit status. */
+static int run_traced(struct cp_tracer *tracer, pid_t *target, char *const argv[])
+{
+	int go[2], status;
+	char byte = 1;
+	pid_t pid;
+
+	cr_assert_eq(pipe2(go, O_CLOEXEC), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(go[1]);
+		if (read(go[0], &byte, 1) != 1)
+			_exit(120);
+		dup2(null, STDOUT_FILENO);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(go[0]);
+	*target = pid;
+	cr_assert_eq(cp_tracer__add_pid(tracer, pid), 0);
+	cr_assert_eq(write(go[1], &byte, 1), 1);
+	close(go[1]);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	return status;
+}
+
+TestSuite(python, .timeout = 120);
+
+Test(python, every_marked_call_counted_by_its_line)
+{
+	struct run r = { 0 };
+	int status;
+
+	r.tracer = open_tracer(true);
+	start_agent(&r);
+	status = run_traced(r.tracer, &r.collected.target, workload(NULL));
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s py_launch.py: status %#x",
+		  python_bin(), status);
+	cr_assert_eq(cp_agent__stop(r.agent), 0);
+	cr_assert_gt(cp_python__version(r.python, (uint32_t)r.collected.target), CP_PY_VERSION(3, 9));
+	check_sites(&r);
+	finish(&r);
+}
+
+Test(python, attached_to_a_running_process_from_the_attach_on)
+{
+	char *dir = make_tmpdir(), *go = path_join(dir, "go"), *out = path_join(dir, "out");
+	struct run_opts opts = { .stdout_path = out };
+	struct run r = { 0 };
+	pid_t pid;
+	int status, fd;
+
+	require_root();
+	/* Running, its driver set up (cuInit, context, module, buffers), before any tracer. */
+	pid = spawn_program(workload(go), &opts);
+	cr_assert_gt(pid, 0);
+	cr_assert(wait_for_text(out, "py_launch: ready", 30), "py_launch.py did not start");
+	r.tracer = open_tracer(false);
+	cr_assert_eq(cp_tracer__add_pid(r.tracer, pid), 0);
+	r.collected.target = pid;
+	start_agent(&r);
+	cr_assert_eq(cp_python__add_pid(r.python, pid), 1, "a Python process");
+	fd = open(go, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	/*
+	 * Not held (-p): each new stack is resolved when the agent reads it. The
+	 * workload waits, done, until every stack sent has been (the process's
+	 * code objects are freed as it exits).
+	 */
+	cr_assert(wait_for_text(out, "py_launch: done", 60), "py_launch.py did not finish");
+	for (;;) {
+		struct cp_counters counters;
+		unsigned long delivered;
+
+		cr_assert_eq(cp_tracer__read_counters(r.tracer, &counters), 0);
+		pthread_mutex_lock(&r.collected.lock);
+		delivered = r.collected.new_stacks;
+		pthread_mutex_unlock(&r.collected.lock);
+		if (delivered == counters.py_new_stacks)
+			break;
+		usleep(1000);
+	}
+	cr_assert_eq(unlink(go), 0);
+	status = wait_program(pid, 60);
+	cr_assert_eq(status, 0, "%s py_launch.py: %d", python_bin(), status);
+	cr_assert_eq(cp_agent__stop(r.agent), 0);
+	check_sites(&r);
+	finish(&r);
+	remove_tree(dir);
+	free(go);
+	free(out);
+	free(dir);
+}
+
+/* Another process: checked once at cuInit (held meanwhile), then its calls pay one look-up. */
+Test(python, a_process_that_is_not_python_runs_unchanged)
+{
+	char *argv[] = { DRV_LAUNCH, "50", NULL };
+	struct run r = { 0 };
+	struct cp_counters counters;
+	size_t i;
+	int status;
+
+	r.tracer = open_tracer(true);
+	start_agent(&r);
+	status = run_traced(r.tracer, &r.collected.target, argv);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "drv_launch: status %#x", status);
+	cr_assert_eq(cp_agent__stop(r.agent), 0);
+	cr_expect_eq(cp_python__version(r.python, (uint32_t)r.collected.target), 0);
+	for (i = 0; i < r.collected.call_count; i++)
+		cr_expect_eq(r.collected.calls[i].stack, 0);
+	cr_expect_gt(r.collected.without_stack, 50);
+	cr_expect_eq(r.collected.new_stacks, 0);
+	cr_assert_eq(cp_tracer__read_counters(r.tracer, &counters), 0);
+	cr_expect_eq(counters.py_walks, 0, "no walk in a process that is not Python");
+	finish(&r);
+}
+
+/* Without python_stacks nothing changes: no stack ids, no stack records, no holds. */
+Test(python, off_by_default)
+{
+	CP_OPTS(cp_tracer_opts, opts, .hold_for_stacks = true);
+	struct run r = { 0 };
+	struct cp_counters counters;
+	size_t i;
+	int status;
+
+	require_root();
+	libbpf_set_print(NULL);
+	r.tracer = cp_tracer__open(&opts);
+	cr_assert_not_null(r.tracer);
+	cr_assert_eq(cp_tracer__attach_driver(r.tracer, CUDA_SIM_LIB, NULL), 0);
+	start_agent(&r);
+	status = run_traced(r.tracer, &r.collected.target, workload(NULL));
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+	cr_assert_eq(cp_agent__stop(r.agent), 0);
+	for (i = 0; i < r.collected.call_count; i++)
+		cr_expect_eq(r.collected.calls[i].stack, 0);
+	cr_expect_eq(r.collected.new_stacks, 0);
+	cr_assert_eq(cp_tracer__read_counters(r.tracer, &counters), 0);
+	cr_expect_eq(counters.py_walks, 0);
+	finish(&r);
+}
+
+/* The command line: trace --json --python names each stack once, before any record that uses it. */
+Test(python, trace_json_gives_each_stack_once_before_its_calls)
+{
+	char *dir = make_tmpdir(), *out = path_join(dir, "trace.json"), *err = path_join(dir, "err");
+	struct run_opts opts = { .stderr_path = err };
+	char *const *work = workload(NULL);
+	char *argv[32] = { CUPROBE_BIN, "trace", "--json", "--python", "--lib", CUDA_SIM_LIB, "-o", out,
+			   "--" };
+	struct marked marks[MARKED_MAX];
+	size_t mark_count = find_markers(PY_LAUNCH, marks), i, n = 9, launch_a = 0, threads = 0;
+	size_t deep = 0, stacks = 0;
+	json_t *records, *known = json_object(), *record;
+	int status;
+
+	require_root();
+	for (i = 0; work[i]; i++)
+		argv[n++] = work[i];
+	argv[n] = NULL;
+	status = run_program(argv, &opts, NULL);
+	cr_assert_eq(status, 0, "cuprobe trace: %d: %s", status, read_text(err));
+	records = load_json_lines(out);
+	json_array_foreach(records, i, record) {
+		const char *type = jstr(record, "type");
+		json_t *id = json_object_get(record, "py_stack"), *stack, *frames, *inner;
+
+		if (!strcmp(type, "py_stack")) {
+			frames = json_object_get(record, "frames");
+			cr_assert(json_is_array(frames) && json_array_size(frames) == (size_t)jint(record, "depth"));
+			json_object_set(known, jstr(record, "stack_id"), record);
+			stacks++;
+			continue;
+		}
+		if (!id || strcmp(type, "launch"))
+			continue;
+		stack = json_object_get(known, json_string_value(id));
+		cr_assert_not_null(stack, "launch with stack %s before its py_stack record",
+				   json_string_value(id));
+		inner = json_array_get(json_object_get(stack, "frames"), 0);
+		cr_assert(strstr(jstr(inner, "file"), "py_launch.py"));
+		if (line_is(marks, mark_count, "launch-a", (int)jint(inner, "line")))
+			launch_a++;
+		if (line_is(marks, mark_count, "thread-launch", (int)jint(inner, "line")))
+			threads++;
+		if (line_is(marks, mark_count, "deep-launch", (int)jint(inner, "line"))) {
+			cr_expect(json_is_true(json_object_get(stack, "truncated")));
+			deep++;
+		}
+	}
+	cr_expect_eq(launch_a, ITERATIONS);
+	cr_expect_eq(threads, THREADS * THREAD_ITERATIONS);
+	cr_expect_eq(deep, DEEP_CALLS);
+	cr_expect_geq(stacks, 12);
+	json_decref(known);
+	json_decref(records);
+
+	/* stats --python: held and released like trace, and done. */
+	n = 0;
+	argv[n++] = CUPROBE_BIN;
+	argv[n++] = "stats";
+	argv[n++] = "--python";
+	argv[n++] = "--lib";
+	argv[n++] = CUDA_SIM_LIB;
+	argv[n++] = "-o";
+	argv[n++] = "/dev/null";
+	argv[n++] = "--";
+	for (i = 0; work[i]; i++)
+		argv[n++] = work[i];
+	argv[n] = NULL;
+	status = run_program(argv, &opts, NULL);
+	cr_assert_eq(status, 0, "cuprobe stats --python: %d: %s", status, read_text(err));
+	remove_tree(dir);
+	free(out);
+	free(err);
+	free(dir);
+}
