@@ -369,7 +369,9 @@ Test(maps, at_most_a_thousand_entries_printed_the_rest_counted, .timeout = 120)
 		cr_assert_eq(!!strstr(r.err_text, "map entries not printed"), i, "%s", r.err_text);
 		free_result(&r);
 	}
+	free(prog);
 	remove_tree(dir);
+	free(dir);
 }
 
 static const char wide_slots[] =
@@ -1351,7 +1353,11 @@ Test(bad_programs, no_btf_with_a_map)
 	assert_refused(&r, 2, "nobtfmap.bpf.o: no BTF (compile with -g)");
 	cr_assert(!strstr(r.err, "No such file"), "%s", r.err);
 	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+	free(r.err);
+	free(source);
+	free(object);
 	remove_tree(dir);
+	free(dir);
 }
 
 /* ---- programs root loads: changed by nobody but root and the invoking user ---------- */
@@ -1416,6 +1422,7 @@ Test(untrusted_programs, a_program_others_can_change_is_refused, .timeout = 120)
 		if (cases[i].dir_mode == 0777)
 			cr_assert(strstr(r.err, "is writable by others (mode 0777, not sticky)"), "%s", r.err);
 		cr_assert_eq(count_lines(r.err), 1, "one line: %s", r.err);
+		free(r.err);
 		free(prog);
 		free(sub);
 		remove_tree(dir);
