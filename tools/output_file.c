@@ -135,8 +135,19 @@ static int unlink_file(void *arg)
 	return unlink(arg) ? -errno : 0;
 }
 
-/* Whole writes gather up to this much before they go out together. */
-#define OUTPUT_BUFFER_BYTES (64u << 10)
+/*
+ * How much whole writes gather before they go out together: as stdio
+ * would buffer the file (its st_blksize), and nothing for a terminal, which
+ * stdio buffers a line at a time, so records show as they come.
+ */
+static size_t buffer_size(int fd, const struct stat *st)
+{
+	if (isatty(fd))
+		return 0;
+	if (st->st_blksize < 4096)
+		return 8192;
+	return st->st_blksize > (1 << 20) ? 1 << 20 : (size_t)st->st_blksize;
+}
 
 int cp_output__open(struct cp_output *out, const char *path, const struct cp_identity *id)
 {
@@ -156,7 +167,10 @@ int cp_output__open(struct cp_output *out, const char *path, const struct cp_ide
 		job.fd = STDOUT_FILENO;
 		job.direct = true;
 	}
-	out->buffer = malloc(OUTPUT_BUFFER_BYTES);
+	if (fstat(job.fd, &st))
+		memset(&st, 0, sizeof(st));
+	out->capacity = buffer_size(job.fd, &st);
+	out->buffer = malloc(out->capacity ? out->capacity : 1);
 	out->temp_path = job.direct ? NULL : strdup(job.temp);
 	if (!out->buffer || (!job.direct && !out->temp_path)) {
 		if (job.fd != STDOUT_FILENO)
@@ -171,7 +185,8 @@ int cp_output__open(struct cp_output *out, const char *path, const struct cp_ide
 	out->fd = job.fd;
 	out->open = true;
 	out->record_start = -1;
-	out->is_file = !fstat(out->fd, &st) && S_ISREG(st.st_mode);
+	out->is_file = S_ISREG(st.st_mode);
+	out->write_through = !out->capacity;
 	out->path = path;
 	pthread_mutex_init(&out->lock, NULL);
 	return 0;
@@ -283,9 +298,9 @@ static bool append(struct cp_output *out, const void *data, size_t len, bool end
 	}
 	__atomic_add_fetch(&out->writing, 1, __ATOMIC_RELAXED);
 	/* What is buffered goes first; data whole, into the buffer or straight out. */
-	if (out->buffered + len > OUTPUT_BUFFER_BYTES)
+	if (out->buffered + len > out->capacity)
 		err = flush_buffer(out);
-	if (!err && (out->write_through || len > OUTPUT_BUFFER_BYTES)) {
+	if (!err && (out->write_through || len > out->capacity)) {
 		err = flush_buffer(out);
 		if (!err)
 			err = write_out(out, data, len, ends_record ? len : 0);

@@ -29,6 +29,7 @@ struct cp_output {
 	bool is_file;             /* a regular file: a cut write can be taken back */
 	bool write_through;       /* every write at once (stdout shared with COMMAND) */
 	char *buffer;             /* writes not yet written */
+	size_t capacity;          /* the buffer's size: 0 for a terminal (every write at once) */
 	size_t buffered;
 	size_t buffered_whole;    /* of those, the bytes up to the last record's end */
 	off_t record_start;       /* a file: where a record partly written began; -1: none */
