@@ -69,7 +69,7 @@ static int check_file(const char *path)
 
 	err = cp_elf__exported_functions(path, &names, &count);
 	if (err) {
-		cp_say("%s: %s", path, err == -ENOEXEC ? "not an ELF file" : strerror(-err));
+		cp_say("%s: %s", path, cp_file_problem(err));
 		return CP_EXIT_SETUP;
 	}
 	printf("%s: %zu exported functions\n", path, count);

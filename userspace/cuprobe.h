@@ -395,7 +395,7 @@ CUPROBE_API size_t cp_program__map_count(const struct cp_program *program);
 CUPROBE_API int cp_program__map(const struct cp_program *program, size_t index,
 				struct cp_program_map_info *out);
 
-/* A map's entries at one moment: count keys and values; per-CPU values cpus each. */
+/* Entries of a map: count keys and values; per-CPU values cpus each. */
 struct cp_map_entries {
 	size_t count;
 	uint32_t key_size, value_size;
@@ -404,10 +404,31 @@ struct cp_map_entries {
 	unsigned char *keys;   /* count * key_size */
 	unsigned char *values; /* count * cpus * value_stride */
 };
-/* -EOPNOTSUPP for map types whose entries cannot be read this way. */
-CUPROBE_API int cp_program__read_map(const struct cp_program *program, size_t index,
-				     struct cp_map_entries *out);
-CUPROBE_API void cp_map_entries__release(struct cp_map_entries *entries);
+
+/*
+ * A map read a batch at a time, in the map's order, so that memory stays
+ * bounded whatever its size (an array of millions of large values).
+ */
+struct cp_map_reader;
+struct cp_map_reader_opts {
+	size_t sz;             /* sizeof(struct cp_map_reader_opts): see CP_OPTS */
+	size_t batch_bytes;    /* keys and values read at a time, about; 0 = 1 MiB */
+	/*
+	 * Leave out an array's entries whose value is all zero (on every CPU):
+	 * an array has every key, and such an entry was never written.
+	 */
+	bool skip_zero;
+};
+/* NULL with errno set: -EOPNOTSUPP for map types whose entries cannot be read this way. */
+CUPROBE_API struct cp_map_reader *cp_program__map_reader(const struct cp_program *program,
+							 size_t index,
+							 const struct cp_map_reader_opts *opts);
+/*
+ * The next entries into *out, valid until the next call or the free: how
+ * many (0 at the end), or -errno. A key deleted meanwhile is skipped.
+ */
+CUPROBE_API int cp_map_reader__next(struct cp_map_reader *reader, struct cp_map_entries *out);
+CUPROBE_API void cp_map_reader__free(struct cp_map_reader *reader);
 
 /* A CUDA library file the tracer probed or considered. */
 struct cp_traced_file {

@@ -60,6 +60,15 @@ int cp_array__reserve(void *array, size_t *capacity, size_t needed, size_t size,
  * with out "" (the process is gone, say).
  */
 int cp_proc__comm(uint32_t pid, uint32_t tid, char *out, size_t len);
+/* Of /proc/PID/stat: the state letter (R, S, Z...) and the kernel's PF_* flags. */
+struct cp_proc_stat {
+	char state;
+	unsigned int flags;
+};
+/* A kernel thread's flag (PF_KTHREAD, include/linux/sched.h). */
+#define CP_PROC_KTHREAD 0x00200000u
+/* 0, or -errno (-ENOENT: no such process). */
+int cp_proc__stat(uint32_t pid, struct cp_proc_stat *out);
 
 /* ---- discovery helpers ---------------------------------------------------- */
 
@@ -84,6 +93,17 @@ bool cp_path__is_library(const char *path, const char *library_soname);
 /* ---- ELF symbols ------------------------------------------------------------ */
 
 /*
+ * Opens path for reading if it is a regular file, without waiting on it (a
+ * FIFO or a device from a user would block the open or the read): the fd,
+ * or -errno, -EINVAL for a file of another type.
+ */
+int cp_file__open_regular(const char *path);
+
+/*
+ * The ELF readers below: -EINVAL when path is not a regular file, -ENOEXEC
+ * when it is not ELF, -EBADMSG when it is a truncated or damaged one (its
+ * headers or sections reach past its end).
+ *
  * File offsets of the named function symbols of an ELF file (.dynsym, then
  * .symtab); 0 where a name is absent. Returns how many were found.
  */

@@ -171,14 +171,27 @@ struct cp_btf_names {
 int cp_format__program_record(struct cp_text *text, enum cp_format format, const struct btf *btf,
 			      const struct cp_program_ring_info *ring, const void *data, size_t size,
 			      const struct cp_btf_names *names);
-/* One map's entries: a header line and a line (or block) per entry, or one JSON object. */
-int cp_format__program_map(struct cp_text *text, enum cp_format format, const struct btf *btf,
-			   const struct cp_program_map_info *map, const struct cp_map_entries *entries,
-			   const struct cp_btf_names *names);
+/*
+ * One map, in pieces so that a map of any size streams through a bounded
+ * text: begin (a header line, or the start of one JSON object), the
+ * entries a batch at a time (a line, or block, per entry; printed_before
+ * entries came in earlier batches), then end: how many were left out
+ * (text: a line when some were; JSON: "not_printed") and, when reading
+ * stopped with err, why.
+ */
+int cp_format__program_map_begin(struct cp_text *text, enum cp_format format,
+				 const struct cp_program_map_info *map);
+int cp_format__program_map_entries(struct cp_text *text, enum cp_format format,
+				   const struct btf *btf, const struct cp_program_map_info *map,
+				   const struct cp_map_entries *entries, size_t printed_before,
+				   const struct cp_btf_names *names);
+int cp_format__program_map_end(struct cp_text *text, enum cp_format format,
+			       const struct cp_program_map_info *map, size_t printed,
+			       uint64_t not_printed, int err);
 /* The line before the maps printed at one moment (final: at exit). */
 int cp_format__program_maps_header(struct cp_text *text, enum cp_format format,
 				   uint64_t elapsed_ns, bool final);
-/* A map that cannot be read (err from cp_program__read_map). */
+/* A map that cannot be read (errno from cp_program__map_reader, negated). */
 int cp_format__program_map_unreadable(struct cp_text *text, enum cp_format format,
 				      const struct cp_program_map_info *map, int err);
 
