@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * cuprobe's BPF programs: uprobes on the CUDA driver API (libcuda.so.1) and
- * cudaLaunchKernel (libcudart), the fork/exit tracepoints that keep the set
+ * cuprobe's BPF programs: uprobes on the CUDA driver API (libcuda.so.1),
+ * cudaLaunchKernel (libcudart) and NCCL (libnccl.so.2), the fork/exit tracepoints that keep the set
  * of traced processes current, and the mmap/exec tracepoints that tell the
  * agent a process mapped a CUDA library file no probe covers yet.
  *
@@ -36,6 +36,7 @@ const volatile bool wake_every_record = false;
 /* Attach events: report new driver files (and runtimes, with watch_runtime). */
 const volatile bool watch_mappings = false;
 const volatile bool watch_runtime = false;
+const volatile bool watch_nccl = false;
 /* Stop a traced process that maps an uncovered file until the agent attached. */
 const volatile bool hold_new_mappers = false;
 const volatile bool hold_for_stacks = false;
@@ -221,6 +222,52 @@ struct {
 	__type(key, __u32);
 	__type(value, __u8);
 } maps_read SEC(".maps");
+
+/*
+ * NCCL: each thread's NCCL calls in flight (an export can call another:
+ * ncclBcast calls ncclBroadcast), and the group it is in. A launch made
+ * while a collective (or ncclGroupEnd) is in flight on its thread is that
+ * call's work: it carries the call's seq.
+ */
+#define NCCL_DEPTH 4
+
+struct nccl_open_call {
+	struct cuda_nccl call;
+	__u64 sp;        /* the stack pointer at entry: matches the return to it */
+	__u64 entry_ns;
+	__u64 py_stack;  /* the calling Python stack (--python) */
+	__u32 seq;
+	__u32 group;
+	__u32 launches;  /* made inside it */
+	__u32 nested;    /* inside another NCCL call: part of that one, not recorded */
+};
+
+struct nccl_thread {
+	__u32 depth;       /* calls in flight */
+	__u32 group_depth; /* ncclGroupStart calls not yet ended */
+	__u32 group;       /* the seq of the outermost group open */
+	__u32 pad;
+	struct nccl_open_call calls[NCCL_DEPTH];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct nccl_thread);
+} nccl_threads SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct cp_nccl_key);
+	__type(value, struct cp_nccl_stat);
+} nccl_stats SEC(".maps");
+
+/* The last seq handed out (all processes: a record is told apart by its pid and seq). */
+__u64 nccl_last_seq = 0;
+/* Collectives and group ends in flight anywhere: while 0, a launch looks for none. */
+__u64 nccl_open_calls = 0;
 
 /* ---- helpers shared by every program ------------------------------------- */
 
@@ -480,6 +527,32 @@ int BPF_KRETPROBE(api_return, int result)
 /* ---- entry probes: one per family ----------------------------------------- */
 
 /*
+ * The NCCL call a launch is the work of: the collective in flight on this
+ * thread (its seq), or the group whose ncclGroupEnd is (the group's seq);
+ * 0 when none. Counted in that call's launches.
+ */
+static __always_inline __u32 nccl_link(void)
+{
+	struct nccl_open_call *outer;
+	struct nccl_thread *thread;
+
+	if (!nccl_open_calls)
+		return 0;
+	thread = bpf_task_storage_get(&nccl_threads, bpf_get_current_task_btf(), 0, 0);
+	if (!thread || !thread->depth)
+		return 0;
+	outer = &thread->calls[0];
+	if (outer->call.op == CP_NCCL_GROUP_END) {
+		outer->launches++;
+		return outer->group;
+	}
+	if (!CP_NCCL_MOVES_DATA(outer->call.op))
+		return 0;
+	outer->launches++;
+	return outer->seq;
+}
+
+/*
  * Device programs: the launch's seq, counted per process, into the launch
  * slot whose header (magic, index) sits just before the launch's
  * kernelParams (or extra) array; launches without one are only counted.
@@ -522,12 +595,14 @@ int BPF_KPROBE(launch)
 {
 	struct cp_launch_event *event;
 	struct cuda_launch l;
+	__u32 nccl_call;
 	struct call c;
 	__u64 py_stack;
 	__s32 device;
 
 	if (!enter(ctx, &c))
 		return 0;
+	nccl_call = nccl_link();
 	cuprobe_decode_launch_stack(&c.args, &l, !(bench_omit & CP_OMIT_STACK_ARGS));
 	device = bench_omit & CP_OMIT_DEVICE ? -1 : cuprobe_current_device();
 	if (launch_slot_magic && l.kind != CP_LAUNCH_KIND_HOST_FUNC)
@@ -549,7 +624,7 @@ int BPF_KPROBE(launch)
 	event->shared_mem_bytes = l.shared_mem_bytes;
 	event->flags = l.flags;
 	event->device = device;
-	event->pad = 0;
+	event->nccl_call = nccl_call;
 	event->py_stack = py_stack;
 	submit(event, c.now, false);
 	return 0;
@@ -1206,6 +1281,252 @@ int BPF_KRETPROBE(call_return, int result)
 	return 0;
 }
 
+/* ---- NCCL ------------------------------------------------------------------------- */
+
+/* The i-th call of a thread's stack (the mask, kept from the compiler, bounds it for the verifier). */
+static __always_inline struct nccl_open_call *nccl_slot(struct nccl_thread *thread, __u32 i)
+{
+	barrier_var(i);
+	return &thread->calls[i & (NCCL_DEPTH - 1)];
+}
+
+static __always_inline bool nccl_links_launches(__u32 op)
+{
+	return CP_NCCL_MOVES_DATA(op) || op == CP_NCCL_GROUP_END;
+}
+
+/*
+ * Every probed NCCL export: the call decoded and kept on its thread's stack
+ * of NCCL calls in flight until it returns. A call made inside another
+ * (same thread, a lower or equal stack pointer: ncclBcast tail-calls
+ * ncclBroadcast) is part of it and not recorded; calls whose return was
+ * never seen (a deeper stack pointer than ours) are dropped first.
+ */
+SEC("uprobe")
+int BPF_KPROBE(nccl_entry)
+{
+	struct nccl_open_call *slot;
+	struct nccl_thread *thread;
+	__u64 sp = PT_REGS_SP(ctx);
+	struct call c;
+	__u32 depth;
+	int i;
+
+	if (!enter(ctx, &c))
+		return 0;
+	thread = bpf_task_storage_get(&nccl_threads, bpf_get_current_task_btf(), 0,
+				      BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!thread) {
+		count_in(c.slots, CP_CNT_NCCL_TOO_DEEP);
+		return 0;
+	}
+	for (i = 0; i < NCCL_DEPTH && thread->depth; i++) {
+		slot = nccl_slot(thread, thread->depth - 1);
+		if (slot->sp >= sp)
+			break;
+		if (!slot->nested && nccl_links_launches(slot->call.op))
+			__sync_fetch_and_add(&nccl_open_calls, -1);
+		thread->depth--;
+		count_in(c.slots, CP_CNT_NCCL_UNMATCHED);
+	}
+	depth = thread->depth;
+	if (depth >= NCCL_DEPTH) {
+		count_in(c.slots, CP_CNT_NCCL_TOO_DEEP);
+		return 0;
+	}
+	slot = nccl_slot(thread, depth);
+	slot->sp = sp;
+	slot->entry_ns = c.now;
+	slot->launches = 0;
+	slot->nested = depth > 0;
+	thread->depth = depth + 1;
+	if (slot->nested) {
+		count_in(c.slots, CP_CNT_NCCL_NESTED);
+		return 0;
+	}
+	cuda_decode_nccl(&c.args, &slot->call);
+	/* Records carry 32 bits: past 2^32 calls the numbers wrap (0, none, skipped). */
+	slot->seq = __sync_fetch_and_add(&nccl_last_seq, 1) + 1;
+	if (!slot->seq)
+		slot->seq = __sync_fetch_and_add(&nccl_last_seq, 1) + 1;
+	if (slot->call.op == CP_NCCL_GROUP_START && !thread->group_depth++)
+		thread->group = slot->seq;
+	slot->group = thread->group_depth ? thread->group : 0;
+	/* Its start not seen (traced from the middle of a group): the end stands for the group. */
+	if (slot->call.op == CP_NCCL_GROUP_END && !slot->group)
+		slot->group = slot->seq;
+	if (nccl_links_launches(slot->call.op))
+		__sync_fetch_and_add(&nccl_open_calls, 1);
+	slot->py_stack = python_stack(c.pid_tgid, c.api, c.now);
+	return 0;
+}
+
+/* The communicators a call made or changed, kept for the calls that use them. */
+static __always_inline void nccl_track_comms(__u32 tgid, struct cuda_nccl *n, __u64 out_array)
+{
+	struct cuprobe_nccl_comm_key key = { .pid = tgid, .comm = n->comm };
+	struct cuprobe_nccl_comm row = { .id = n->comm_id, .parent = n->parent, .rank = n->rank,
+					 .nranks = n->nranks, .device = n->device };
+	struct cuprobe_nccl_comm *known;
+	__u64 devices = n->parent;
+	__s32 device;
+	int i;
+
+	/* A non-blocking communicator's init returns ncclInProgress with the communicator made. */
+	if (n->result != 0 && n->result != CP_NCCL_IN_PROGRESS)
+		return;
+	switch (n->op) {
+	case CP_NCCL_COMM_INIT:
+	case CP_NCCL_COMM_SPLIT:
+	case CP_NCCL_COMM_SHRINK:
+		if (!n->comm)
+			return;
+		if (n->op != CP_NCCL_COMM_INIT) {
+			/* Its rank and size depend on every rank's arguments: not known here. */
+			known = cuprobe_nccl_comm(tgid, n->parent);
+			row.device = known ? known->device : cuprobe_current_device();
+			n->device = row.device;
+		}
+		if (bpf_map_update_elem(&cuprobe_nccl_comms, &key, &row, BPF_ANY))
+			count(CP_CNT_NCCL_COMMS_FULL);
+		return;
+	case CP_NCCL_COMM_INIT_ALL:
+		/* ncclCommInitAll(comms, ndev, devlist): rank i on devlist[i] (device i without a list). */
+		row.parent = 0;
+		n->parent = 0;
+		for (i = 0; i < CP_NCCL_INIT_ALL_MAX && i < n->nranks; i++) {
+			if (bpf_probe_read_user(&key.comm, sizeof(key.comm), (void *)(out_array + 8 * i)) ||
+			    !key.comm)
+				break;
+			device = i;
+			if (devices && bpf_probe_read_user(&device, sizeof(device), (void *)(devices + 4 * i)))
+				device = -1;
+			row.rank = i;
+			row.device = device;
+			if (!i)
+				n->device = device;
+			if (bpf_map_update_elem(&cuprobe_nccl_comms, &key, &row, BPF_ANY))
+				count(CP_CNT_NCCL_COMMS_FULL);
+		}
+		return;
+	case CP_NCCL_COMM_COUNT:
+	case CP_NCCL_COMM_USER_RANK:
+	case CP_NCCL_COMM_CU_DEVICE:
+		/* The answer also names a communicator made before tracing began. */
+		known = cuprobe_nccl_comm(tgid, n->comm);
+		if (!known) {
+			row = (struct cuprobe_nccl_comm){ .rank = -1, .nranks = -1, .device = -1 };
+			if (bpf_map_update_elem(&cuprobe_nccl_comms, &key, &row, BPF_NOEXIST) &&
+			    !cuprobe_nccl_comm(tgid, n->comm)) {
+				count(CP_CNT_NCCL_COMMS_FULL);
+				return;
+			}
+			known = cuprobe_nccl_comm(tgid, n->comm);
+			if (!known)
+				return;
+		}
+		if (n->op == CP_NCCL_COMM_COUNT)
+			known->nranks = n->nranks;
+		else if (n->op == CP_NCCL_COMM_USER_RANK)
+			known->rank = n->rank;
+		else
+			known->device = n->device;
+		return;
+	case CP_NCCL_COMM_DESTROY:
+	case CP_NCCL_COMM_ABORT:
+		bpf_map_delete_elem(&cuprobe_nccl_comms, &key);
+		return;
+	}
+}
+
+static __always_inline void nccl_count(__u32 tgid, const struct nccl_open_call *slot, __u64 now)
+{
+	struct cp_nccl_key key = { .pid = tgid, .op = slot->call.op, .comm = slot->call.comm };
+	static const struct cp_nccl_stat empty;
+	struct cp_nccl_stat *row = lookup_or_init(&nccl_stats, &key, &empty, CP_CNT_NCCL_STATS_FULL);
+
+	if (!row)
+		return;
+	__sync_fetch_and_add(&row->calls, 1);
+	if (slot->call.result)
+		__sync_fetch_and_add(&row->errors, 1);
+	__sync_fetch_and_add(&row->bytes, slot->call.bytes);
+	__sync_fetch_and_add(&row->enqueue_ns, now - slot->entry_ns);
+	__sync_fetch_and_add(&row->launches, slot->launches);
+	row->comm_id = slot->call.comm_id;
+	row->rank = slot->call.rank;
+	row->nranks = slot->call.nranks;
+	row->device = slot->call.device;
+}
+
+/* An NCCL call returned: the communicators it made or ended, its counts, its record. */
+SEC("uretprobe")
+int BPF_KRETPROBE(nccl_return, int result)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), now, out_array;
+	struct nccl_open_call *slot;
+	struct nccl_thread *thread;
+	struct cp_nccl_event *event;
+	__u32 depth;
+
+	if (!traced(pid_tgid >> 32))
+		return 0;
+	returned(ctx, pid_tgid, result);
+	thread = bpf_task_storage_get(&nccl_threads, bpf_get_current_task_btf(), 0, 0);
+	depth = thread ? thread->depth : 0;
+	if (!depth || depth > NCCL_DEPTH) {
+		count(CP_CNT_NCCL_UNMATCHED);
+		return 0;
+	}
+	slot = nccl_slot(thread, depth - 1);
+	/* Not ours: a call too deep to have been kept. */
+	if (slot->sp != PT_REGS_SP(ctx) - 8)
+		return 0;
+	thread->depth = depth - 1;
+	if (slot->nested)
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (nccl_links_launches(slot->call.op))
+		__sync_fetch_and_add(&nccl_open_calls, -1);
+	if (slot->call.op == CP_NCCL_GROUP_END && (!thread->group_depth || !--thread->group_depth)) {
+		thread->group = 0;
+		slot->call.flags |= CP_NCCL_GROUP_OUTERMOST;
+	}
+	out_array = slot->call.comm;
+	cuda_nccl_returned(&slot->call, result);
+	nccl_track_comms(pid_tgid >> 32, &slot->call, out_array);
+	if (aggregate)
+		nccl_count(pid_tgid >> 32, slot, now);
+	if (!stream_events)
+		return 0;
+	event = reserve(cpu_counters(), sizeof(*event));
+	if (!event)
+		return 0;
+	fill_header(&event->hdr, CP_EV_NCCL, slot->call.api, pid_tgid, now);
+	event->entry_ns = slot->entry_ns;
+	event->comm = slot->call.comm;
+	event->comm_id = slot->call.comm_id;
+	event->count = slot->call.count;
+	event->bytes = slot->call.bytes;
+	event->stream = slot->call.stream;
+	event->parent = slot->call.parent;
+	event->op = slot->call.op;
+	event->seq = slot->seq;
+	event->group = slot->group;
+	event->datatype = slot->call.datatype;
+	event->redop = slot->call.redop;
+	event->root = slot->call.root;
+	event->rank = slot->call.rank;
+	event->nranks = slot->call.nranks;
+	event->device = slot->call.device;
+	event->result = result;
+	event->launches = slot->launches;
+	event->flags = slot->call.flags;
+	event->py_stack = slot->py_stack;
+	submit(event, now, false);
+	return 0;
+}
+
 /* ---- names and process lifecycle ----------------------------------------------- */
 
 /*
@@ -1523,6 +1844,8 @@ static __always_inline void file_mapped(struct file *file, int fd, __u32 flags)
 			flags &= ~CP_ATTACH_RUNTIME;
 		else if (watch_runtime && has_prefix(name, "libcudart.so", 12))
 			flags |= CP_ATTACH_RUNTIME;
+		else if (watch_nccl && has_prefix(name, "libnccl.so", 10))
+			flags |= CP_ATTACH_NCCL;
 		else
 			return;
 	}

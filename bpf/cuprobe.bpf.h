@@ -21,9 +21,11 @@
  *	}
  *
  * Families: launch, alloc, free, vmm, copy, memset, sync, event, module,
- * context. Return programs see what the call returned (the pointer of an
- * allocation, a query's result, the duration of a sync): their arguments
- * come from entry state that cuprobe keeps for them.
+ * context, and nccl (every probed NCCL call in libnccl: collectives,
+ * send/recv, groups, communicators; struct cuda_nccl). Return programs see
+ * what the call returned (the pointer of an allocation, a query's result,
+ * the duration of a sync): their arguments come from entry state that
+ * cuprobe keeps for them.
  *
  * The target filter (COMMAND, -p) lives in the programs, not in the
  * probes: the driver file is shared by every process that maps it. A
@@ -115,6 +117,18 @@ struct {
 	__type(key, int);
 	__type(value, struct cuprobe_thread_context);
 } cuprobe_thread_contexts SEC(".maps");
+
+/*
+ * NCCL communicators of traced processes, by (pid, ncclComm_t): rank, size,
+ * device and NCCL's id, filled when a call made them returned (or a query
+ * answered), removed when one destroying them returned.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct cuprobe_nccl_comm_key);
+	__type(value, struct cuprobe_nccl_comm);
+} cuprobe_nccl_comms SEC(".maps");
 
 /* The context a process made or retained last: its device when a thread has none set. */
 struct {
@@ -412,6 +426,32 @@ struct cuda_context {
 	__u64 duration_ns;
 };
 
+/*
+ * An NCCL call (libnccl's exports: struct cp_nccl_op says which). At entry
+ * the communicator's rank, size, device and id come from cuprobe_nccl_comms
+ * (calls that make one: from the arguments); on return also the result, the
+ * communicator made and the duration.
+ */
+struct cuda_nccl {
+	__u32 api;
+	__u32 op;               /* enum cp_nccl_op */
+	cuprobe_addr_t comm;    /* calls that make one: on return, the one made */
+	__u64 count;            /* elements, as the call takes them */
+	__u64 bytes;            /* count x the datatype's size */
+	cuprobe_addr_t stream;
+	__u64 comm_id;          /* NCCL's hash of the ncclUniqueId ("commId 0x..." in its log); 0 unknown */
+	cuprobe_addr_t parent;  /* split, shrink: the communicator split */
+	__u32 datatype;         /* ncclDataType_t */
+	__u32 redop;            /* ncclRedOp_t */
+	__s32 root;             /* root or peer; -1 when the call has none */
+	__s32 rank;             /* -1 when not known */
+	__s32 nranks;           /* -1 when not known */
+	__s32 device;           /* the communicator's device; -1 when not known */
+	__u32 flags;            /* CP_NCCL_* */
+	__s32 result;           /* return: ncclResult_t */
+	__u64 duration_ns;      /* return: entry to return (a collective's enqueue time) */
+};
+
 /* ---- decoding ----------------------------------------------------------------------- */
 
 /* The integer arguments, x86-64 SysV: six registers, then the stack slots. */
@@ -465,6 +505,18 @@ static __always_inline __u64 cuprobe_arg(const struct cuprobe_args *args, __u32 
 static __always_inline __u64 cuprobe_cookie_arg(const struct cuprobe_args *args, __u32 shift)
 {
 	return cuprobe_arg(args, CP_COOKIE_ARG(args->cookie, shift));
+}
+
+/* A signed int argument (root, peer, rank) at shift; -1 when the call has none. */
+static __always_inline __s32 cuprobe_cookie_int(const struct cuprobe_args *args, __u32 shift)
+{
+	return CP_COOKIE_ARG(args->cookie, shift) ? (__s32)cuprobe_cookie_arg(args, shift) : -1;
+}
+
+/* Where a stack argument (position 7 and up) lies: a struct passed by value begins there. */
+static __always_inline __u64 cuprobe_arg_address(const struct cuprobe_args *args, __u32 n)
+{
+	return n >= 7 ? PT_REGS_SP(args->regs) + 8 * (n - 6) : 0;
 }
 
 /* The leading fields of CUlaunchConfig, as cuda.h lays them out. */
@@ -707,6 +759,132 @@ static __always_inline void cuda_decode_event(const struct cuprobe_args *args, s
 	out->flags = cuprobe_cookie_arg(args, CP_SHIFT_C);
 }
 
+/* Bytes of one element of an ncclDataType_t (int8 ... float8e5m2); 0 for one NCCL does not define. */
+static __always_inline __u32 cuprobe_nccl_type_size(__u32 datatype)
+{
+	switch (datatype) {
+	case 0: case 1: case 10: case 11: return 1; /* int8, uint8, float8e4m3, float8e5m2 */
+	case 6: case 9: return 2;                   /* float16, bfloat16 */
+	case 2: case 3: case 7: return 4;           /* int32, uint32, float32 */
+	case 4: case 5: case 8: return 8;           /* int64, uint64, float64 */
+	}
+	return 0;
+}
+
+/*
+ * NCCL's hash of a ncclUniqueId (its hashUniqueId, which NCCL_DEBUG=INFO
+ * prints as "commId 0x..."): per byte, as a signed char, h ^= h >> 32;
+ * h *= 0x8db3db47fa2994ad; h += byte, from h = 0xdeadbeef. 0 when the id
+ * cannot be read.
+ */
+static __always_inline __u64 cuprobe_nccl_id_hash(__u64 address)
+{
+	__u64 h = 0xdeadbeef, word;
+	int i, j;
+
+	if (!address)
+		return 0;
+	for (i = 0; i < CP_NCCL_UNIQUE_ID_BYTES / 8; i++) {
+		if (bpf_probe_read_user(&word, sizeof(word), (void *)(address + 8 * i)))
+			return 0;
+		for (j = 0; j < 8; j++) {
+			h ^= h >> 32;
+			h *= 0x8db3db47fa2994adull;
+			h += (__u64)(__s64)(signed char)(word >> (8 * j));
+		}
+	}
+	return h;
+}
+
+/* What cuprobe knows of a communicator of pid; NULL when nothing. */
+static __always_inline struct cuprobe_nccl_comm *cuprobe_nccl_comm(__u32 pid, __u64 comm)
+{
+	struct cuprobe_nccl_comm_key key = { .pid = pid, .comm = comm };
+
+	return comm ? bpf_map_lookup_elem(&cuprobe_nccl_comms, &key) : NULL;
+}
+
+/* The communicator's rank, size, device and id into out; CP_NCCL_COMM_UNKNOWN when not known. */
+static __always_inline void cuprobe_nccl_fill_comm(struct cuda_nccl *out)
+{
+	struct cuprobe_nccl_comm *known = cuprobe_nccl_comm(bpf_get_current_pid_tgid() >> 32, out->comm);
+
+	if (!known) {
+		out->flags |= CP_NCCL_COMM_UNKNOWN;
+		return;
+	}
+	out->rank = known->rank;
+	out->nranks = known->nranks;
+	out->device = known->device;
+	out->comm_id = known->id;
+}
+
+/*
+ * Everything an NCCL call's arguments say, by the cookie's slots
+ * (cuprobe_catalogue.h, CP_NCCL_APIS): for calls that make a communicator
+ * the out pointer is in comm until the return reads it.
+ */
+static __always_inline void cuda_decode_nccl(const struct cuprobe_args *args, struct cuda_nccl *out)
+{
+	__u32 op = CP_COOKIE_KIND(args->cookie), size, variant = CP_COOKIE_VARIANT(args->cookie);
+	__u64 id_at;
+
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(args->cookie);
+	out->op = op;
+	out->comm = cuprobe_cookie_arg(args, CP_SHIFT_A);
+	out->root = cuprobe_cookie_int(args, CP_SHIFT_D);
+	out->rank = -1;
+	out->nranks = -1;
+	out->device = -1;
+	if (CP_NCCL_MOVES_DATA(op)) {
+		out->count = cuprobe_cookie_arg(args, CP_SHIFT_BYTES);
+		out->datatype = cuprobe_cookie_arg(args, CP_SHIFT_B);
+		out->redop = cuprobe_cookie_arg(args, CP_SHIFT_C);
+		out->stream = cuprobe_cookie_arg(args, CP_SHIFT_STREAM);
+		size = cuprobe_nccl_type_size(out->datatype);
+		if (!size)
+			out->flags |= CP_NCCL_BAD_DATATYPE;
+		out->bytes = out->count * size;
+		cuprobe_nccl_fill_comm(out);
+		return;
+	}
+	switch (op) {
+	case CP_NCCL_COMM_INIT:
+		out->nranks = cuprobe_cookie_arg(args, CP_SHIFT_B);
+		out->rank = out->root;
+		out->root = -1;
+		id_at = variant == CP_NCCL_ID_BY_VALUE ?
+			cuprobe_arg_address(args, CP_COOKIE_ARG(args->cookie, CP_SHIFT_C)) :
+			cuprobe_cookie_arg(args, CP_SHIFT_C);
+		out->comm_id = cuprobe_nccl_id_hash(id_at);
+		if (!out->comm_id)
+			out->flags |= CP_NCCL_ID_UNREADABLE;
+		out->device = cuprobe_current_device();
+		break;
+	case CP_NCCL_COMM_INIT_ALL:
+		out->nranks = cuprobe_cookie_arg(args, CP_SHIFT_B);
+		out->parent = cuprobe_cookie_arg(args, CP_SHIFT_C); /* the device list, until the return */
+		break;
+	case CP_NCCL_COMM_SPLIT:
+	case CP_NCCL_COMM_SHRINK:
+		out->parent = cuprobe_cookie_arg(args, CP_SHIFT_C);
+		break;
+	case CP_NCCL_COMM_COUNT:
+	case CP_NCCL_COMM_USER_RANK:
+	case CP_NCCL_COMM_CU_DEVICE:
+		out->parent = cuprobe_cookie_arg(args, CP_SHIFT_B); /* the answer's int, until the return */
+		cuprobe_nccl_fill_comm(out);
+		break;
+	case CP_NCCL_COMM_FINALIZE:
+	case CP_NCCL_COMM_DESTROY:
+	case CP_NCCL_COMM_ABORT:
+	case CP_NCCL_COMM_REVOKE:
+		cuprobe_nccl_fill_comm(out);
+		break;
+	}
+}
+
 /* ---- entry state, and the calls decoded at their return ---------------------------------- */
 
 /* Keeps the arguments the cookie names (and when the call started) for the return probe. */
@@ -731,14 +909,29 @@ static __always_inline struct cuprobe_call cuprobe_call_of(const struct cuprobe_
  * The entry state call_stash keeps for return programs. A launch keeps its
  * normalized arguments, packed: a the function, stream, b grid x and y,
  * c grid z and block x, bytes block y and z, caller shared memory and flags
- * (each pair low half first).
+ * (each pair low half first). An NCCL call too: a the communicator (or the
+ * out pointer), bytes the count, stream, c the id (init) or the parent (or
+ * the pointer the answer goes to), b datatype and redop, caller root and
+ * rank, stack_id nranks and device.
  */
 static __always_inline struct cuprobe_call cuprobe_stash_of(const struct cuprobe_args *args,
 							     __u64 now)
 {
 	struct cuprobe_call call = cuprobe_call_of(args, now);
 	struct cuda_launch l;
+	struct cuda_nccl n;
 
+	if (CP_COOKIE_FAMILY(args->cookie) == CP_FAMILY_nccl) {
+		cuda_decode_nccl(args, &n);
+		call.a = n.comm;
+		call.bytes = n.count;
+		call.stream = n.stream;
+		call.c = n.op == CP_NCCL_COMM_INIT ? n.comm_id : n.parent;
+		call.b = n.datatype | (__u64)n.redop << 32;
+		call.caller = (__u32)n.root | (__u64)(__u32)n.rank << 32;
+		call.stack_id = (__s64)((__u32)n.nranks | (__u64)(__u32)n.device << 32);
+		return call;
+	}
 	if (CP_COOKIE_FAMILY(args->cookie) != CP_FAMILY_launch)
 		return call;
 	cuda_decode_launch(args, &l);
@@ -802,6 +995,33 @@ static __always_inline __u64 cuprobe_out_value(__u64 out_ptr, int result)
 	if (result != 0 || bpf_probe_read_user(&value, sizeof(value), (void *)out_ptr))
 		return 0;
 	return value;
+}
+
+/*
+ * On return: the communicator a call made (read through its out pointer),
+ * and a query's answer, in out (as cuda_decode_nccl left it).
+ */
+static __always_inline void cuda_nccl_returned(struct cuda_nccl *out, int result)
+{
+	__s32 answer = -1;
+
+	out->result = result;
+	if (CP_NCCL_MAKES_COMM(out->op)) {
+		out->comm = cuprobe_out_value(out->comm, result);
+		if (out->op == CP_NCCL_COMM_INIT_ALL)
+			out->rank = 0; /* the first of them */
+	}
+	if (out->op >= CP_NCCL_COMM_COUNT && out->op <= CP_NCCL_COMM_CU_DEVICE) {
+		if (result == 0 && !bpf_probe_read_user(&answer, sizeof(answer), (void *)out->parent)) {
+			if (out->op == CP_NCCL_COMM_COUNT)
+				out->nranks = answer;
+			else if (out->op == CP_NCCL_COMM_USER_RANK)
+				out->rank = answer;
+			else
+				out->device = answer;
+		}
+		out->parent = 0;
+	}
 }
 
 static __always_inline void cuda_decode_alloc_call(const struct cuprobe_call *call, int result,
@@ -889,7 +1109,8 @@ static __always_inline void cuda_decode_module_call(const struct cuprobe_call *c
 		struct cuda_alloc *: cuprobe_decode_alloc_entry,			\
 		struct cuda_vmm *: cuprobe_decode_vmm_entry,				\
 		struct cuda_module *: cuprobe_decode_module_entry,			\
-		struct cuda_context *: cuprobe_decode_context_entry)((args), (ev))
+		struct cuda_context *: cuprobe_decode_context_entry,			\
+		struct cuda_nccl *: cuda_decode_nccl)((args), (ev))
 
 /*
  * Entry decoders of the families decoded from their kept arguments: the
@@ -960,6 +1181,35 @@ CUPROBE_RETURN_DECODER(launch,
 	out->grid[2] = call->c; out->block[0] = call->c >> 32;
 	out->block[1] = call->bytes; out->block[2] = call->bytes >> 32;
 	out->shared_mem_bytes = call->caller; out->flags = call->caller >> 32)
+/* An NCCL call from its packed entry state (cuprobe_stash_of), then what it returned. */
+static __always_inline void cuprobe_nccl_of_call(const struct cuprobe_call *call, int result,
+						 struct cuda_nccl *out)
+{
+	__builtin_memset(out, 0, sizeof(*out));
+	out->api = CP_COOKIE_API(call->cookie);
+	out->op = CP_COOKIE_KIND(call->cookie);
+	out->comm = call->a;
+	out->count = call->bytes;
+	out->stream = call->stream;
+	out->datatype = (__u32)call->b;
+	out->redop = call->b >> 32;
+	out->root = (__s32)call->caller;
+	out->rank = (__s32)(call->caller >> 32);
+	out->nranks = (__s32)call->stack_id;
+	out->device = (__s32)((__u64)call->stack_id >> 32);
+	if (out->op == CP_NCCL_COMM_INIT)
+		out->comm_id = call->c;
+	else
+		out->parent = call->c;
+	if (CP_NCCL_MOVES_DATA(out->op)) {
+		out->bytes = out->count * cuprobe_nccl_type_size(out->datatype);
+		if (!cuprobe_nccl_type_size(out->datatype))
+			out->flags |= CP_NCCL_BAD_DATATYPE;
+	}
+	cuda_nccl_returned(out, result);
+}
+
+CUPROBE_RETURN_DECODER(nccl, cuprobe_nccl_of_call(call, result, out))
 CUPROBE_RETURN_DECODER(copy,
 	__builtin_memset(out, 0, sizeof(*out));
 	out->api = CP_COOKIE_API(call->cookie); out->direction = CP_COOKIE_KIND(call->cookie);
@@ -977,7 +1227,8 @@ CUPROBE_RETURN_DECODER(copy,
 		struct cuda_sync *: cuprobe_decode_return_sync,				\
 		struct cuda_event *: cuprobe_decode_return_event,			\
 		struct cuda_module *: cuprobe_decode_return_module,			\
-		struct cuda_context *: cuprobe_decode_return_context)((regs), (ev))
+		struct cuda_context *: cuprobe_decode_return_context,			\
+		struct cuda_nccl *: cuprobe_decode_return_nccl)((regs), (ev))
 
 /*
  * A program on a family's calls: CUDA_PROG(name, struct cuda_FAMILY, arg) in a

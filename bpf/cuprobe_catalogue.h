@@ -1,19 +1,26 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The probe catalogue: every CUDA API cuprobe traces, one line each, and
- * every export of a traced family it deliberately leaves alone, with the
- * reason. Everything else is generated from these lists: the enum cp_api,
- * the API name table, the probe table (symbol -> BPF program, return
- * program, cookie) and the family of each API. Adding an API is one line.
+ * The probe catalogue: every CUDA and NCCL API cuprobe traces, one line
+ * each, and every export of a traced family it deliberately leaves alone,
+ * with the reason. Everything else is generated from these lists: the enum
+ * cp_api, the API name table, the probe table of each library (symbol ->
+ * BPF program, return program, cookie) and the family of each API. Adding
+ * an API is one line.
  *
- * CP_DRIVER_APIS(P, X) and CP_RUNTIME_APIS(P, X):
+ * CP_LIBRARIES(L): L(library, its table, file-name prefix): the libraries
+ * probed, each a file of its own (a uprobe goes on an inode). Each table,
+ * CP_DRIVER_APIS(P, X), CP_RUNTIME_APIS(P, X) and CP_NCCL_APIS(P, X):
  *   P(symbol, family, entry program, return program or none, cookie bits)
  *   X(symbol, family, why it is not probed)
  * CP_FAMILY_PREFIXES(F): F(family, export-name prefix). Every export of a
- * driver whose name starts with a family's prefix must appear in
- * CP_DRIVER_APIS, probed or excluded (tests/unit_catalogue.c checks this
- * against a real driver's export list; `cuprobe probes --lib FILE` lists
- * what a given libcuda exports in these families that is not probed).
+ * library whose name starts with a family's prefix must appear in its
+ * table, probed or excluded (tests/unit_catalogue.c checks this against a
+ * real driver's export list; `cuprobe probes --lib FILE` lists what a given
+ * libcuda or libnccl exports in these families that is not probed).
+ * CP_ALIAS_PREFIXES(A): A(alias prefix, canonical prefix): exports that
+ * are another name of the same function (NCCL's pnccl* profiling names are
+ * ELF aliases of nccl*, one address): covered by the canonical line, never
+ * probed twice.
  *
  * Cookie bits (cuprobe_events.h): CP_KIND(k) the family's own small enum
  * (memory kind, copy direction, sync kind, ...), CP_ASYNC (takes a stream),
@@ -32,7 +39,18 @@
  */
 #define CP_FAMILIES(F) \
 	F(launch, 1) F(alloc, 1) F(free, 1) F(vmm, 1) F(copy, 1) F(memset, 1) F(sync, 1) \
-	F(event, 1) F(module, 1) F(context, 1) F(name, 0) F(init, 0) F(runtime, 0)
+	F(event, 1) F(module, 1) F(context, 1) F(name, 0) F(init, 0) F(runtime, 0) F(nccl, 1)
+
+/*
+ * The libraries: the driver (libcuda.so.1), the runtime (libcudart, or an
+ * executable with static cudart: with --runtime) and NCCL (libnccl.so.2, a
+ * system copy or a wheel's under site-packages/nvidia/nccl/lib). The
+ * prefix is what the kernel side matches a mapped file's name against.
+ */
+#define CP_LIBRARIES(L) \
+	L(driver, CP_DRIVER_APIS, "libcuda.so") \
+	L(runtime, CP_RUNTIME_APIS, "libcudart.so") \
+	L(nccl, CP_NCCL_APIS, "libnccl.so")
 
 #define CP_FAMILY_PREFIXES(F) \
 	F(launch, "cuLaunch") F(launch, "cuGraphLaunch") \
@@ -52,7 +70,10 @@
 	F(context, "cuDevicePrimaryCtxRetain") F(context, "cuCtxCreate") F(context, "cuCtxDestroy") \
 	F(context, "cuCtxSetCurrent") F(context, "cuCtxPushCurrent") F(context, "cuCtxPopCurrent") \
 	F(name, "cuModuleGetFunction") F(name, "cuLibraryGetKernel") F(name, "cuKernelGetFunction") \
-	F(init, "cuInit")
+	F(init, "cuInit") \
+	F(nccl, "nccl")
+
+#define CP_ALIAS_PREFIXES(A) A("pnccl", "nccl")
 
 /* Shorthands for the argument layouts that repeat. */
 #define CP_COPY_ARGS(dst, src, bytes) (CP_ARG_A(dst) | CP_ARG_B(src) | CP_ARG_BYTES(bytes))
@@ -266,6 +287,119 @@
 #define CP_RUNTIME_APIS(P, X) \
 	P(cudaLaunchKernel, runtime, rt_launch, none, 0) \
 	P(cudaLaunchKernel_ptsz, runtime, rt_launch, none, 0)
+
+/*
+ * NCCL (API of NCCL 2.28, nccl.h, checked against 2.28.9's exports,
+ * tests/data/libnccl-2.28.9-exports.txt; the *Config and one-sided calls
+ * are 2.29 and later: absent symbols are skipped). One family, one
+ * record type: the kind is enum cp_nccl_op. The argument slots mean:
+ *   A      the communicator; for calls that make one, the out pointer
+ *   B      collectives and send/recv: the datatype; init: nranks; queries:
+ *          the int the answer is written to
+ *   BYTES  the count, as the call takes it (per rank for AllGather and
+ *          ReduceScatter, per peer for AlltoAll, Gather and Scatter)
+ *   C      the reduction op; init: the unique id (VARIANT: passed by value,
+ *          128 bytes on the stack, or by pointer); ncclCommInitAll: the
+ *          device list; split and shrink: the parent communicator
+ *   D      root (Broadcast, Reduce, Gather, Scatter), peer (Send, Recv),
+ *          the rank (init)
+ *   STREAM the stream
+ */
+#define CP_NCCL(op, count, type, redop, root, comm, stream) \
+	(CP_KIND(op) | CP_ARG_BYTES(count) | CP_ARG_B(type) | CP_ARG_C(redop) | CP_ARG_D(root) | \
+	 CP_ARG_A(comm) | CP_ARG_STREAM(stream) | CP_ASYNC)
+#define CP_NCCL_INIT_BY_VALUE (CP_KIND(CP_NCCL_COMM_INIT) | CP_VARIANT(CP_NCCL_ID_BY_VALUE) | \
+			       CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(7) | CP_ARG_D(3))
+#define CP_NCCL_QUERY(op) (CP_KIND(op) | CP_ARG_A(1) | CP_ARG_B(2))
+#define CP_NCCL_ON(op) (CP_KIND(op) | CP_ARG_A(1))
+#define CP_NCCL_NO_WORK "moves no data and touches no communicator's state that the records need"
+#define CP_NCCL_DEVICE_API "the device API's host side: the program's own kernels move the data, and the launch probes see them"
+
+#define CP_NCCL_APIS(P, X) \
+	/* collectives: (sendbuff, recvbuff, count, datatype, ...); their Config forms take one more */ \
+	P(ncclAllReduce, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_ALL_REDUCE, 3, 4, 5, 0, 6, 7)) \
+	P(ncclAllReduceConfig, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_ALL_REDUCE, 3, 4, 5, 0, 6, 7)) \
+	P(ncclBroadcast, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_BROADCAST, 3, 4, 0, 5, 6, 7)) \
+	P(ncclBroadcastConfig, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_BROADCAST, 3, 4, 0, 5, 6, 7)) \
+	/* ncclBcast(buff, count, datatype, root, comm, stream): NCCL implements it by calling ncclBroadcast */ \
+	P(ncclBcast, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_BROADCAST, 2, 3, 0, 4, 5, 6)) \
+	P(ncclReduce, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_REDUCE, 3, 4, 5, 6, 7, 8)) \
+	P(ncclReduceConfig, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_REDUCE, 3, 4, 5, 6, 7, 8)) \
+	P(ncclAllGather, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_ALL_GATHER, 3, 4, 0, 0, 5, 6)) \
+	P(ncclAllGatherConfig, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_ALL_GATHER, 3, 4, 0, 0, 5, 6)) \
+	P(ncclReduceScatter, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_REDUCE_SCATTER, 3, 4, 5, 0, 6, 7)) \
+	P(ncclReduceScatterConfig, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_REDUCE_SCATTER, 3, 4, 5, 0, 6, 7)) \
+	P(ncclAlltoAll, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_ALL_TO_ALL, 3, 4, 0, 0, 5, 6)) \
+	P(ncclAlltoAllConfig, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_ALL_TO_ALL, 3, 4, 0, 0, 5, 6)) \
+	/* RCCL's spelling of the same call */ \
+	P(ncclAllToAll, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_ALL_TO_ALL, 3, 4, 0, 0, 5, 6)) \
+	P(ncclGather, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_GATHER, 3, 4, 0, 5, 6, 7)) \
+	P(ncclGatherConfig, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_GATHER, 3, 4, 0, 5, 6, 7)) \
+	P(ncclScatter, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_SCATTER, 3, 4, 0, 5, 6, 7)) \
+	P(ncclScatterConfig, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_SCATTER, 3, 4, 0, 5, 6, 7)) \
+	/* point to point: (buff, count, datatype, peer, comm, stream) */ \
+	P(ncclSend, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_SEND, 2, 3, 0, 4, 5, 6)) \
+	P(ncclRecv, nccl, nccl_entry, nccl_return, CP_NCCL(CP_NCCL_RECV, 2, 3, 0, 4, 5, 6)) \
+	X(ncclPutSignal, nccl, "one-sided put into a peer's registered window (NCCL 2.29+): not decoded yet") \
+	X(ncclSignal, nccl, "one-sided signal (NCCL 2.29+): moves no data; not decoded yet") \
+	X(ncclWaitSignal, nccl, "one-sided wait (NCCL 2.29+): moves no data; not decoded yet") \
+	/* groups: the work of the calls between them is launched by ncclGroupEnd */ \
+	P(ncclGroupStart, nccl, nccl_entry, nccl_return, CP_KIND(CP_NCCL_GROUP_START)) \
+	P(ncclGroupEnd, nccl, nccl_entry, nccl_return, CP_KIND(CP_NCCL_GROUP_END)) \
+	X(ncclGroupSimulateEnd, nccl, "estimates a group's time and launches nothing") \
+	/* communicators: made, split, ended (what they are is read when the call returns) */ \
+	P(ncclCommInitRank, nccl, nccl_entry, nccl_return, CP_NCCL_INIT_BY_VALUE) \
+	P(ncclCommInitRankConfig, nccl, nccl_entry, nccl_return, CP_NCCL_INIT_BY_VALUE) \
+	P(ncclCommInitRankScalable, nccl, nccl_entry, nccl_return, CP_KIND(CP_NCCL_COMM_INIT) | \
+	  CP_VARIANT(CP_NCCL_ID_BY_POINTER) | CP_ARG_A(1) | CP_ARG_B(2) | CP_ARG_C(5) | CP_ARG_D(3)) \
+	P(ncclCommInitAll, nccl, nccl_entry, nccl_return, CP_KIND(CP_NCCL_COMM_INIT_ALL) | CP_ARG_A(1) | \
+	  CP_ARG_B(2) | CP_ARG_C(3)) \
+	P(ncclCommSplit, nccl, nccl_entry, nccl_return, CP_KIND(CP_NCCL_COMM_SPLIT) | CP_ARG_A(4) | CP_ARG_C(1)) \
+	P(ncclCommShrink, nccl, nccl_entry, nccl_return, CP_KIND(CP_NCCL_COMM_SHRINK) | CP_ARG_A(4) | CP_ARG_C(1)) \
+	X(ncclCommGrow, nccl, "adds ranks to a communicator (NCCL 2.29+): not decoded yet") \
+	X(ncclCommGetUniqueId, nccl, "makes the id a later ncclCommGrow uses: no communicator yet") \
+	P(ncclCommFinalize, nccl, nccl_entry, nccl_return, CP_NCCL_ON(CP_NCCL_COMM_FINALIZE)) \
+	P(ncclCommDestroy, nccl, nccl_entry, nccl_return, CP_NCCL_ON(CP_NCCL_COMM_DESTROY)) \
+	P(ncclCommAbort, nccl, nccl_entry, nccl_return, CP_NCCL_ON(CP_NCCL_COMM_ABORT)) \
+	P(ncclCommRevoke, nccl, nccl_entry, nccl_return, CP_NCCL_ON(CP_NCCL_COMM_REVOKE)) \
+	/* queries: the answer, read on return, also fills in a communicator made before tracing began */ \
+	P(ncclCommCount, nccl, nccl_entry, nccl_return, CP_NCCL_QUERY(CP_NCCL_COMM_COUNT)) \
+	P(ncclCommUserRank, nccl, nccl_entry, nccl_return, CP_NCCL_QUERY(CP_NCCL_COMM_USER_RANK)) \
+	P(ncclCommCuDevice, nccl, nccl_entry, nccl_return, CP_NCCL_QUERY(CP_NCCL_COMM_CU_DEVICE)) \
+	X(ncclCommGetAsyncError, nccl, "polled by frameworks' watchdog threads (PyTorch's, every few ms per communicator): never a per-call probe") \
+	X(ncclGetVersion, nccl, CP_NCCL_NO_WORK) \
+	X(ncclGetUniqueId, nccl, "makes the id that ncclCommInitRank takes, where it is read") \
+	X(ncclGetErrorString, nccl, CP_NCCL_NO_WORK) \
+	X(ncclGetLastError, nccl, CP_NCCL_NO_WORK) \
+	X(ncclResetDebugInit, nccl, CP_NCCL_NO_WORK) \
+	X(ncclRedOpCreatePreMulSum, nccl, "makes a reduction op handle: it is recorded as the op of each collective that uses it") \
+	X(ncclRedOpDestroy, nccl, CP_NCCL_NO_WORK) \
+	X(ncclMemAlloc, nccl, "allocates through the driver's cuMem* calls, which the driver probes record") \
+	X(ncclMemFree, nccl, "frees through the driver's cuMem* calls, which the driver probes record") \
+	X(ncclCommRegister, nccl, "registers a buffer for zero-copy: no data moves") \
+	X(ncclCommDeregister, nccl, CP_NCCL_NO_WORK) \
+	X(ncclCommWindowRegister, nccl, "registers a symmetric memory window: no data moves") \
+	X(ncclCommWindowDeregister, nccl, CP_NCCL_NO_WORK) \
+	X(ncclWinGetUserPtr, nccl, CP_NCCL_NO_WORK) \
+	X(ncclCommSuspend, nccl, "releases a communicator's memory through the driver's calls, which the driver probes record") \
+	X(ncclCommResume, nccl, "maps a communicator's memory back through the driver's calls, which the driver probes record") \
+	X(ncclCommMemStats, nccl, CP_NCCL_NO_WORK) \
+	X(ncclParamBind, nccl, CP_NCCL_NO_WORK) X(ncclParamGetI8, nccl, CP_NCCL_NO_WORK) \
+	X(ncclParamGetI16, nccl, CP_NCCL_NO_WORK) X(ncclParamGetI32, nccl, CP_NCCL_NO_WORK) \
+	X(ncclParamGetI64, nccl, CP_NCCL_NO_WORK) X(ncclParamGetU8, nccl, CP_NCCL_NO_WORK) \
+	X(ncclParamGetU16, nccl, CP_NCCL_NO_WORK) X(ncclParamGetU32, nccl, CP_NCCL_NO_WORK) \
+	X(ncclParamGetU64, nccl, CP_NCCL_NO_WORK) X(ncclParamGetStr, nccl, CP_NCCL_NO_WORK) \
+	X(ncclParamGet, nccl, CP_NCCL_NO_WORK) X(ncclParamGetParameter, nccl, CP_NCCL_NO_WORK) \
+	X(ncclParamGetAllParameterKeys, nccl, CP_NCCL_NO_WORK) X(ncclParamDumpAll, nccl, CP_NCCL_NO_WORK) \
+	X(ncclResetDebugInitInternal, nccl, CP_NCCL_NO_WORK) \
+	/* the device API (2.28): communicators and teams for kernels the program writes and launches */ \
+	X(ncclDevCommCreate, nccl, CP_NCCL_DEVICE_API) X(ncclDevCommDestroy, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclTeamWorld, nccl, CP_NCCL_DEVICE_API) X(ncclTeamLsa, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclTeamRail, nccl, CP_NCCL_DEVICE_API) X(ncclTeamRankToWorld, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclTeamRankToLsa, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclLsaBarrierCreateRequirement, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclGinBarrierCreateRequirement, nccl, CP_NCCL_DEVICE_API) \
+	X(ncclLLA2ACreateRequirement, nccl, CP_NCCL_DEVICE_API) X(ncclLLA2ACalcSlots, nccl, CP_NCCL_DEVICE_API)
 
 /* Slots of enum cp_api that are not probed symbols: lifecycle and driver tracepoints. */
 #define CP_PSEUDO_APIS(S) S(sched_process_fork) S(sched_process_exit) S(driver_mapped) S(nvidia_dev_xid)

@@ -60,7 +60,9 @@
 	/* the NVIDIA driver reported a GPU error (Xid) */ \
 	R(XID, 16, xid, cp_xid_event, "xid") \
 	/* a Python stack seen for the first time, its frames (--python) */ \
-	R(PY_STACK, 17, py_stack, cp_py_stack_event, "py_stack")
+	R(PY_STACK, 17, py_stack, cp_py_stack_event, "py_stack") \
+	/* an NCCL call returned: a collective, send/recv, group, communicator call */ \
+	R(NCCL, 18, nccl, cp_nccl_event, "nccl")
 
 #define CP_EV_ENUM(NAME, value, member, type, name) CP_EV_##NAME = value,
 enum cp_event_type {
@@ -78,6 +80,14 @@ enum cp_family {
 };
 #undef CP_FAMILY_ENUM
 
+/* The probed libraries (bpf/cuprobe_catalogue.h): which table a file gets. */
+#define CP_LIBRARY_ENUM(lib, table, prefix) CP_LIBRARY_##lib,
+enum cp_library {
+	CP_LIBRARIES(CP_LIBRARY_ENUM)
+	CP_LIBRARY_MAX,
+};
+#undef CP_LIBRARY_ENUM
+
 /*
  * API identifiers, from the catalogue. Each probe is attached with its API
  * id (and the rest of its catalogue cookie) as the BPF cookie, so one
@@ -86,13 +96,14 @@ enum cp_family {
 #define CP_API_ENUM_PROBE(sym, family, prog, ret, bits) CP_API_##sym,
 #define CP_API_ENUM_SKIP(sym, family, reason)
 #define CP_API_ENUM_PSEUDO(name) CP_API_##name,
+#define CP_API_ENUM_TABLE(lib, table, prefix) table(CP_API_ENUM_PROBE, CP_API_ENUM_SKIP)
 enum cp_api {
 	CP_API_UNKNOWN = 0,
-	CP_DRIVER_APIS(CP_API_ENUM_PROBE, CP_API_ENUM_SKIP)
-	CP_RUNTIME_APIS(CP_API_ENUM_PROBE, CP_API_ENUM_SKIP)
+	CP_LIBRARIES(CP_API_ENUM_TABLE)
 	CP_PSEUDO_APIS(CP_API_ENUM_PSEUDO)
 	CP_API_MAX,
 };
+#undef CP_API_ENUM_TABLE
 #undef CP_API_ENUM_PROBE
 #undef CP_API_ENUM_SKIP
 #undef CP_API_ENUM_PSEUDO
@@ -106,6 +117,7 @@ enum cp_api {
  *   bits 28-47  argument positions, 4 bits each (1-6 registers, 7+ stack, 0 absent):
  *               A (destination/pointer/handle), B (source/value), BYTES, STREAM, C (extra)
  *   bits 48-55  enum cp_family (added from the catalogue's family column)
+ *   bits 56-59  a sixth argument position, D (NCCL's root, peer or rank)
  */
 #define CP_KIND(k)          ((__u64)(k) << 16)
 #define CP_ASYNC            (1ull << 24)
@@ -116,6 +128,7 @@ enum cp_api {
 #define CP_ARG_STREAM(n)    ((__u64)(n) << 40)
 #define CP_ARG_C(n)         ((__u64)(n) << 44)
 #define CP_FAMILY_BITS(f)   ((__u64)(f) << 48)
+#define CP_ARG_D(n)         ((__u64)(n) << 56)
 
 #define CP_COOKIE_API(c)     ((__u32)((c) & 0xffff))
 #define CP_COOKIE_KIND(c)    ((__u32)(((c) >> 16) & 0xff))
@@ -128,6 +141,7 @@ enum cp_api {
 #define CP_SHIFT_BYTES 36
 #define CP_SHIFT_STREAM 40
 #define CP_SHIFT_C 44
+#define CP_SHIFT_D 56
 
 /*
  * Counters kept per CPU by the BPF side, indexed by these slots. Slots below
@@ -150,6 +164,11 @@ enum cp_counter {
 	CP_CNT_VMM_UNKNOWN,         /* releases/unmaps of handles made before tracing began */
 	CP_CNT_DEVICE_STATS_FULL,   /* device memory or copy updates that did not fit their maps */
 	CP_CNT_HOLD_FAILED,         /* new driver mappings whose process could not be held */
+	CP_CNT_NCCL_TOO_DEEP,       /* NCCL calls nested deeper than a thread's call stack holds */
+	CP_CNT_NCCL_UNMATCHED,      /* NCCL returns without their entry (a thread's stack lost) */
+	CP_CNT_NCCL_NESTED,         /* NCCL exports called inside another (ncclBcast's ncclBroadcast) */
+	CP_CNT_NCCL_COMMS_FULL,     /* communicators not kept: map full */
+	CP_CNT_NCCL_STATS_FULL,     /* (pid, communicator, op) rows that did not fit */
 	/* Python stacks (--python): see bpf/cuprobe_python.bpf.h. */
 	CP_CNT_PY_WALKS,            /* calls of Python processes whose stack was walked */
 	CP_CNT_PY_NO_FRAMES,        /* ... from threads with no Python thread state or frame */
@@ -281,6 +300,53 @@ enum cp_proc_kind {
 	CP_PROC_HELD_FOR_STACKS = 4, /* stopped until its memory map is read (hold_for_stacks) */
 };
 
+/*
+ * NCCL calls (the nccl family's kind, CP_EV_NCCL's op). Counts as the API
+ * takes them: AllGather's is what each rank sends (the output holds nranks
+ * times it), ReduceScatter's what each rank receives (the input holds nranks
+ * times it), AlltoAll's, Gather's and Scatter's what goes to or comes from
+ * each peer.
+ */
+#define CP_NCCL_OPS(O) \
+	O(ALL_REDUCE, 1, "all_reduce") O(BROADCAST, 2, "broadcast") O(REDUCE, 3, "reduce") \
+	O(ALL_GATHER, 4, "all_gather") O(REDUCE_SCATTER, 5, "reduce_scatter") \
+	O(ALL_TO_ALL, 6, "all_to_all") O(GATHER, 7, "gather") O(SCATTER, 8, "scatter") \
+	O(SEND, 9, "send") O(RECV, 10, "recv") \
+	O(GROUP_START, 11, "group_start") O(GROUP_END, 12, "group_end") \
+	O(COMM_INIT, 13, "comm_init") O(COMM_INIT_ALL, 14, "comm_init_all") \
+	O(COMM_SPLIT, 15, "comm_split") O(COMM_SHRINK, 16, "comm_shrink") \
+	O(COMM_FINALIZE, 17, "comm_finalize") O(COMM_DESTROY, 18, "comm_destroy") \
+	O(COMM_ABORT, 19, "comm_abort") O(COMM_REVOKE, 20, "comm_revoke") \
+	O(COMM_COUNT, 21, "comm_count") O(COMM_USER_RANK, 22, "comm_user_rank") \
+	O(COMM_CU_DEVICE, 23, "comm_cu_device")
+
+#define CP_NCCL_OP_ENUM(NAME, value, name) CP_NCCL_##NAME = value,
+enum cp_nccl_op {
+	CP_NCCL_OPS(CP_NCCL_OP_ENUM)
+	CP_NCCL_OP_MAX,
+};
+#undef CP_NCCL_OP_ENUM
+
+/* Data movement: collectives and send/recv (they have a count, a datatype and a stream). */
+#define CP_NCCL_MOVES_DATA(op) ((op) >= CP_NCCL_ALL_REDUCE && (op) <= CP_NCCL_RECV)
+/* Calls that make a communicator (read through their out pointer on return). */
+#define CP_NCCL_MAKES_COMM(op) ((op) >= CP_NCCL_COMM_INIT && (op) <= CP_NCCL_COMM_SHRINK)
+
+/* Decoding variants of the nccl family: how init takes its ncclUniqueId. */
+#define CP_NCCL_ID_BY_VALUE 1   /* 128 bytes on the stack, at argument C's slot */
+#define CP_NCCL_ID_BY_POINTER 2 /* argument C points at it (the first of an array) */
+#define CP_NCCL_UNIQUE_ID_BYTES 128
+/* ncclDataType_t values NCCL defines: 0 int8 ... 11 float8e5m2. */
+#define CP_NCCL_DATATYPES 12
+#define CP_NCCL_INIT_ALL_MAX 16 /* communicators of one ncclCommInitAll kept */
+#define CP_NCCL_IN_PROGRESS 7   /* ncclInProgress: a non-blocking communicator's call goes on */
+
+/* Flags of CP_EV_NCCL. */
+#define CP_NCCL_BAD_DATATYPE (1u << 0) /* a datatype NCCL does not define: bytes 0 */
+#define CP_NCCL_COMM_UNKNOWN (1u << 1) /* the communicator was made before tracing began */
+#define CP_NCCL_ID_UNREADABLE (1u << 2) /* init: the unique id could not be read */
+#define CP_NCCL_GROUP_OUTERMOST (1u << 3) /* ncclGroupEnd that ended the outermost group: it launched the group's work */
+
 /* Launch kinds (the launch family's kind). */
 enum cp_launch_kind {
 	CP_LAUNCH_KIND_KERNEL = 0,
@@ -321,7 +387,12 @@ struct cp_launch_event {
 	__u32 shared_mem_bytes;
 	__u32 flags;    /* CP_LAUNCH_* */
 	__s32 device;   /* of the calling thread's current context; -1 when not known */
-	__u32 pad;
+	/*
+	 * The NCCL call in flight on the launching thread (its seq, CP_EV_NCCL):
+	 * a collective or send/recv, or for a launch inside ncclGroupEnd, the
+	 * group's seq; 0 when none.
+	 */
+	__u32 nccl_call;
 	__u64 py_stack; /* the calling Python stack (CP_EV_PY_STACK); 0: none */
 };
 
@@ -441,6 +512,7 @@ struct cp_vmm_event {
 #define CP_ATTACH_HELD    (1u << 0) /* the process is stopped until the probes are live */
 #define CP_ATTACH_RUNTIME (1u << 1) /* a CUDA runtime (libcudart, or an executable at exec) */
 #define CP_ATTACH_EXEC    (1u << 2) /* the file is the executable, seen at exec */
+#define CP_ATTACH_NCCL    (1u << 3) /* NCCL (libnccl) */
 
 /* Outcome of an attach event, filled in by the agent (0 from the kernel). */
 enum cp_attach_status {
@@ -466,6 +538,39 @@ struct cp_attach_event {
 	__s32 error;    /* negative errno when status is FAILED */
 	__u32 pad2;
 	char path[CP_PATH_MAX]; /* how the agent reached the file */
+};
+
+/*
+ * An NCCL call, written when it returns: hdr.time_ns is the return,
+ * entry_ns the call (their difference the enqueue time of a collective).
+ */
+struct cp_nccl_event {
+	struct cp_event_header hdr;
+	__u64 entry_ns;
+	__u64 comm;       /* ncclComm_t; calls that make one: the one made (0 when it failed) */
+	/*
+	 * NCCL's hash of the communicator's ncclUniqueId: what NCCL_DEBUG=INFO
+	 * prints as "commId 0x..." at init, the same in every rank; 0 when NCCL
+	 * made the id itself (ncclCommInitAll, split, shrink) or it is not known.
+	 */
+	__u64 comm_id;
+	__u64 count;      /* elements, as the call takes them (enum cp_nccl_op says per what) */
+	__u64 bytes;      /* count x the datatype's size */
+	__u64 stream;
+	__u64 parent;     /* split, shrink: the communicator split */
+	__u32 op;         /* enum cp_nccl_op */
+	__u32 seq;        /* this call's number (from 1): launches inside it carry it */
+	__u32 group;      /* the seq of the group it was made in (its outermost ncclGroupStart); 0 none */
+	__u32 datatype;   /* ncclDataType_t */
+	__u32 redop;      /* ncclRedOp_t (>= 5: made by ncclRedOpCreatePreMulSum) */
+	__s32 root;       /* root (broadcast, reduce, gather, scatter), peer (send, recv); else -1 */
+	__s32 rank;       /* the communicator's rank; -1 when not known */
+	__s32 nranks;     /* its size; -1 when not known */
+	__s32 device;     /* its CUDA device (else the thread's current one); -1 when not known */
+	__s32 result;     /* ncclResult_t */
+	__u32 launches;   /* launches made inside the call (they carry its seq) */
+	__u32 flags;      /* CP_NCCL_* */
+	__u64 py_stack;   /* the calling Python stack (CP_EV_PY_STACK); 0: none */
 };
 
 struct cp_context_event {
@@ -767,6 +872,24 @@ struct cp_copy_stat {
 	__u64 bytes;
 };
 
+/* Per (process, communicator, NCCL op): calls, bytes and enqueue time (stats, exporter). */
+struct cp_nccl_key {
+	__u32 pid;
+	__u32 op;         /* enum cp_nccl_op */
+	__u64 comm;
+};
+
+struct cp_nccl_stat {
+	__u64 calls;
+	__u64 errors;     /* returned other than ncclSuccess */
+	__u64 bytes;
+	__u64 enqueue_ns; /* entry to return, summed */
+	__u64 launches;   /* launches made inside the calls */
+	__u64 comm_id;    /* the communicator, as its last call knew it */
+	__s32 rank, nranks, device;
+	__u32 pad;
+};
+
 /* ---- maps shared with users' programs (cuprobe.bpf.h declares them) ---------- */
 
 /* The processes being traced (cuprobe's -p targets, COMMAND's tree); system-wide: all. */
@@ -821,6 +944,22 @@ struct cuprobe_thread_context {
 	__u64 stack[CUPROBE_CONTEXT_DEPTH];
 	__s32 device[CUPROBE_CONTEXT_DEPTH];
 	__u32 depth;
+	__u32 pad;
+};
+
+/* NCCL communicators: learned when made (or queried), forgotten when destroyed. */
+struct cuprobe_nccl_comm_key {
+	__u32 pid;
+	__u32 pad;
+	__u64 comm;       /* ncclComm_t */
+};
+
+struct cuprobe_nccl_comm {
+	__u64 id;         /* NCCL's hash of its ncclUniqueId; 0 when not known */
+	__u64 parent;     /* split, shrink: the communicator it came from */
+	__s32 rank;       /* -1 when not known */
+	__s32 nranks;     /* -1 when not known */
+	__s32 device;     /* -1 when not known */
 	__u32 pad;
 };
 

@@ -4,11 +4,14 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -45,6 +48,76 @@ void remove_tree(const char *path)
 {
 	if (path)
 		nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+#define ROOT_COPIES_MAX 16
+
+static struct {
+	char *dir;
+	char *from[ROOT_COPIES_MAX], *to[ROOT_COPIES_MAX];
+	size_t count;
+} root_copies;
+
+static void remove_root_copies(void)
+{
+	size_t i;
+
+	for (i = 0; i < root_copies.count; i++) {
+		free(root_copies.from[i]);
+		free(root_copies.to[i]);
+	}
+	if (root_copies.dir)
+		remove_tree(root_copies.dir);
+	free(root_copies.dir);
+	memset(&root_copies, 0, sizeof(root_copies));
+}
+
+const char *root_owned_copy(const char *path)
+{
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	char buf[65536], *to;
+	size_t i, n;
+	FILE *in, *out;
+
+	for (i = 0; i < root_copies.count; i++)
+		if (!strcmp(root_copies.from[i], path))
+			return root_copies.to[i];
+	cr_assert_lt(root_copies.count, ROOT_COPIES_MAX);
+	if (!root_copies.dir) {
+		root_copies.dir = make_tmpdir();
+		atexit(remove_root_copies);
+	}
+	to = path_join(root_copies.dir, base);
+	in = fopen(path, "rb");
+	out = fopen(to, "wb");
+	cr_assert(in && out, "cannot copy %s: %s", path, strerror(errno));
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		cr_assert_eq(fwrite(buf, 1, n, out), n);
+	cr_assert(!ferror(in));
+	fclose(in);
+	cr_assert_eq(fclose(out), 0);
+	cr_assert_eq(chmod(to, 0644), 0);
+	root_copies.from[root_copies.count] = strdup(path);
+	root_copies.to[root_copies.count] = to;
+	return root_copies.to[root_copies.count++];
+}
+
+char *small_disk(const char *size)
+{
+	char *dir = make_tmpdir(), options[64];
+
+	snprintf(options, sizeof(options), "size=%s", size);
+	cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
+	cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0, "%s", strerror(errno));
+	cr_assert_eq(mount("tmpfs", dir, "tmpfs", 0, options), 0, "mount: %s", strerror(errno));
+	return dir;
+}
+
+void small_disk_free(char *dir)
+{
+	umount2(dir, MNT_DETACH);
+	remove_tree(dir);
+	free(dir);
 }
 
 char *path_join(const char *dir, const char *name)
@@ -211,6 +284,17 @@ int run_program(char *const argv[], const struct run_opts *opts, double *elapsed
 	if (elapsed_s)
 		*elapsed_s = now_s() - start;
 	return status;
+}
+
+int run_program_rusage(char *const argv[], const struct run_opts *opts, struct rusage *usage)
+{
+	pid_t pid = spawn_program(argv, opts);
+	int status;
+
+	cr_assert_eq(wait4(pid, &status, 0, usage), pid, "wait4: %s", strerror(errno));
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
 }
 
 bool wait_for_text(const char *path, const char *needle, double timeout_s)

@@ -18,6 +18,22 @@ void require_root(void);
 /* A fresh private directory under /tmp; remove_tree() deletes it. */
 char *make_tmpdir(void);
 void remove_tree(const char *path);
+/*
+ * A tmpfs of size bytes ("64k") at a new directory, in a mount namespace of
+ * the test's own (Criterion runs each test in a process of its own): it
+ * goes with the test, whatever happens. small_disk_free() unmounts and
+ * removes it.
+ */
+char *small_disk(const char *size);
+void small_disk_free(char *dir);
+/*
+ * A copy of the file at path in a directory of root's own, kept until the
+ * test process exits (one copy a path). cuprobe loads as root only a PROG
+ * that nobody but root and the invoking user can change, and the tests run
+ * it as root without SUDO_UID: a checkout that belongs to a user (cloned as
+ * one, tested with sudo) holds programs it would refuse.
+ */
+const char *root_owned_copy(const char *path);
 /* "dir/name", malloc'd. */
 char *path_join(const char *dir, const char *name);
 
@@ -41,6 +57,10 @@ struct run_opts {
  * wall time.
  */
 int run_program(char *const argv[], const struct run_opts *opts, double *elapsed_s);
+
+/* run_program, with the resource usage of argv's process (and the children it waited for). */
+struct rusage;
+int run_program_rusage(char *const argv[], const struct run_opts *opts, struct rusage *usage);
 
 /* Starts argv as run_program does, without waiting: returns its pid. */
 pid_t spawn_program(char *const argv[], const struct run_opts *opts);

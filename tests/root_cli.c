@@ -116,6 +116,145 @@ Test(write_errors, stats_to_a_full_file_exits_1_with_a_message, .timeout = 120)
 	run_free(&r);
 }
 
+/* The file at path ends with a whole line of its kind (JSON: an object; text: a record line). */
+static void assert_ends_whole(const char *path, bool json)
+{
+	char *text = read_text(path), *last;
+	size_t len;
+
+	cr_assert_not_null(text, "%s not written", path);
+	len = strlen(text);
+	cr_assert_gt(len, 4096, "%s: only %zu bytes before the disk was full", path, len);
+	cr_assert_eq(text[len - 1], '\n', "%s ends inside a record: ...%s", path,
+		     text + (len > 80 ? len - 80 : 0));
+	text[len - 1] = '\0';
+	last = strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text;
+	if (json) {
+		json_error_t error;
+		json_t *record = json_loads(last, 0, &error);
+
+		cr_assert_not_null(record, "%s: last line not JSON (%s): %s", path, error.text, last);
+		cr_assert(json_is_string(json_object_get(record, "type")), "%s", last);
+		json_decref(record);
+	} else {
+		double time;
+		int pid, tid, end = 0;
+
+		/* "    0.004972   17403   17404 cuLaunchKernel ... stream=0x7f447ed11320" */
+		cr_assert(sscanf(last, "%lf %d %d %*s%n", &time, &pid, &tid, &end) == 3 && end,
+			  "%s: last line not a record: %s", path, last);
+	}
+	free(text);
+}
+
+/* A full disk ends the output at a record: never part of one. */
+Test(write_errors, a_full_disk_leaves_whole_records_only, .timeout = 180)
+{
+	static const struct {
+		const char *options, *file, *message;
+		bool json, on_stdout;
+	} cases[] = {
+		{ "trace --json -o", "trace.json", "cannot write %s: No space left on device", true },
+		{ "trace -o", "trace.txt", "cannot write %s: No space left on device", false },
+		{ "trace --json >", "stdout.json", "cannot write standard output: No space left on device", true, true },
+		{ "run @ --set min_us=0 --json -o", "run.json",
+		  "cannot write %s: No space left on device", true },
+	};
+	char *disk, *path, script[2048], message[512], options[1024];
+	const char *at;
+	size_t i;
+
+	require_root();
+	disk = small_disk("64k");
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct run r;
+
+		run_init(&r);
+		path = path_join(disk, cases[i].file);
+		/* "@": the example, as a file of root's (see root_owned_copy). */
+		at = strchr(cases[i].options, '@');
+		if (at)
+			snprintf(options, sizeof(options), "%.*s'%s'%s", (int)(at - cases[i].options),
+				 cases[i].options, root_owned_copy(EXAMPLES_DIR "/slow_syncs.bpf.c"),
+				 at + 1);
+		else
+			snprintf(options, sizeof(options), "%s", cases[i].options);
+		snprintf(script, sizeof(script), "'%s' %s '%s' -- '%s' 5000 --sync-every 1%s",
+			 CUPROBE_BIN, options, path, DRV_LAUNCH,
+			 cases[i].on_stdout ? "" : " > /dev/null");
+		run_shell(&r, script);
+		cr_assert_eq(r.status, 1, "%s: exit %d: %s", cases[i].options, r.status, r.err_text);
+		snprintf(message, sizeof(message), cases[i].message, path);
+		cr_assert(strstr(r.err_text, message), "%s: %s", cases[i].options, r.err_text);
+		assert_ends_whole(path, cases[i].json);
+		unlink(path);
+		free(path);
+		run_free(&r);
+	}
+	small_disk_free(disk);
+}
+
+/* argv with its stdout a pipe whose reader has gone: its status; its stderr in *err_text. */
+static int run_into_closed_pipe(char **argv, const char *err_path, char **err_text)
+{
+	int fds[2], status, err_fd;
+	pid_t pid;
+
+	cr_assert_eq(pipe(fds), 0);
+	close(fds[0]);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (!pid) {
+		err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (err_fd < 0 || dup2(fds[1], STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0)
+			_exit(125);
+		/* SIGPIPE as a shell leaves it: the default. */
+		signal(SIGPIPE, SIG_DFL);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	status = wait_program(pid, 60);
+	*err_text = read_text(err_path);
+	return status;
+}
+
+/*
+ * A closed pipe is a write error: exit 1 and one line saying so, for every
+ * command (stats -i, run -i and trace were killed by SIGPIPE: 141).
+ */
+Test(write_errors, a_closed_pipe_exits_1_for_every_command, .timeout = 180)
+{
+	const char *const cases[][12] = {
+		{ "stats", "-i", "0.1", "--", DRV_LAUNCH, "200000", NULL },
+		{ "run", root_owned_copy(EXAMPLES_DIR "/launch_dims.bpf.c"), "-i", "0.1", "--", DRV_LAUNCH,
+		  "200000", NULL },
+		{ "trace", "--", DRV_LAUNCH, "2000", NULL },
+		{ "trace", "--", "/bin/sleep", "0.5", NULL },
+		{ "probes", NULL },
+	};
+	size_t i, j;
+
+	require_root();
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[16] = { CUPROBE_BIN }, *dir = make_tmpdir(), *err_path = path_join(dir, "err");
+		char *err;
+		int status;
+
+		for (j = 0; cases[i][j]; j++)
+			argv[j + 1] = (char *)cases[i][j];
+		status = run_into_closed_pipe(argv, err_path, &err);
+		cr_assert_eq(status, 1, "%s %s: exit %d: %s", cases[i][0], cases[i][1] ? cases[i][1] : "",
+			     status, err);
+		cr_assert(strstr(err, "cannot write standard output: Broken pipe"), "%s: %s",
+			  cases[i][0], err);
+		free(err);
+		free(err_path);
+		remove_tree(dir);
+		free(dir);
+	}
+}
+
 /* ---- 2. a failed start leaves the output file alone ------------------------------ */
 
 static void assert_untouched(const char *path, const char *want)
@@ -176,6 +315,33 @@ Test(output_file, a_failed_start_leaves_an_existing_file_as_it_was, .timeout = 6
 	cr_assert_eq(files_in(sub), 1, "a temporary file was left behind");
 	free(data);
 	free(bad_lib);
+	free(sub);
+	run_free(&r);
+}
+
+/* A name of 255 bytes, the most a directory entry takes: the temporary name must fit too. */
+Test(output_file, a_name_of_255_bytes_is_written, .timeout = 60)
+{
+	char name[256], *sub, *data, *text;
+	struct run r;
+
+	run_init(&r);
+	sub = path_join(r.dir, "out");
+	cr_assert_eq(mkdir(sub, 0755), 0);
+	memset(name, 'n', 255);
+	memcpy(name + 250, ".json", 6);
+	data = path_join(sub, name);
+	{
+		char *argv[] = { CUPROBE_BIN, "trace", "--json", "-o", data, "--", DRV_LAUNCH, "3", NULL };
+
+		run_argv(&r, argv);
+	}
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err_text);
+	text = read_text(data);
+	cr_assert(text && strstr(text, "\"api\":\"cuLaunchKernel\""), "%s", text ? text : "no file");
+	cr_assert_eq(files_in(sub), 1, "a temporary file was left behind");
+	free(text);
+	free(data);
 	free(sub);
 	run_free(&r);
 }
@@ -566,6 +732,143 @@ Test(live_reads, interval_reports_of_a_running_process_say_so, .timeout = 120)
 }
 
 /* ---- 15. bad input is one line, exit 2, and COMMAND does not run ------------------------ */
+
+/* argv with a deadline: its status, or -1 when it had to be killed (it hung). */
+static void run_argv_within(struct run *r, char **argv, double timeout_s)
+{
+	struct run_opts o = { .stdout_path = r->out, .stderr_path = r->err };
+
+	r->status = wait_program(spawn_program(argv, &o), timeout_s);
+	r->out_text = read_text(r->out);
+	r->err_text = read_text(r->err);
+	cr_assert_not_null(r->err_text);
+}
+
+/*
+ * A path from the user that is not a regular file (a FIFO here) is refused
+ * in one line wherever it is read; it used to be opened, waiting forever
+ * for a writer.
+ */
+Test(bad_input, a_fifo_given_as_a_file_is_refused_not_waited_on, .timeout = 120)
+{
+	static const struct {
+		const char *args[6];
+		const char *fifo;
+		int status;
+		const char *message;
+	} cases[] = {
+		{ { "probes", "--lib", "@" }, "lib.so", 1, "@: not a regular file" },
+		{ { "trace", "--lib", "@", "--", "/bin/true" }, "lib.so", 2, "--lib @: not a regular file" },
+		{ { "trace", "--cudart", "@", "--", "/bin/true" }, "cudart.so", 2, "--cudart @: not a regular file" },
+		{ { "run", "@", "--", "/bin/true" }, "prog.bpf.o", 2, "@: not a regular file" },
+		{ { "run", "@", "--", "/bin/true" }, "prog.bpf.c", 2, "@: not a regular file" },
+	};
+	size_t i, j;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[8] = { CUPROBE_BIN }, *fifo, message[512], *at;
+		struct run r;
+
+		run_init(&r);
+		fifo = path_join(r.dir, cases[i].fifo);
+		cr_assert_eq(mkfifo(fifo, 0600), 0);
+		for (j = 0; j < 6 && cases[i].args[j]; j++)
+			argv[j + 1] = !strcmp(cases[i].args[j], "@") ? fifo : (char *)cases[i].args[j];
+		run_argv_within(&r, argv, 20);
+		cr_assert_neq(r.status, -1, "%s %s: still waiting after 20 s", cases[i].args[0],
+			      cases[i].args[1]);
+		cr_assert_eq(r.status, cases[i].status, "%s %s: exit %d: %s", cases[i].args[0],
+			     cases[i].args[1], r.status, r.err_text);
+		at = strchr(cases[i].message, '@');
+		snprintf(message, sizeof(message), "%.*s%s%s", (int)(at - cases[i].message),
+			 cases[i].message, fifo, at + 1);
+		cr_assert(strstr(r.err_text, message), "expected \"%s\" in: %s", message, r.err_text);
+		cr_assert_eq(count_lines(r.err_text), 1, "one line: %s", r.err_text);
+		free(fifo);
+		run_free(&r);
+	}
+}
+
+/* COMMAND that is a directory: 126, said as such (it was "permission denied"). */
+Test(bad_input, a_command_that_is_a_directory, .timeout = 60)
+{
+	char *argv[] = { CUPROBE_BIN, "trace", "--", "/tmp", NULL };
+	struct run r;
+
+	run_init(&r);
+	run_argv(&r, argv);
+	cr_assert_eq(r.status, 126, "exit %d: %s", r.status, r.err_text);
+	cr_assert(strstr(r.err_text, "/tmp: is a directory"), "%s", r.err_text);
+	cr_assert_eq(count_lines(r.err_text), 1, "one line: %s", r.err_text);
+	run_free(&r);
+}
+
+/* A truncated ELF file: its section headers are cut off (it listed 0 exports and exit 0). */
+Test(bad_input, probes_of_a_truncated_elf_file_fails, .timeout = 60)
+{
+	char *argv[] = { CUPROBE_BIN, "probes", "--lib", NULL, NULL };
+	char head[100], *cut;
+	FILE *in, *out;
+	struct run r;
+
+	run_init(&r);
+	cut = path_join(r.dir, "libcuda.so.1");
+	/* The ELF header and a little more: the first 100 bytes of the simulated driver. */
+	in = fopen(CUDA_SIM_LIB, "rb");
+	out = fopen(cut, "wb");
+	cr_assert(in && out);
+	cr_assert_eq(fread(head, 1, sizeof(head), in), sizeof(head));
+	cr_assert_eq(fwrite(head, 1, sizeof(head), out), sizeof(head));
+	fclose(in);
+	cr_assert_eq(fclose(out), 0);
+	argv[3] = cut;
+	run_argv(&r, argv);
+	cr_assert_eq(r.status, 1, "exit %d: %s%s", r.status, r.out_text, r.err_text);
+	cr_assert(strstr(r.err_text, "libcuda.so.1: a truncated or damaged ELF file"), "%s", r.err_text);
+	free(cut);
+	run_free(&r);
+}
+
+/* --cudart of a file that cannot be probed is refused as --lib is (it was a warning, exit 0). */
+Test(bad_input, a_cudart_that_cannot_be_probed_is_refused_as_a_lib_is, .timeout = 60)
+{
+	static const struct {
+		const char *file, *message;
+	} cases[] = {
+		{ "/nonexistent/libcudart.so", "--cudart /nonexistent/libcudart.so: No such file or directory" },
+		{ "@", "--cudart @: cannot be probed: not an ELF file" },
+		{ "/bin/true", "--cudart /bin/true: cannot be probed: no cudaLaunchKernel in it" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char script[1024], *argv[] = { CUPROBE_BIN, "trace", "--cudart", NULL, "--", "/bin/sh",
+					       "-c", script, NULL };
+		char *mark, *text_file, message[512], *at;
+		struct run r;
+
+		run_init(&r);
+		mark = path_join(r.dir, "ran");
+		text_file = path_join(r.dir, "libcudart.so");
+		cr_assert(write_text(text_file, "not an ELF file\n"));
+		argv[3] = !strcmp(cases[i].file, "@") ? text_file : (char *)cases[i].file;
+		snprintf(script, sizeof(script), "touch '%s'", mark);
+		run_argv(&r, argv);
+		cr_assert_eq(r.status, 2, "%s: exit %d: %s", argv[3], r.status, r.err_text);
+		at = strchr(cases[i].message, '@');
+		if (at)
+			snprintf(message, sizeof(message), "%.*s%s%s", (int)(at - cases[i].message),
+				 cases[i].message, text_file, at + 1);
+		else
+			snprintf(message, sizeof(message), "%s", cases[i].message);
+		cr_assert(strstr(r.err_text, message), "expected \"%s\" in: %s", message, r.err_text);
+		cr_assert_eq(count_lines(r.err_text), 1, "one line: %s", r.err_text);
+		cr_assert_neq(access(mark, F_OK), 0, "COMMAND ran");
+		free(mark);
+		free(text_file);
+		run_free(&r);
+	}
+}
 
 Test(bad_input, a_lib_that_is_not_elf_with_a_command_is_refused_before_it_runs, .timeout = 60)
 {

@@ -20,7 +20,8 @@
 #include "helpers.h"
 #include "ptxas.h"
 
-#define EXAMPLES EXAMPLES_DIR "/"
+/* An example of bpf/examples/, as a file of root's (see root_owned_copy). */
+#define EXAMPLE(name) root_owned_copy(EXAMPLES_DIR "/" name)
 
 struct run {
 	int status;
@@ -94,9 +95,8 @@ static void assert_has(const char *text, const char *needle)
 
 Test(ptx, every_device_example, .timeout = 120)
 {
-	static const char *const examples[] = { EXAMPLES "gpu_threads.bpf.c",
-						EXAMPLES "gpu_block_time.bpf.c",
-						EXAMPLES "gpu_sm_blocks.bpf.c" };
+	const char *const examples[] = { EXAMPLE("gpu_threads.bpf.c"), EXAMPLE("gpu_block_time.bpf.c"),
+					 EXAMPLE("gpu_sm_blocks.bpf.c") };
 	size_t i;
 
 	for (i = 0; i < sizeof(examples) / sizeof(examples[0]); i++) {
@@ -109,7 +109,7 @@ Test(ptx, every_device_example, .timeout = 120)
 
 Test(ptx, the_entry_counter_counts_with_one_reduction_a_thread, .timeout = 60)
 {
-	char *module = ptx_of(EXAMPLES "gpu_threads.bpf.c");
+	char *module = ptx_of(EXAMPLE("gpu_threads.bpf.c"));
 
 	assert_has(module, "\t// threads_entered: 1 x 8 bytes\n");
 	assert_has(module, "// __cuprobe_gpu_count_threads: SEC(\"gpu/vec_add*\")\n"
@@ -121,7 +121,7 @@ Test(ptx, the_entry_counter_counts_with_one_reduction_a_thread, .timeout = 60)
 
 Test(ptx, the_block_timer_reads_the_globaltimer_at_entry_and_exit, .timeout = 60)
 {
-	char *module = ptx_of(EXAMPLES "gpu_block_time.bpf.c");
+	char *module = ptx_of(EXAMPLE("gpu_block_time.bpf.c"));
 	char *exit_program = strstr(module, ".func __cuprobe_gpu_block_exit "), *atom;
 
 	assert_has(module, "// __cuprobe_gpu_block_entry: SEC(\"gpu/vec_add*\")");
@@ -139,7 +139,7 @@ Test(ptx, the_block_timer_reads_the_globaltimer_at_entry_and_exit, .timeout = 60
 
 Test(ptx, clang_built_programs_for_isa_v1_and_v3, .timeout = 120)
 {
-	char *v1 = ptx_of(DEVICE_ISA), *v3 = ptx_of(DEVICE_ISA_V3);
+	char *v1 = ptx_of(root_owned_copy(DEVICE_ISA)), *v3 = ptx_of(root_owned_copy(DEVICE_ISA_V3));
 
 	judge(v1, "device_isa.bpf.c (v1)");
 	judge(v3, "device_isa.bpf.o (v3)");
@@ -212,7 +212,7 @@ Test(ptx, isa_v4_as_the_kernel_takes_it, .timeout = 60)
 
 Test(shared, a_host_program_writes_the_map_the_device_programs_use, .timeout = 120)
 {
-	const char *const args[] = { DEVICE_ISA, "--json", "--", DRV_LAUNCH, "50", NULL };
+	const char *const args[] = { root_owned_copy(DEVICE_ISA), "--json", "--", DRV_LAUNCH, "50", NULL };
 	struct run r;
 	json_t *lines, *line, *found = NULL;
 	char *dir = make_tmpdir(), *path = path_join(dir, "out.json");

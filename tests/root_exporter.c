@@ -283,7 +283,7 @@ Test(http, openmetrics_and_protobuf_are_served_as_asked, .timeout = 120)
 		at += size;
 		families++;
 	}
-	cr_assert_eq(families, 21, "one message per family");
+	cr_assert_eq(families, 23, "one message per family");
 	http_reply_free(&r);
 }
 

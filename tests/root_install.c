@@ -153,6 +153,13 @@ Test(install, the_listed_files)
 	assert_regular(INSTALL_MANDIR "/man8", "cuprobe.8", false);
 	assert_regular(INSTALL_MANDIR "/man8", "cuprobe-trace.8", false);
 	assert_regular(INSTALL_DATADIR "/bash-completion/completions", "cuprobe", false);
+	/* The reference the man pages point to: every page of docs/. */
+	cr_assert_geq(asprintf(&pattern, "%s/docs/*.md", SOURCE_DIR), 0);
+	cr_assert_eq(glob(pattern, 0, NULL, &sources), 0, "no docs in the tree: %s", pattern);
+	for (i = 0; i < sources.gl_pathc; i++)
+		assert_regular(INSTALL_DOCDIR, strrchr(sources.gl_pathv[i], '/') + 1, false);
+	globfree(&sources);
+	free(pattern);
 	/* Internal headers and the static library stay in the tree. */
 	assert_absent(INSTALL_INCLUDEDIR "/cuprobe", "cuprobe_internal.h");
 	assert_absent(INSTALL_INCLUDEDIR "/cuprobe", "tracer_internal.h");

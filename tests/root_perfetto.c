@@ -587,24 +587,14 @@ static long traced_peak_kib(const char *launches)
 	char *argv[] = { CUPROBE_BIN, "trace", "--perfetto", "/dev/null", "--", DRV_LAUNCH,
 			 (char *)launches, "--sync-every", "100", NULL };
 	char *dir = make_tmpdir(), *err_path = path_join(dir, "stderr"), *err;
+	struct run_opts opts = { .stdout_path = "/dev/null", .stderr_path = err_path };
 	struct cuprobe_summary summary;
 	struct rusage usage;
-	int status, null_fd, err_fd;
-	pid_t pid;
+	int status;
 
-	pid = fork();
-	cr_assert_geq(pid, 0);
-	if (!pid) {
-		null_fd = open("/dev/null", O_WRONLY);
-		err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		if (null_fd < 0 || err_fd < 0 || dup2(null_fd, 1) < 0 || dup2(err_fd, 2) < 0)
-			_exit(126);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	cr_assert_eq(wait4(pid, &status, 0, &usage), pid);
+	status = run_program_rusage(argv, &opts, &usage);
 	err = read_text(err_path);
-	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x: %s", status, err);
+	cr_assert_eq(status, 0, "status %d: %s", status, err);
 	cr_assert(parse_cuprobe_summary(err, &summary), "no summary: %s", err);
 	cr_assert_eq(summary.lost, 0);
 	cr_assert_eq(summary.launches, strtoull(launches, NULL, 10));

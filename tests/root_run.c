@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -21,7 +22,8 @@
 
 #include "helpers.h"
 
-#define EXAMPLES EXAMPLES_DIR "/"
+/* An example of bpf/examples/, as a file of root's (see root_owned_copy). */
+#define EXAMPLE(name) root_owned_copy(EXAMPLES_DIR "/" name)
 
 struct run_result {
 	char *dir;
@@ -196,6 +198,240 @@ static long long hist_count(json_t *hist, long long *only_low, long long *only_h
 	return sum;
 }
 
+/* ---- maps of any size --------------------------------------------------------------- */
+
+static char *write_program(const char *dir, const char *name, const char *source);
+
+/*
+ * An array of entries 512-byte values, of which cuda/launch writes one
+ * (key 7). Written without the SDK so that it is compiled here, before
+ * cuprobe runs: clang's memory would otherwise count in cuprobe's peak.
+ */
+static char *big_array_object(const char *dir, const char *name, unsigned int entries)
+{
+	char source[1024], file[64], *path, *object;
+	char *cc[] = { BPF_CLANG, "-g", "-O2", "-target", "bpf", "-c", NULL, "-o", NULL, NULL };
+
+	snprintf(source, sizeof(source),
+		 "struct big { unsigned long long words[64]; };\n"
+		 "struct { int (*type)[2]; int (*max_entries)[%u]; unsigned int *key; struct big *value; }\n"
+		 "	big __attribute__((section(\".maps\"), used));\n"
+		 "static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;\n"
+		 "__attribute__((section(\"cuda/launch\"), used)) int mark(void *ctx)\n"
+		 "{\n"
+		 "	unsigned int key = 7;\n"
+		 "	struct big *value = bpf_map_lookup_elem(&big, &key);\n"
+		 "	if (value)\n"
+		 "		value->words[0] = 42;\n"
+		 "	return 0;\n"
+		 "}\n"
+		 "char LICENSE[] __attribute__((section(\"license\"), used)) = \"GPL\";\n",
+		 entries);
+	snprintf(file, sizeof(file), "%s.bpf.c", name);
+	path = path_join(dir, file);
+	snprintf(file, sizeof(file), "%s.bpf.o", name);
+	object = path_join(dir, file);
+	cr_assert(write_text(path, source));
+	cc[6] = path;
+	cc[8] = object;
+	cr_assert_eq(run_program(cc, NULL, NULL), 0, "clang could not build the test object");
+	free(path);
+	return object;
+}
+
+/* `cuprobe run OBJECT [--json] -o FILE -- drv_launch 1`: its peak RSS in KiB; FILE's text. */
+static long run_peak_kib(const char *object, bool json, char **output_text, char **err_text)
+{
+	char *dir = make_tmpdir(), *output = path_join(dir, "output"), *err = path_join(dir, "err");
+	char *argv[] = { CUPROBE_BIN, "run", (char *)object, "-o", output, json ? "--json" : "-v",
+			 "--", DRV_LAUNCH, "1", NULL };
+	struct run_opts opts = { .stderr_path = err };
+	struct rusage usage;
+	int status;
+
+	status = run_program_rusage(argv, &opts, &usage);
+	*err_text = read_text(err);
+	cr_assert_eq(status, 0, "status %d: %s", status, *err_text);
+	*output_text = read_text(output);
+	cr_assert_not_null(*output_text);
+	remove_tree(dir);
+	free(dir);
+	free(output);
+	free(err);
+	return usage.ru_maxrss;
+}
+
+/*
+ * Maps are read a batch at a time and printed as they are read: an array
+ * ten times larger does not grow cuprobe (it read whole maps into memory,
+ * and was OOM-killed on an array of 4,000,000 values of 4 KiB). Its
+ * all-zero entries are not printed: one line for the one entry written.
+ */
+Test(maps, a_large_array_is_printed_in_bounded_memory, .timeout = 300)
+{
+	char *dir, *small, *large, *text, *err, *at, *entry;
+	long small_kib, large_kib;
+	json_t *line, *entries;
+	json_error_t error;
+
+	require_root();
+	dir = make_tmpdir();
+	small = big_array_object(dir, "small", 100000);
+	large = big_array_object(dir, "large", 1000000);
+	small_kib = run_peak_kib(small, true, &text, &err);
+	free(text);
+	free(err);
+	large_kib = run_peak_kib(large, true, &text, &err);
+	cr_log_info("peak RSS: %ld KiB with 100,000 entries, %ld KiB with 1,000,000", small_kib,
+		    large_kib);
+	cr_assert_leq(large_kib, small_kib + 16384,
+		      "peak RSS %ld KiB with 1,000,000 entries of 512 bytes, %ld KiB with 100,000",
+		      large_kib, small_kib);
+	/* The map's line: its one written entry, nothing left out. */
+	at = strstr(text, "{\"type\":\"map\",");
+	cr_assert_not_null(at, "no map printed: %s", err);
+	line = json_loadb(at, strcspn(at, "\n"), 0, &error);
+	cr_assert_not_null(line, "bad JSON: %s", error.text);
+	entries = json_object_get(line, "entries");
+	cr_assert_eq(json_array_size(entries), 1, "%.300s", at);
+	cr_assert_eq(json_integer_value(json_object_get(json_array_get(entries, 0), "key")), 7);
+	cr_assert_eq(jint(line, "not_printed"), 0);
+	json_decref(line);
+	free(text);
+	free(err);
+	/* As text: the header, the map's name and one line. */
+	run_peak_kib(large, false, &text, &err);
+	cr_assert_eq(count_lines(text), 3, "%s", text);
+	entry = find_line(text, "  7: ", 0);
+	cr_assert_not_null(entry, "%s", text);
+	cr_assert(strstr(entry, "42"), "%s", entry);
+	free(entry);
+	free(text);
+	free(err);
+	free(small);
+	free(large);
+	remove_tree(dir);
+	free(dir);
+}
+
+static const char every_launch[] =
+	"#include \"cuprobe.bpf.h\"\n"
+	"struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 4096); __type(key, __u32); __type(value, __u64); } slots SEC(\".maps\");\n"
+	"__u32 next_slot;\n"
+	"SEC(\"cuda/launch\")\n"
+	"int CUDA_PROG(one_slot_a_launch, struct cuda_launch, launch)\n"
+	"{\n"
+	"	__u32 key = next_slot++; /* drv_launch launches from one thread */\n"
+	"	__u64 *value = bpf_map_lookup_elem(&slots, &key);\n"
+	"	if (value)\n"
+	"		*value = key + 1;\n"
+	"	return 0;\n"
+	"}\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+
+/* At most 1000 entries a map by default; the rest counted, in the map and on stderr. */
+Test(maps, at_most_a_thousand_entries_printed_the_rest_counted, .timeout = 120)
+{
+	const char *const workload[] = { "1500", NULL };
+	char *dir = make_tmpdir(), *prog = write_program(dir, "slots.bpf.c", every_launch);
+	struct run_result r;
+	json_t *line, *entries = NULL;
+	size_t i;
+
+	run_prog(&r, prog, NULL, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	json_array_foreach(r.lines, i, line)
+		if (!strcmp(jstr(line, "type"), "map")) {
+			entries = json_object_get(line, "entries");
+			cr_assert_eq(jint(line, "not_printed"), 500);
+		}
+	cr_assert_eq(json_array_size(entries), 1000);
+	/* The array's order: keys 0 to 999, each the launch's number. */
+	cr_assert_eq(json_integer_value(json_object_get(json_array_get(entries, 999), "key")), 999);
+	cr_assert_eq(json_integer_value(json_object_get(json_array_get(entries, 999), "value")), 1000);
+	cr_assert(strstr(r.err_text, "cuprobe: 500 map entries not printed (at most 1000 a map: --max-entries 0 prints them all)"),
+		  "%s", r.err_text);
+	free_result(&r);
+	/* --max-entries 0: all of them; N: N, the rest counted. */
+	for (i = 0; i < 2; i++) {
+		const char *const extra[] = { "--max-entries", i ? "10" : "0", NULL };
+		json_t *map = NULL;
+		size_t j;
+
+		run_prog(&r, prog, extra, workload, true);
+		cr_assert_eq(r.status, 0, "%s", r.err_text);
+		json_array_foreach(r.lines, j, line)
+			if (!strcmp(jstr(line, "type"), "map"))
+				map = line;
+		cr_assert_not_null(map);
+		cr_assert_eq(json_array_size(json_object_get(map, "entries")), i ? 10 : 1500);
+		cr_assert_eq(jint(map, "not_printed"), i ? 1490 : 0);
+		cr_assert_eq(!!strstr(r.err_text, "map entries not printed"), i, "%s", r.err_text);
+		free_result(&r);
+	}
+	free(prog);
+	remove_tree(dir);
+	free(dir);
+}
+
+static const char wide_slots[] =
+	"#include \"cuprobe.bpf.h\"\n"
+	"struct wide { __u64 a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p; };\n"
+	"struct { __uint(type, BPF_MAP_TYPE_ARRAY); __uint(max_entries, 16384); __type(key, __u32); __type(value, struct wide); } slots SEC(\".maps\");\n"
+	"__u32 next_slot;\n"
+	"SEC(\"cuda/launch\")\n"
+	"int CUDA_PROG(one_slot_a_launch, struct cuda_launch, launch)\n"
+	"{\n"
+	"	__u32 key = next_slot++;\n"
+	"	struct wide *value = bpf_map_lookup_elem(&slots, &key);\n"
+	"	if (value)\n"
+	"		value->a = value->p = key + 1;\n"
+	"	return 0;\n"
+	"}\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+
+/*
+ * A map is read a batch at a time (about 1 MiB: 7943 entries here) and
+ * written a part at a time: 10,000 entries of about 120 bytes of JSON are a
+ * first part that fits on a disk of 1100 KiB and an end that does not.
+ * The disk full, the map is taken back whole: the file ends with the line
+ * before it.
+ */
+Test(maps, a_map_cut_by_a_full_disk_is_taken_back_whole, .timeout = 120)
+{
+	char *dir = make_tmpdir(), *prog = write_program(dir, "wide.bpf.c", wide_slots);
+	char *disk, *output, *err = path_join(dir, "err"), *text, *last;
+	char *argv[] = { CUPROBE_BIN, "run", prog, "--json", "--max-entries", "0", "-o", NULL, "--",
+			 DRV_LAUNCH, "10000", NULL };
+	struct run_opts opts = { .stdout_path = "/dev/null", .stderr_path = err };
+	size_t len;
+	int status;
+
+	require_root();
+	disk = small_disk("1100k");
+	output = path_join(disk, "out.json");
+	argv[7] = output;
+	status = run_program(argv, &opts, NULL);
+	text = read_text(err);
+	cr_assert_eq(status, 1, "status %d: %s", status, text);
+	cr_assert(strstr(text, "No space left on device"), "%s", text);
+	free(text);
+	text = read_text(output);
+	cr_assert_not_null(text);
+	len = strlen(text);
+	cr_assert(len && text[len - 1] == '\n', "ends inside a record: ...%s", text + (len > 80 ? len - 80 : 0));
+	text[len - 1] = '\0';
+	last = strrchr(text, '\n') ? strrchr(text, '\n') + 1 : text;
+	cr_assert(!strncmp(last, "{\"type\":\"maps\",", 15), "the last line is not the maps' header: %.200s", last);
+	free(text);
+	free(output);
+	small_disk_free(disk);
+	free(err);
+	free(prog);
+	remove_tree(dir);
+	free(dir);
+}
+
 /* ---- the examples ---------------------------------------------------------------- */
 
 Test(examples, launch_dims_counts_every_launch_of_each_kernel, .timeout = 120)
@@ -205,7 +441,7 @@ Test(examples, launch_dims_counts_every_launch_of_each_kernel, .timeout = 120)
 	json_t *dims;
 	long long low = 0, high = 0;
 
-	run_prog(&r, EXAMPLES "launch_dims.bpf.c", NULL, workload, true);
+	run_prog(&r, EXAMPLE("launch_dims.bpf.c"), NULL, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	cr_assert(!strstr(r.err_text, "cuprobe_traced"), "CUDA_PROG filters: %s", r.err_text);
 	dims = entry_where(final_map(&r, "launch_dims"), "pid", workload_value(&r, 0, "pid"),
@@ -226,7 +462,7 @@ Test(examples, launch_dims_text_draws_the_histogram, .timeout = 120)
 	struct run_result r;
 	char *text;
 
-	run_prog(&r, EXAMPLES "launch_dims.bpf.c", NULL, workload, false);
+	run_prog(&r, EXAMPLE("launch_dims.bpf.c"), NULL, workload, false);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	text = read_text(r.output);
 	cr_assert_not_null(text);
@@ -245,7 +481,7 @@ Test(examples, slow_syncs_records_every_sync_with_its_stack, .timeout = 120)
 	json_t *line;
 	size_t i, records = 0, stream_syncs = 0, context_syncs = 0;
 
-	run_prog(&r, EXAMPLES "slow_syncs.bpf.c", extra, workload, true);
+	run_prog(&r, EXAMPLE("slow_syncs.bpf.c"), extra, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	json_array_foreach(r.lines, i, line) {
 		json_t *record, *stack;
@@ -294,7 +530,7 @@ Test(examples, slow_syncs_threshold_leaves_fast_syncs_out, .timeout = 120)
 	const char *const workload[] = { "100", NULL };
 	struct run_result r;
 
-	run_prog(&r, EXAMPLES "slow_syncs.bpf.c", extra, workload, true);
+	run_prog(&r, EXAMPLE("slow_syncs.bpf.c"), extra, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	cr_assert_eq(count_events(r.lines, "record", NULL), 0);
 	cr_assert(strstr(r.err_text, "ring slow_syncs: 0 records printed, 0 lost, 0 short"),
@@ -309,7 +545,7 @@ Test(examples, alloc_sizes_per_process_and_kind, .timeout = 120)
 	json_t *entries, *device, *host;
 	long long pid;
 
-	run_prog(&r, EXAMPLES "alloc_sizes.bpf.c", NULL, workload, true);
+	run_prog(&r, EXAMPLE("alloc_sizes.bpf.c"), NULL, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	pid = workload_value(&r, 0, "pid");
 	entries = final_map(&r, "alloc_sizes");
@@ -335,7 +571,7 @@ Test(examples, stream_launches_per_stream_add_up, .timeout = 120)
 	long long per_stream[8] = { 0 }, pid, total;
 	size_t i, s, stream_count = 0;
 
-	run_prog(&r, EXAMPLES "stream_launches.bpf.c", NULL, workload, true);
+	run_prog(&r, EXAMPLE("stream_launches.bpf.c"), NULL, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	pid = workload_value(&r, 0, "pid");
 	entries = final_map(&r, "launches");
@@ -374,7 +610,7 @@ Test(examples, copy_sizes_by_direction, .timeout = 120)
 	long long htod = 0, dtoh = 0, dtod = 0, bytes = 0;
 	size_t i;
 
-	run_prog(&r, EXAMPLES "copy_sizes.bpf.c", NULL, workload, true);
+	run_prog(&r, EXAMPLE("copy_sizes.bpf.c"), NULL, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	entries = final_map(&r, "copy_sizes");
 	json_array_foreach(entries, i, entry) {
@@ -427,7 +663,7 @@ Test(targets, system_wide_sees_a_process_started_after_it, .timeout = 120)
 	work_out = path_join(r.dir, "workload");
 	argv[n++] = CUPROBE_BIN;
 	argv[n++] = "run";
-	argv[n++] = EXAMPLES "launch_dims.bpf.c";
+	argv[n++] = (char *)EXAMPLE("launch_dims.bpf.c");
 	argv[n++] = "--json";
 	argv[n++] = "-o";
 	argv[n++] = r.output;
@@ -476,7 +712,7 @@ Test(targets, pid_target_counts_only_that_process, .timeout = 120)
 	work_opts.stdout_path = work_out;
 	target = spawn_program(workload, &work_opts);
 	snprintf(pid_text, sizeof(pid_text), "%d", target);
-	cuprobe = start_run(&r, EXAMPLES "launch_dims.bpf.c", extra);
+	cuprobe = start_run(&r, EXAMPLE("launch_dims.bpf.c"), extra);
 	/* Another CUDA process, not a target, launching on the same driver file while the probes are live. */
 	other_opts.stdout_path = other_out;
 	cr_assert_eq(run_program(other, &other_opts, NULL), 0);
@@ -508,7 +744,7 @@ Test(targets, interval_prints_the_maps_while_running, .timeout = 120)
 	json_t *line;
 	size_t i, headers = 0, finals = 0;
 
-	run_prog(&r, EXAMPLES "launch_dims.bpf.c", extra, workload, true);
+	run_prog(&r, EXAMPLE("launch_dims.bpf.c"), extra, workload, true);
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	json_array_foreach(r.lines, i, line) {
 		if (strcmp(jstr(line, "type"), "maps"))
@@ -1100,6 +1336,161 @@ Test(bad_programs, no_btf_without_g)
 	remove_tree(dir);
 }
 
+/* libbpf needs BTF for a .maps section and said "No such file or directory". */
+Test(bad_programs, no_btf_with_a_map)
+{
+	char *dir = make_tmpdir(), *source = write_program(dir, "nobtfmap.bpf.c",
+		"struct { int (*type)[2]; int (*max_entries)[4]; int *key; long *value; }\n"
+		"	counts __attribute__((section(\".maps\"), used));\n"
+		"__attribute__((section(\"cuda/launch\"), used)) int nobtf(void *ctx) { return 0; }\n"
+		"__attribute__((section(\"license\"), used)) char LICENSE[] = \"GPL\";\n");
+	char *object = path_join(dir, "nobtfmap.bpf.o");
+	char *cc[] = { BPF_CLANG, "-O2", "-target", "bpf", "-c", source, "-o", object, NULL };
+	struct refusal r;
+
+	cr_assert_eq(run_program(cc, NULL, NULL), 0, "clang could not build the test object");
+	refuse(&r, object, NULL, NULL);
+	assert_refused(&r, 2, "nobtfmap.bpf.o: no BTF (compile with -g)");
+	cr_assert(!strstr(r.err, "No such file"), "%s", r.err);
+	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+	free(r.err);
+	free(source);
+	free(object);
+	remove_tree(dir);
+	free(dir);
+}
+
+/* ---- programs root loads: changed by nobody but root and the invoking user ---------- */
+
+static const char noop[] =
+	"#include \"cuprobe.bpf.h\"\n"
+	"SEC(\"cuda/launch\")\n"
+	"int CUDA_PROG(noop, struct cuda_launch, launch) { return 0; }\n"
+	"char LICENSE[] SEC(\"license\") = \"GPL\";\n";
+
+/* `cuprobe run PROG -- /bin/true` with env (NULL-terminated, may be NULL): its status and stderr. */
+static int run_noop(const char *prog, char **env, char **err_text)
+{
+	char *dir = make_tmpdir(), *err = path_join(dir, "err");
+	char *argv[] = { CUPROBE_BIN, "run", (char *)prog, "--", "/bin/true", NULL };
+	struct run_opts opts = { .stdout_path = "/dev/null", .stderr_path = err, .extra_env = env };
+	int status = run_program(argv, &opts, NULL);
+
+	*err_text = read_text(err);
+	remove_tree(dir);
+	free(dir);
+	free(err);
+	return status;
+}
+
+/*
+ * A program root would load that someone other than root and the invoking
+ * user can change (the file, or a directory on its way from /) is refused
+ * before it is compiled or loaded, as sudo and ssh refuse such files.
+ */
+Test(untrusted_programs, a_program_others_can_change_is_refused, .timeout = 120)
+{
+	static const struct {
+		const char *name;
+		mode_t file_mode, dir_mode;
+		uid_t owner;
+		gid_t group;
+		const char *message;
+	} cases[] = {
+		{ "o+w.bpf.c", 0666, 0700, 0, 0, "o+w.bpf.c: is writable by others (mode 0666)" },
+		{ "g+w.bpf.c", 0664, 0700, 0, 1234, "g+w.bpf.c: is writable by group 1234 (mode 0664)" },
+		{ "owned.bpf.c", 0644, 0700, 1234, 0, "owned.bpf.c: is owned by uid 1234" },
+		{ "dir.bpf.c", 0644, 0777, 0, 0, "dir.bpf.c: its directory " },
+		{ "object.bpf.o", 0646, 0700, 0, 0, "object.bpf.o: is writable by others (mode 0646)" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *dir = make_tmpdir(), *sub = path_join(dir, "programs"), *prog;
+		struct refusal r;
+
+		cr_assert_eq(mkdir(sub, 0700), 0);
+		prog = strstr(cases[i].name, ".bpf.o") ? big_array_object(sub, "object", 4) :
+			write_program(sub, cases[i].name, noop);
+		cr_assert_eq(chown(prog, cases[i].owner, cases[i].group), 0);
+		cr_assert_eq(chmod(prog, cases[i].file_mode), 0);
+		cr_assert_eq(chmod(sub, cases[i].dir_mode), 0);
+		refuse(&r, prog, NULL, NULL);
+		assert_refused(&r, 2, cases[i].message);
+		cr_assert(strstr(r.err, "cuprobe loads as root only files that nobody but root and the invoking user can change"),
+			  "%s", r.err);
+		if (cases[i].dir_mode == 0777)
+			cr_assert(strstr(r.err, "is writable by others (mode 0777, not sticky)"), "%s", r.err);
+		cr_assert_eq(count_lines(r.err), 1, "one line: %s", r.err);
+		free(r.err);
+		free(prog);
+		free(sub);
+		remove_tree(dir);
+		free(dir);
+	}
+}
+
+/* What stays allowed: group 0's write, a sticky directory (/tmp), the invoking user's own file. */
+Test(untrusted_programs, root_and_the_invoking_user_may_write_it, .timeout = 120)
+{
+	char *sudo[] = { "SUDO_UID=1234", "SUDO_GID=1234", NULL };
+	char *dir = make_tmpdir(), *sticky = path_join(dir, "sticky"), *err, *prog;
+	int status;
+
+	require_root();
+	cr_assert_eq(chmod(dir, 0755), 0);
+	cr_assert_eq(mkdir(sticky, 0755), 0);
+	cr_assert_eq(chmod(sticky, 01777), 0);
+	prog = write_program(sticky, "group0.bpf.c", noop);
+	cr_assert_eq(chmod(prog, 0664), 0);
+	status = run_noop(prog, NULL, &err);
+	cr_assert_eq(status, 0, "root's group, in a sticky directory: exit %d: %s", status, err);
+	free(err);
+	/* Under sudo: the user's own file, and a file of root's. */
+	cr_assert_eq(chown(prog, 1234, 1234), 0);
+	cr_assert_eq(chmod(prog, 0664), 0);
+	status = run_noop(prog, sudo, &err);
+	cr_assert_eq(status, 0, "the invoking user's own file: exit %d: %s", status, err);
+	free(err);
+	status = run_noop(prog, NULL, &err);
+	cr_assert_eq(status, 2, "another user's file, run by root: exit %d: %s", status, err);
+	cr_assert(strstr(err, "is owned by uid 1234"), "%s", err);
+	free(err);
+	free(prog);
+	free(sticky);
+	remove_tree(dir);
+	free(dir);
+}
+
+/*
+ * --run-as-root runs COMMAND as root, nothing more: PROG is still compiled
+ * as the invoking user, who cannot read a source only root can.
+ */
+Test(untrusted_programs, run_as_root_still_compiles_as_the_invoking_user, .timeout = 120)
+{
+	char *sudo[] = { "SUDO_UID=1234", "SUDO_GID=1234", NULL };
+	char *dir = make_tmpdir(), *err_path = path_join(dir, "err"), *err, *prog;
+	char *argv[] = { CUPROBE_BIN, "run", NULL, "--run-as-root", "--", "/bin/true", NULL };
+	struct run_opts opts = { .stdout_path = "/dev/null", .stderr_path = err_path,
+				 .extra_env = sudo };
+	int status;
+
+	require_root();
+	cr_assert_eq(chmod(dir, 0755), 0);
+	prog = write_program(dir, "secret.bpf.c", noop);
+	cr_assert_eq(chmod(prog, 0600), 0);
+	argv[2] = prog;
+	status = run_program(argv, &opts, NULL);
+	err = read_text(err_path);
+	cr_assert_eq(status, 2, "compiled as root: exit %d: %s", status, err);
+	cr_assert(strstr(err, "secret.bpf.c: clang failed"), "%s", err);
+	free(err);
+	free(prog);
+	free(err_path);
+	remove_tree(dir);
+	free(dir);
+}
+
 Test(bad_programs, set_names_an_unknown_variable_or_a_bad_value)
 {
 	const char *const unknown[] = { "--set", "threshold=5", NULL };
@@ -1107,11 +1498,11 @@ Test(bad_programs, set_names_an_unknown_variable_or_a_bad_value)
 	const char *const junk[] = { "--set", "min_us=12abc", NULL };
 	struct refusal r;
 
-	refuse(&r, EXAMPLES "slow_syncs.bpf.c", unknown, NULL);
+	refuse(&r, EXAMPLE("slow_syncs.bpf.c"), unknown, NULL);
 	assert_refused(&r, 2, "--set threshold=5: no const volatile integer threshold; settable: min_us");
-	refuse(&r, EXAMPLES "slow_syncs.bpf.c", negative, NULL);
+	refuse(&r, EXAMPLE("slow_syncs.bpf.c"), negative, NULL);
 	assert_refused(&r, 2, "--set min_us=-1: not an unsigned integer of 8 bytes");
-	refuse(&r, EXAMPLES "slow_syncs.bpf.c", junk, NULL);
+	refuse(&r, EXAMPLE("slow_syncs.bpf.c"), junk, NULL);
 	assert_refused(&r, 2, "--set min_us=12abc: not an unsigned integer");
 }
 
@@ -1120,7 +1511,7 @@ Test(bad_programs, no_clang_is_one_clear_error)
 	const char *const no_path[] = { "/usr/bin/env", "PATH=/nonexistent", NULL };
 	struct refusal r;
 
-	refuse(&r, EXAMPLES "launch_dims.bpf.c", NULL, no_path);
+	refuse(&r, EXAMPLE("launch_dims.bpf.c"), NULL, no_path);
 	assert_refused(&r, 1, "cannot compile it: clang is not installed");
 	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
 }

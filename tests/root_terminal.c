@@ -302,6 +302,43 @@ Test(top, names_the_kernels_of_a_process_that_started_launching_before_it,
 	free(text);
 }
 
+/*
+ * No terminal top can drive is bad usage, whichever way: no terminal at all,
+ * or one whose TERM ncurses does not know (that exited 1 after loading the
+ * probes, the other 2 before).
+ */
+Test(top, no_usable_terminal_is_bad_usage_either_way, .timeout = 60)
+{
+	char *argv[] = { CUPROBE_BIN, "top", NULL };
+	char *dir = make_tmpdir(), *status_path = path_join(dir, "status");
+	char *err_path = path_join(dir, "stderr"), *command = NULL, *text;
+	struct run_opts opts = { .stderr_path = err_path };
+	struct tmux t;
+
+	require_root();
+	cr_assert_eq(run_program(argv, &opts, NULL), 2);
+	text = read_text(err_path);
+	cr_assert(strstr(text, "top needs a terminal"), "%s", text);
+	free(text);
+	cr_assert(asprintf(&command, "TERM=bogus '%s' top 2> '%s'; echo \"exit=$?\" > '%s'",
+			   CUPROBE_BIN, err_path, status_path) > 0);
+	tmux_start(&t, 80, 24, command);
+	cr_assert(wait_for_text(status_path, "\n", 30), "top with TERM=bogus did not end");
+	tmux_stop(&t);
+	text = read_text(status_path);
+	cr_assert_str_eq(text, "exit=2\n");
+	free(text);
+	text = read_text(err_path);
+	cr_assert(strstr(text, "cannot drive this terminal (TERM=bogus)"), "%s", text);
+	cr_assert_eq(count_lines(text), 1, "%s", text);
+	free(text);
+	free(command);
+	free(status_path);
+	free(err_path);
+	remove_tree(dir);
+	free(dir);
+}
+
 /* ---- Ctrl-C in a terminal: cuprobe trace -- COMMAND in the foreground ---------------- */
 
 struct trace_run {

@@ -71,6 +71,19 @@ static void run_cuprobe_env(struct run *r, char **argv, char **env, bool as_nobo
 	cr_assert_not_null(r->err_text);
 }
 
+/* run_cuprobe with a deadline: status -1 when it had to be killed. */
+static void run_cuprobe_within(struct run *r, char **argv, double timeout_s)
+{
+	struct run_opts o = { .stdout_path = r->out, .stderr_path = r->err };
+
+	argv[0] = CUPROBE_BIN;
+	r->status = wait_program(spawn_program(argv, &o), timeout_s);
+	r->out_text = read_text(r->out);
+	r->err_text = read_text(r->err);
+	cr_assert_not_null(r->out_text);
+	cr_assert_not_null(r->err_text);
+}
+
 static void run_cuprobe(struct run *r, char **argv)
 {
 	run_cuprobe_env(r, argv, NULL, false);
@@ -152,6 +165,8 @@ Test(trace, thousand_launches_named_with_their_geometry, .timeout = 120)
 	}
 	cr_assert_eq(launches, 1000);
 	assert_clean_summary(&r);
+	/* One line at exit, in the user's terms: the name checks' accounting is -v's. */
+	cr_assert_eq(count_lines(r.err_text), 1, "%s", r.err_text);
 	free(line);
 	run_free(&r);
 }
@@ -592,6 +607,64 @@ Test(trace_errors, live_process_without_cuda_sleep)
 	run_free(&r);
 }
 
+/*
+ * A kernel thread runs no CUDA, ever: -p of one is bad usage (with --lib it
+ * was traced until killed). kthreadd is pid 2 in every pid namespace the
+ * kernel starts.
+ */
+Test(trace_errors, a_kernel_thread_is_refused, .timeout = 60)
+{
+	char *argv[] = { NULL, "trace", "-p", "2", "--lib", CUDA_SIM_LIB, NULL };
+	char *status_text = read_text("/proc/2/status"), *name;
+	struct run r;
+
+	run_init(&r);
+	name = status_text ? find_line(status_text, "Name:\tkthreadd", 0) : NULL;
+	cr_assert_not_null(name, "pid 2 is not kthreadd");
+	free(name);
+	free(status_text);
+	run_cuprobe_within(&r, argv, 20);
+	cr_assert_neq(r.status, -1, "still tracing the kernel thread after 20 s");
+	cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err_text);
+	assert_one_error_line(&r, "PID 2 is a kernel thread");
+	run_free(&r);
+}
+
+/* A zombie has exited: refused as one, not traced "still running" (it exited 0). */
+Test(trace_errors, a_zombie_is_refused, .timeout = 60)
+{
+	char pid_text[16], *argv[] = { NULL, "trace", "-p", pid_text, "--lib", CUDA_SIM_LIB, NULL };
+	struct run r;
+	int status;
+	pid_t zombie;
+
+	run_init(&r);
+	zombie = fork();
+	cr_assert_geq(zombie, 0);
+	if (zombie == 0)
+		_exit(0);
+	/* Not reaped: a zombie until the waitpid below. */
+	for (int i = 0; i < 200; i++) {
+		char path[64], *stat_text;
+		bool dead;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", zombie);
+		stat_text = read_text(path);
+		dead = stat_text && strstr(stat_text, ") Z ");
+		free(stat_text);
+		if (dead)
+			break;
+		usleep(10000);
+	}
+	snprintf(pid_text, sizeof(pid_text), "%d", zombie);
+	run_cuprobe_within(&r, argv, 20);
+	cr_assert_eq(waitpid(zombie, &status, 0), zombie);
+	cr_assert_eq(r.status, 1, "exit %d: %s", r.status, r.err_text);
+	assert_one_error_line(&r, "has exited (a zombie");
+	cr_assert(strstr(r.err_text, pid_text), "%s", r.err_text);
+	run_free(&r);
+}
+
 Test(trace_errors, command_not_found)
 {
 	struct run r;
@@ -833,6 +906,67 @@ static void assert_line(const char *text, const char *name, const char *value)
 	free(line);
 }
 
+/*
+ * --run-as-root runs COMMAND as root and nothing else: the -o file is still
+ * created as the invoking user (it was created as root).
+ */
+Test(trace_output, run_as_root_runs_only_the_command_as_root, .timeout = 120)
+{
+	struct run r;
+	char *uid_file, *script;
+	char *env[] = { "SUDO_UID=65534", "SUDO_GID=65534", NULL };
+	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "--run-as-root", "--lib", CUDA_SIM_LIB,
+			 "--", "/bin/sh", "-c", NULL, NULL };
+	struct stat st;
+	char *ids;
+
+	run_init(&r);
+	cr_assert_eq(chmod(r.dir, 0777), 0);
+	uid_file = path_join(r.dir, "ids.txt");
+	cr_assert(asprintf(&script, "{ id -u; id -g; } > '%s'", uid_file) > 0);
+	argv[4] = r.events;
+	argv[11] = script;
+	run_cuprobe_env(&r, argv, env, false);
+	cr_assert_eq(r.status, 0, "stderr:\n%s", r.err_text);
+	ids = read_text(uid_file);
+	cr_assert_not_null(ids, "the command did not run");
+	cr_assert_str_eq(ids, "0\n0\n", "the command ran with ids:\n%s", ids);
+	cr_assert_eq(stat(r.events, &st), 0, "no -o file");
+	cr_assert_eq(st.st_uid, 65534, "-o file owned by uid %d, not the invoking user's", (int)st.st_uid);
+	cr_assert_eq(st.st_gid, 65534, "-o file owned by gid %d", (int)st.st_gid);
+	free(ids);
+	free(uid_file);
+	free(script);
+	run_free(&r);
+}
+
+/* SUDO_UID without SUDO_GID (or the reverse) is refused; it meant root, silently. */
+Test(trace_output, sudo_uid_without_sudo_gid_is_refused, .timeout = 60)
+{
+	char *uid_only[] = { "SUDO_UID=65534", NULL }, *gid_only[] = { "SUDO_GID=65534", NULL };
+	char **envs[] = { uid_only, gid_only };
+	size_t i;
+
+	for (i = 0; i < 2; i++) {
+		char *argv[] = { NULL, "trace", "--", "/bin/sh", "-c", NULL, NULL };
+		char *mark, *script;
+		struct run r;
+
+		run_init(&r);
+		mark = path_join(r.dir, "ran");
+		cr_assert(asprintf(&script, "touch '%s'", mark) > 0);
+		argv[5] = script;
+		run_cuprobe_env(&r, argv, envs[i], false);
+		cr_assert_eq(r.status, 2, "%s: exit %d: %s", envs[i][0], r.status, r.err_text);
+		cr_assert(strstr(r.err_text, "SUDO_UID and SUDO_GID come together"), "%s", r.err_text);
+		cr_assert_eq(count_lines(r.err_text), 1, "%s", r.err_text);
+		cr_assert_neq(access(mark, F_OK), 0, "COMMAND ran");
+		free(mark);
+		free(script);
+		run_free(&r);
+	}
+}
+
 Test(trace_output, command_gets_the_sudo_users_groups_and_environment, .timeout = 120,
      .fini = remove_test_user)
 {
@@ -979,7 +1113,7 @@ Test(late_attach, handles_from_before_the_attach_are_named_from_the_driver_recor
 	char *target_argv[] = { DRV_LAUNCH, "100000000", NULL };
 	char pid_text[32];
 	struct run r;
-	char *argv[] = { NULL, "trace", "--json", "-o", NULL, "-d", "1", "-p", pid_text, NULL };
+	char *argv[] = { NULL, "trace", "-v", "--json", "-o", NULL, "-d", "1", "-p", pid_text, NULL };
 	size_t i, launches = 0, from_driver = 0;
 	pid_t target;
 	int status;
@@ -988,7 +1122,7 @@ Test(late_attach, handles_from_before_the_attach_are_named_from_the_driver_recor
 	target = start_background(target_argv);
 	usleep(300000); /* past cuModuleGetFunction: launching */
 	snprintf(pid_text, sizeof(pid_text), "%d", target);
-	argv[4] = r.events;
+	argv[5] = r.events;
 	run_cuprobe(&r, argv);
 	kill(target, SIGKILL);
 	waitpid(target, &status, 0);

@@ -354,3 +354,72 @@ Test(chrome_trace, unbounded_launch_is_an_instant_and_an_empty_trace_is_an_array
 	json_decref(events);
 	writer_free(&w);
 }
+
+/*
+ * An NCCL collective: its call's slice gets the nccl record (written at the
+ * return), and once its kernel's bound is known, a slice of its own on the
+ * kernel's stream over that bound, named by op and bytes.
+ */
+Test(chrome_trace, nccl_collective_over_its_kernel)
+{
+	struct writer w;
+	union cp_event launch = record(CP_EV_LAUNCH, CP_API_cuLaunchKernelEx, BASE_NS + 2000);
+	union cp_event launch_ret = returned(CP_API_cuLaunchKernelEx, BASE_NS + 2000, BASE_NS + 2500, 0);
+	union cp_event nccl_ret = returned(CP_API_ncclAllReduce, BASE_NS + 1000, BASE_NS + 4000, 0);
+	union cp_event nccl = record(CP_EV_NCCL, CP_API_ncclAllReduce, BASE_NS + 4000);
+	struct cp_gpu_interval interval = {
+		.pid = PID, .tid = TID, .device = 0, .api = CP_API_cuLaunchKernelEx, .stream = STREAM,
+		.function = FUNCTION, .seq = 1, .launch_ns = BASE_NS + 2000,
+		.start_after_ns = BASE_NS + 2000, .done_by_ns = BASE_NS + 9000,
+		.evidence = CP_DONE_STREAM_SYNC, .evidence_api = CP_API_cuStreamSynchronize,
+		.nccl_call = 7,
+	};
+	struct cp_chrome_trace_stats stats;
+	json_t *events, *x, *b, *e;
+
+	writer_init(&w);
+	launch.launch.function = FUNCTION;
+	launch.launch.stream = STREAM;
+	launch.launch.nccl_call = 7;
+	nccl.nccl.entry_ns = BASE_NS + 1000;
+	nccl.nccl.op = CP_NCCL_ALL_REDUCE;
+	nccl.nccl.seq = 7;
+	nccl.nccl.count = 1024;
+	nccl.nccl.datatype = 7;
+	nccl.nccl.bytes = 4096;
+	nccl.nccl.stream = STREAM;
+	nccl.nccl.comm = 0x1234;
+	nccl.nccl.rank = 0;
+	nccl.nccl.nranks = 2;
+	nccl.nccl.root = -1;
+	nccl.nccl.launches = 1;
+	feed(&w, &launch);
+	feed(&w, &launch_ret);
+	feed(&w, &nccl_ret);
+	feed(&w, &nccl);
+	cr_assert_eq(cp_chrome_trace__interval(w.ct, &interval, &w.text), 0);
+	events = finish(&w);
+
+	x = find(events, "X", "ncclAllReduce", 0);
+	cr_assert_not_null(x);
+	cr_assert_eq(ts_ns(x, "ts"), 1000);
+	cr_assert_eq(ts_ns(x, "dur"), 3000);
+	cr_assert_str_eq(json_string_value(arg(x, "op")), "all_reduce");
+	cr_assert_eq(json_integer_value(arg(x, "bytes")), 4096);
+	b = find(events, "b", "all_reduce 4.0K", 0);
+	e = find(events, "e", "all_reduce 4.0K", 0);
+	cr_assert(b && e, "no collective slice: %s", w.text.data);
+	cr_assert_str_eq(json_string_value(json_object_get(b, "cat")), "nccl");
+	cr_assert_eq(ts_ns(b, "ts"), 2000);
+	cr_assert_eq(ts_ns(e, "ts"), 9000);
+	cr_assert_eq(json_integer_value(arg(b, "nranks")), 2);
+	cr_assert_eq(json_integer_value(arg(b, "kernels_bounded")), 1);
+	/* On the kernel's stream track. */
+	cr_assert_eq(json_integer_value(json_object_get(b, "pid")),
+		     json_integer_value(json_object_get(find(events, "b", "vec_add", 0), "pid")));
+	cp_chrome_trace__stats(w.ct, &stats);
+	cr_assert_eq(stats.collectives, 1);
+	cr_assert_eq(stats.collectives_unbounded, 0);
+	json_decref(events);
+	writer_free(&w);
+}

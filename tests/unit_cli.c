@@ -170,25 +170,6 @@ Test(cli, keep_exited)
 	assert_error(PARSE("--keep-exited", "5"), "--keep-exited");
 }
 
-/* Issue 25: "1K" was taken as 1024 kernels. A count takes digits alone. */
-Test(cli, max_kernels_is_a_count_without_suffixes)
-{
-	cr_assert_eq(PARSE_EXPORTER("--max-kernels", "1"), CP_PARSE_OK);
-	cr_assert_eq(opts.exporter.max_kernels, 1);
-	cr_assert_eq(PARSE_EXPORTER("--max-kernels", "100000"), CP_PARSE_OK);
-	cr_assert_eq(opts.exporter.max_kernels, 100000);
-	assert_error(PARSE_EXPORTER("--max-kernels", "1K"), "--max-kernels");
-	assert_error(PARSE_EXPORTER("--max-kernels", "1k"), "--max-kernels");
-	assert_error(PARSE_EXPORTER("--max-kernels", "2M"), "--max-kernels");
-	assert_error(PARSE_EXPORTER("--max-kernels", "50B"), "--max-kernels");
-	assert_error(PARSE_EXPORTER("--max-kernels", "0"), "--max-kernels");
-	assert_error(PARSE_EXPORTER("--max-kernels", "100001"), "--max-kernels");
-	assert_error(PARSE_EXPORTER("--max-kernels", "-1"), "--max-kernels");
-	assert_error(PARSE_EXPORTER("--max-kernels", "+5"), "--max-kernels");
-	assert_error(PARSE_EXPORTER("--max-kernels", ""), "--max-kernels");
-	assert_error(PARSE_EXPORTER("--max-kernels", "99999999999999999999"), "--max-kernels");
-}
-
 Test(cli, ring_size)
 {
 	cr_assert_eq(PARSE("--ring-size", "16M"), CP_PARSE_OK);
@@ -219,6 +200,75 @@ Test(cli, wakeup_latency)
 	assert_error(PARSE("--wakeup-latency", "-5"), "--wakeup-latency");
 	assert_error(PARSE("--wakeup-latency", ""), "--wakeup-latency");
 	assert_error(PARSE("--wakeup-latency", "2.5"), "--wakeup-latency");
+}
+
+/* Out of range: the error names the limit, not the syntax. */
+Test(cli, a_duration_too_long_names_the_limit)
+{
+	assert_error(PARSE("-d", "99999999999999"), "at most 1000000000 seconds");
+	assert_error(PARSE("-d", "1000000001"), "at most 1000000000 seconds");
+	cr_assert_eq(PARSE("-d", "1000000000"), CP_PARSE_OK);
+	assert_error(parse_as(CP_CMD_STATS, (char *[]){ "stats", "-i", "99999999999999", NULL }),
+		     "from 0.01 to 1000000000");
+	assert_error(parse_as(CP_CMD_STATS, (char *[]){ "stats", "-i", "0.001", NULL }),
+		     "from 0.01 to 1000000000");
+}
+
+#define PARSE_RUN(...) parse_as(CP_CMD_RUN, (char *[]){ "run", "p.bpf.o", __VA_ARGS__, NULL })
+
+Test(cli, max_entries)
+{
+	cr_assert_eq(PARSE_RUN("-v"), CP_PARSE_OK);
+	cr_assert_not(opts.run.max_entries_set, "not given: the default applies");
+	cr_assert_eq(PARSE_RUN("--max-entries", "0"), CP_PARSE_OK);
+	cr_assert(opts.run.max_entries_set);
+	cr_assert_eq(opts.run.max_entries, 0, "0: every entry");
+	cr_assert_eq(PARSE_RUN("--max-entries", "25"), CP_PARSE_OK);
+	cr_assert_eq(opts.run.max_entries, 25);
+	assert_error(PARSE_RUN("--max-entries", "-1"), "--max-entries");
+	assert_error(PARSE_RUN("--max-entries", "1K"), "--max-entries");
+	assert_error(PARSE_RUN("--max-entries", "4294967296"), "--max-entries");
+	assert_error(PARSE("--max-entries", "5"), "--max-entries");
+}
+
+/*
+ * The rule for numbers: K, M and G (powers of 1024) are taken where the
+ * value is a size in bytes (--ring-size) and nowhere else; counts, times and
+ * pids are plain decimal. --max-kernels took 1K as 1024.
+ */
+Test(cli, suffixes_only_on_sizes)
+{
+	uint64_t value;
+
+	assert_error(PARSE_EXPORTER("--max-kernels", "1K"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "1k"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "64KiB"), "--max-kernels");
+	cr_assert_eq(PARSE_EXPORTER("--max-kernels", "1024"), CP_PARSE_OK);
+	cr_assert_eq(opts.exporter.max_kernels, 1024);
+	cr_assert_eq(PARSE_EXPORTER("--max-kernels", "100000"), CP_PARSE_OK);
+	assert_error(PARSE_EXPORTER("--max-kernels", "0"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "100001"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "+5"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", ""), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "99999999999999999999"), "--max-kernels");
+	assert_error(PARSE_RUN("--max-entries", "2M"), "--max-entries");
+	assert_error(PARSE("--wakeup-latency", "1K"), "--wakeup-latency");
+	assert_error(PARSE("-d", "1K"), "-d/--duration");
+	assert_error(PARSE("-p", "1K"), "-p/--pid");
+	cr_assert_eq(PARSE("--ring-size", "64K"), CP_PARSE_OK);
+	/* The shared parser of counts. */
+	cr_assert_eq(cp_parse_count("17", 1, 100, &value), 0);
+	cr_assert_eq(value, 17);
+	cr_assert_eq(cp_parse_count("0", 0, 100, &value), 0);
+	cr_assert_eq(value, 0);
+	cr_assert_eq(cp_parse_count("0", 1, 100, &value), -ERANGE);
+	cr_assert_eq(cp_parse_count("101", 1, 100, &value), -ERANGE);
+	cr_assert_eq(cp_parse_count("99999999999999999999999", 1, 100, &value), -ERANGE);
+	cr_assert_eq(cp_parse_count("1K", 1, 100000, &value), -EINVAL);
+	cr_assert_eq(cp_parse_count("", 1, 100, &value), -EINVAL);
+	cr_assert_eq(cp_parse_count("+5", 1, 100, &value), -EINVAL);
+	cr_assert_eq(cp_parse_count(" 5", 1, 100, &value), -EINVAL);
+	cr_assert_eq(cp_parse_count("0x5", 1, 100, &value), -EINVAL);
 }
 
 Test(cli, unknown_options)
@@ -393,6 +443,88 @@ Test(docs, each_man_page_lists_the_options_of_its_help)
 		for (i = 0; i < help.count; i++)
 			cr_assert(option_list_has(&in_man, help.names[i]), "%s: %s not in the man page",
 				  cp_commands[command].name, help.names[i]);
+		free(man);
+	}
+}
+
+/* The text of section heading (".SH EXAMPLES") of a man page, to the next .SH; NULL if none. */
+static char *man_section(const char *man, const char *heading)
+{
+	char line_of[64], *text, *end;
+	const char *found;
+
+	snprintf(line_of, sizeof(line_of), "\n%s\n", heading);
+	found = strstr(man, line_of);
+	if (!found)
+		return NULL;
+	text = strdup(found + strlen(line_of));
+	end = strstr(text, "\n.SH ");
+	if (end)
+		end[1] = '\0';
+	return text;
+}
+
+/*
+ * Each man page has EXAMPLES (with only options its command takes), EXIT
+ * STATUS and ENVIRONMENT (SUDO_UID and SUDO_GID where there is an invoking
+ * user to act for), and points to the documentation cmake --install installs.
+ */
+Test(docs, each_man_page_has_examples_exit_status_and_environment)
+{
+	enum cp_command_id command;
+
+	for (command = 0; command < CP_CMD_COUNT; command++) {
+		const char *name = cp_commands[command].name;
+		char *man = man_page_of(command), *examples, *exit_status, *environment, *p;
+		struct option_list help = { 0 }, used = { 0 };
+		size_t i;
+
+		examples = man_section(man, ".SH EXAMPLES");
+		exit_status = man_section(man, ".SH EXIT STATUS");
+		environment = man_section(man, ".SH ENVIRONMENT");
+		cr_assert_not_null(examples, "cuprobe-%s(8) has no EXAMPLES", name);
+		cr_assert_not_null(exit_status, "cuprobe-%s(8) has no EXIT STATUS", name);
+		cr_assert_not_null(environment, "cuprobe-%s(8) has no ENVIRONMENT", name);
+		for (p = exit_status; *p; p++)
+			*p = *p == '\n' ? ' ' : *p;
+		cr_assert(strstr(exit_status, "2 for bad usage"), "%s: %s", name, exit_status);
+		if (command == CP_CMD_TRACE || command == CP_CMD_STATS || command == CP_CMD_RUN)
+			cr_assert(strstr(environment, "SUDO_UID") && strstr(environment, "SUDO_GID"),
+				  "%s: %s", name, environment);
+		cr_assert(strstr(man, "share/doc/cuprobe"), "cuprobe-%s(8) does not say where the docs are",
+			  name);
+		/* Every example is of this command ("sudo cuprobe NAME", or without sudo), its options only. */
+		cr_assert(strstr(examples, ".TP\n.B "), "%s: %s", name, examples);
+		for (p = strstr(examples, ".TP\n.B "); p; p = strstr(p + 1, ".TP\n.B ")) {
+			char line[512], want[64];
+			const char *at = p + 7;
+
+			snprintf(line, sizeof(line), "%.*s", (int)strcspn(at, "\n"), at);
+			snprintf(want, sizeof(want), "cuprobe %s", name);
+			cr_assert(!strncmp(line, want, strlen(want)) ||
+				  (!strncmp(line, "sudo ", 5) && !strncmp(line + 5, want, strlen(want))),
+				  "%s: %s", name, line);
+		}
+		help_options(command, &help);
+		{
+			char *plain = strdup(examples), *q, *w;
+
+			/* troff's "\-" as "-", then every option named in the examples. */
+			for (q = w = plain; *q; q++)
+				if (!(q[0] == '\\' && q[1] == '-'))
+					*w++ = *q;
+			*w = '\0';
+			scan_options(plain, &used);
+			free(plain);
+		}
+		cr_assert_gt(used.count, 0, "%s: examples with no option at all", name);
+		for (i = 0; i < used.count; i++)
+			cr_assert(option_list_has(&help, used.names[i]) || !strcmp(used.names[i], "--"),
+				  "cuprobe %s's examples use %s, which it does not take", name,
+				  used.names[i]);
+		free(examples);
+		free(exit_status);
+		free(environment);
 		free(man);
 	}
 }
@@ -713,7 +845,7 @@ Test(identity, from_sudo_environment)
 
 	cr_assert_eq(setenv("SUDO_UID", "65534", 1), 0);
 	cr_assert_eq(setenv("SUDO_GID", "65533", 1), 0);
-	cr_assert_eq(cp_identity__from_env(&id, false), 0);
+	cr_assert_eq(cp_identity__from_env(&id), 0);
 	if (geteuid() == 0) {
 		cr_assert(id.drop);
 		cr_assert_eq(id.uid, 65534);
@@ -721,22 +853,29 @@ Test(identity, from_sudo_environment)
 	} else {
 		cr_assert_not(id.drop, "only root drops privileges");
 	}
-	cr_assert_eq(cp_identity__from_env(&id, true), 0);
-	cr_assert_not(id.drop, "--run-as-root keeps root");
 	setenv("SUDO_UID", "0", 1);
-	cr_assert_eq(cp_identity__from_env(&id, false), 0);
+	cr_assert_eq(cp_identity__from_env(&id), 0);
 	cr_assert_not(id.drop, "SUDO_UID=0 is root already");
 	if (geteuid() == 0) {
 		setenv("SUDO_UID", "nobody", 1);
-		cr_assert_eq(cp_identity__from_env(&id, false), -EINVAL);
+		cr_assert_eq(cp_identity__from_env(&id), -EINVAL);
 		setenv("SUDO_UID", " 65534", 1);
-		cr_assert_eq(cp_identity__from_env(&id, false), -EINVAL);
+		cr_assert_eq(cp_identity__from_env(&id), -EINVAL);
 		setenv("SUDO_UID", "+65534", 1);
-		cr_assert_eq(cp_identity__from_env(&id, false), -EINVAL);
+		cr_assert_eq(cp_identity__from_env(&id), -EINVAL);
+	}
+	if (geteuid() == 0) {
+		/* One without the other: refused, not taken for root. */
+		setenv("SUDO_UID", "65534", 1);
+		unsetenv("SUDO_GID");
+		cr_assert_eq(cp_identity__from_env(&id), -ENODATA);
+		unsetenv("SUDO_UID");
+		setenv("SUDO_GID", "65534", 1);
+		cr_assert_eq(cp_identity__from_env(&id), -ENODATA);
 	}
 	unsetenv("SUDO_UID");
 	unsetenv("SUDO_GID");
-	cr_assert_eq(cp_identity__from_env(&id, false), 0);
+	cr_assert_eq(cp_identity__from_env(&id), 0);
 	cr_assert_not(id.drop);
 }
 
@@ -846,6 +985,38 @@ Test(warnings, each_loss_is_said_once)
 	cr_assert_eq(cp_warnings__print(out, NULL, &agent), 2);
 	fclose(out);
 	free(text);
+}
+
+/* `cuprobe help NAME` is `cuprobe NAME --help` (it printed the general help). */
+Test(docs, help_name_prints_that_commands_help)
+{
+	char *dir = make_tmpdir(), *a = path_join(dir, "a"), *b = path_join(dir, "b"), *ta, *tb;
+	size_t i;
+
+	for (i = 0; i < CP_CMD_COUNT; i++) {
+		char *help_argv[] = { CUPROBE_BIN, "help", (char *)cp_commands[i].name, NULL };
+		char *own_argv[] = { CUPROBE_BIN, (char *)cp_commands[i].name, "--help", NULL };
+		struct run_opts oa = { .stdout_path = a }, ob = { .stdout_path = b };
+
+		cr_assert_eq(run_program(help_argv, &oa, NULL), 0);
+		cr_assert_eq(run_program(own_argv, &ob, NULL), 0);
+		ta = read_text(a);
+		tb = read_text(b);
+		cr_assert(ta && tb && !strncmp(ta, "usage: cuprobe ", 15), "%s", ta);
+		cr_assert_str_eq(ta, tb, "cuprobe help %s differs from cuprobe %s --help",
+				 cp_commands[i].name, cp_commands[i].name);
+		free(ta);
+		free(tb);
+	}
+	{
+		char *bogus[] = { CUPROBE_BIN, "help", "bogus", NULL };
+
+		cr_assert_eq(run_program(bogus, NULL, NULL), 2);
+	}
+	free(a);
+	free(b);
+	remove_tree(dir);
+	free(dir);
 }
 
 Test(cli, an_option_of_another_command_is_named_in_the_error)

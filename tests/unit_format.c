@@ -684,3 +684,82 @@ Test(formats, bytes_for_a_person)
 	cr_assert_str_eq(cp_format__bytes(5ull << 20, false, buf, sizeof(buf)), "5.00 MiB");
 	cr_assert_str_eq(cp_format__bytes(3ull << 30, true, buf, sizeof(buf)), "3.0G");
 }
+
+/* An NCCL record, exactly, in both formats; a launch made inside it names its seq. */
+Test(formats, nccl_record_and_its_launch)
+{
+	union cp_event ev = blank(CP_EV_NCCL, CP_API_ncclReduce);
+	char buf[2048];
+
+	ev.nccl.entry_ns = ev.hdr.time_ns - 25000;
+	ev.nccl.op = CP_NCCL_REDUCE;
+	ev.nccl.seq = 12;
+	ev.nccl.group = 10;
+	ev.nccl.comm = 0xc0;
+	ev.nccl.comm_id = 0xfeed;
+	ev.nccl.count = 1024;
+	ev.nccl.datatype = 4;
+	ev.nccl.bytes = 8192;
+	ev.nccl.redop = 2;
+	ev.nccl.root = 1;
+	ev.nccl.rank = 0;
+	ev.nccl.nranks = 2;
+	ev.nccl.device = 0;
+	ev.nccl.stream = 0x5a;
+	ev.nccl.launches = 1;
+	cr_assert_gt(cp_format__json(&ev, NULL, buf, sizeof(buf)), 0);
+	cr_assert_str_eq(buf, "{\"time_ns\":9000000123456789,\"pid\":1234,\"tid\":1240,"
+			      "\"type\":\"nccl\",\"api\":\"ncclReduce\",\"op\":\"reduce\",\"seq\":12,"
+			      "\"group\":10,\"comm\":\"0xc0\",\"comm_id\":\"0xfeed\",\"rank\":0,\"nranks\":2,"
+			      "\"device\":0,\"count\":1024,\"datatype\":\"int64\",\"bytes\":8192,"
+			      "\"redop\":\"max\",\"root\":1,\"stream\":\"0x5a\",\"launches\":1,"
+			      "\"entry_ns\":9000000123431789,\"duration_ns\":25000,\"result\":0}");
+	cr_assert_str_eq(text_details(&ev, buf, sizeof(buf)),
+			 " reduce count=1024 int64 bytes=8192 op=max root=1 stream=0x5a comm=0xc0"
+			 " rank=0/2 id=0xfeed device=0 seq=12 group=10 launches=1 took=25us");
+	/* A send names its peer; a communicator call no data fields. */
+	ev = blank(CP_EV_NCCL, CP_API_ncclSend);
+	ev.nccl.op = CP_NCCL_SEND;
+	ev.nccl.root = 3;
+	ev.nccl.datatype = 99;
+	ev.nccl.flags = CP_NCCL_BAD_DATATYPE | CP_NCCL_COMM_UNKNOWN;
+	ev.nccl.rank = ev.nccl.nranks = ev.nccl.device = -1;
+	ev.nccl.entry_ns = ev.hdr.time_ns;
+	{
+		json_t *obj = to_json(&ev, NULL);
+
+		cr_assert_eq(jint(obj, "peer"), 3);
+		cr_assert_null(json_object_get(obj, "root"));
+		cr_assert_str_eq(jstr(obj, "datatype"), "unknown");
+		cr_assert(json_is_true(json_object_get(obj, "bad_datatype")));
+		cr_assert(json_is_true(json_object_get(obj, "comm_unknown")));
+		json_decref(obj);
+	}
+	ev = blank(CP_EV_NCCL, CP_API_ncclCommSplit);
+	ev.nccl.op = CP_NCCL_COMM_SPLIT;
+	ev.nccl.comm = 0xd0;
+	ev.nccl.parent = 0xc0;
+	ev.nccl.rank = ev.nccl.nranks = -1;
+	ev.nccl.device = 0;
+	ev.nccl.entry_ns = ev.hdr.time_ns - 1000;
+	ev.nccl.seq = 3;
+	cr_assert_str_eq(text_details(&ev, buf, sizeof(buf)),
+			 " comm_split comm=0xd0 device=0 parent=0xc0 seq=3 took=1us");
+	{
+		json_t *obj = to_json(&ev, NULL);
+
+		cr_assert_null(json_object_get(obj, "bytes"), "no data fields for a communicator call");
+		cr_assert_str_eq(jstr(obj, "parent"), "0xc0");
+		json_decref(obj);
+	}
+	ev = blank(CP_EV_LAUNCH, CP_API_cuLaunchKernelEx);
+	ev.launch.function = 0x1;
+	ev.launch.nccl_call = 12;
+	{
+		json_t *obj = to_json(&ev, NULL);
+
+		cr_assert_eq(jint(obj, "nccl_call"), 12);
+		json_decref(obj);
+	}
+	cr_assert(strstr(text_details(&ev, buf, sizeof(buf)), " nccl=12"), "%s", buf);
+}

@@ -518,6 +518,21 @@ Test(demangle, itanium_names)
 	cr_assert_str_eq(out, "void ns::kernel<float>(float*, int)");
 }
 
+/* nvcc's names of kernels of internal linkage (NCCL 2.28's one-rank reduction, as its libnccl names it). */
+Test(demangle, nvcc_static_kernel_names)
+{
+	char out[256];
+
+	cr_assert_eq(cp_demangle("__nv_static_32__b4148644_10_onerank_cu_fdf47990__ZN43_GLOBAL__N__b4148644_10_onerank_cu_fdf4799013oneRankReduceI13FuncPreMulSumIfEEEvPvS3_mmb",
+				 out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "void (anonymous namespace)::oneRankReduce<FuncPreMulSum<float> >(void*, void*, unsigned long, unsigned long, bool)");
+	/* A tag shorter than it says, or no Itanium name after it: as it is. */
+	cr_assert_eq(cp_demangle("__nv_static_99__short__Z3fooi", out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "__nv_static_99__short__Z3fooi");
+	cr_assert_eq(cp_demangle("__nv_static_3__abcvec_add", out, sizeof(out)), 0);
+	cr_assert_str_eq(out, "__nv_static_3__abcvec_add");
+}
+
 Test(demangle, c_names_and_invalid_manglings_unchanged)
 {
 	char out[64];

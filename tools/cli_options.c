@@ -19,7 +19,7 @@
 enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
        OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
        OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED, OPT_WAKEUP_LATENCY,
-       OPT_PTX, OPT_PYTHON };
+       OPT_PTX, OPT_PYTHON, OPT_MAX_ENTRIES };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
@@ -96,6 +96,10 @@ static const struct cp_option_doc option_docs[] = {
 	{ OPT_SET, "set", 0, "NAME=VALUE", RUN,
 	  "set the integer NAME of PROG (declared const volatile, e.g. a threshold)\n"
 	  "before it is loaded (repeatable); VALUE decimal or 0x hex" },
+	{ OPT_MAX_ENTRIES, "max-entries", 0, "N", RUN,
+	  "print at most N entries of each map (default 1000; 0 prints them all):\n"
+	  "the rest are counted, under the map and at exit. An array's entries that\n"
+	  "are all zero are never printed" },
 	{ OPT_PTX, "ptx", 0, NULL, RUN,
 	  "print the PTX of PROG's device programs (gpu/ and gpu.exit/ sections) as\n"
 	  "they would go into the kernels, in a module ptxas accepts, and exit. PROG\n"
@@ -142,7 +146,11 @@ static const struct cp_option_doc option_docs[] = {
 	  "is paid inside a traced call, and costs more where waking a thread on\n"
 	  "another CPU is slow (VMs): raise it to trade delay for cost" },
 	{ OPT_RUN_AS_ROOT, "run-as-root", 0, NULL, TRACE | STATS | RUN,
-	  "run COMMAND as root even under sudo" },
+	  "run COMMAND as root even under sudo; only COMMAND: output files are\n"
+	  "still created as the invoking user",
+	  .help_for = { [CP_CMD_RUN] =
+	  "run COMMAND as root even under sudo; only COMMAND: output files are\n"
+	  "still created, and PROG read and compiled, as the invoking user" } },
 	{ OPT_EXIT_WITH_COMMAND, "exit-with-command", 0, NULL, TRACE | STATS | RUN,
 	  "stop when COMMAND exits, even if processes it started still run (they\n"
 	  "are counted); by default tracing lasts until its whole tree has exited" },
@@ -234,6 +242,24 @@ int cp_parse_size(const char *text, uint64_t *bytes)
 	return 0;
 }
 
+int cp_parse_count(const char *text, uint64_t min, uint64_t max, uint64_t *value)
+{
+	uint64_t parsed = 0;
+	const char *p;
+
+	if (!text || !value || !*text || *skip_digits(text))
+		return -EINVAL;
+	for (p = text; *p; p++) {
+		if (parsed > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		parsed = parsed * 10 + (unsigned int)(*p - '0');
+	}
+	if (parsed < min || parsed > max)
+		return -ERANGE;
+	*value = parsed;
+	return 0;
+}
+
 /* "0", "00", "0.0", ".0": zero seconds written as cp_parse_seconds's syntax would. */
 static bool is_zero_seconds(const char *text)
 {
@@ -262,7 +288,7 @@ int cp_parse_seconds(const char *text, uint64_t *ms)
 	for (p = text; p < whole_end; p++) {
 		whole = whole * 10 + (unsigned int)(*p - '0');
 		nonzero |= *p != '0';
-		if (whole > 1000000000)
+		if (whole > CP_SECONDS_MAX)
 			return -ERANGE;
 	}
 	/* Milliseconds: three digits of the fraction, rounded by the fourth. */
@@ -278,7 +304,7 @@ int cp_parse_seconds(const char *text, uint64_t *ms)
 	if (!nonzero)
 		return -EINVAL;
 	*ms = whole * 1000 + part;
-	if (*ms > 1000000000000ull)
+	if (*ms > CP_SECONDS_MAX * 1000ull)
 		return -ERANGE;
 	/* A tiny positive value must not become 0, which means "no limit". */
 	if (!*ms)
@@ -434,14 +460,18 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 		case OPT_RUNTIME:
 			opts->trace.runtime = true;
 			break;
-		case 'd':
-			if (cp_parse_seconds(optarg, &common->duration_ms)) {
-				snprintf(error, error_len,
+		case 'd': {
+			int err = cp_parse_seconds(optarg, &common->duration_ms);
+
+			if (err) {
+				snprintf(error, error_len, err == -ERANGE ?
+					 "invalid duration '%s' for -d/--duration: at most %u seconds" :
 					 "invalid duration '%s' for -d/--duration: expected decimal seconds > 0",
-					 optarg);
+					 optarg, CP_SECONDS_MAX);
 				return CP_PARSE_ERROR;
 			}
 			break;
+		}
 		case OPT_RING_SIZE:
 			if (cp_parse_size(optarg, &value) || value < 4096 || value > (1ull << 30) ||
 			    (value & (value - 1))) {
@@ -453,9 +483,7 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 			common->ring_bytes = value;
 			break;
 		case OPT_WAKEUP_LATENCY:
-			if (!optarg[0] || strlen(optarg) > 8 ||
-			    strspn(optarg, "0123456789") != strlen(optarg) ||
-			    !(value = strtoull(optarg, NULL, 10)) || value > 10000000) {
+			if (cp_parse_count(optarg, 1, 10000000, &value)) {
 				snprintf(error, error_len,
 					 "invalid --wakeup-latency '%s': expected 1 to 10000000 microseconds",
 					 optarg);
@@ -474,8 +502,8 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 
 			if (cp_parse_seconds(optarg, interval_ms) || *interval_ms < 10) {
 				snprintf(error, error_len,
-					 "invalid interval '%s' for -i/--interval: expected decimal seconds >= 0.01",
-					 optarg);
+					 "invalid interval '%s' for -i/--interval: expected decimal seconds from 0.01 to %u",
+					 optarg, CP_SECONDS_MAX);
 				return CP_PARSE_ERROR;
 			}
 			break;
@@ -501,10 +529,7 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 			opts->exporter.allow_remote = true;
 			break;
 		case OPT_MAX_KERNELS:
-			/* A count, not a size: digits alone ("1K" is not 1024 kernels). */
-			if (!optarg[0] || strlen(optarg) > 6 ||
-			    strspn(optarg, "0123456789") != strlen(optarg) ||
-			    !(value = strtoull(optarg, NULL, 10)) || value > 100000) {
+			if (cp_parse_count(optarg, 1, 100000, &value)) {
 				snprintf(error, error_len,
 					 "invalid --max-kernels '%s': expected 1 to 100000", optarg);
 				return CP_PARSE_ERROR;
@@ -530,6 +555,16 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 				return CP_PARSE_ERROR;
 			}
 			opts->trace.perfetto = optarg;
+			break;
+		case OPT_MAX_ENTRIES:
+			if (cp_parse_count(optarg, 0, UINT32_MAX, &value)) {
+				snprintf(error, error_len,
+					 "invalid --max-entries '%s': expected 0 (all) to %u", optarg,
+					 UINT32_MAX);
+				return CP_PARSE_ERROR;
+			}
+			opts->run.max_entries = value;
+			opts->run.max_entries_set = true;
 			break;
 		case OPT_PTX:
 			opts->run.ptx = true;

@@ -69,6 +69,8 @@ struct cp_run_options {
 	const char *settings[CP_CLI_MAX_SETTINGS]; /* --set NAME=VALUE */
 	size_t setting_count;
 	bool ptx;            /* --ptx: print the device programs' PTX and exit */
+	size_t max_entries;  /* --max-entries N: printed of each map; 0 = all */
+	bool max_entries_set;/* ... given (0 is a value) */
 };
 
 struct cp_exporter_options {
@@ -148,13 +150,22 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 /* Parses a positive pid, decimal digits only (no sign, space or leading 0): 0 or -EINVAL. */
 int cp_parse_pid(const char *text, pid_t *pid);
 /*
+ * Numbers on the command line, one rule: plain decimal digits (no sign,
+ * space, hex or exponent); K, M and G suffixes (powers of 1024) only for a
+ * size in bytes (--ring-size), never for a count, a time or a pid.
+ *
  * Parses decimal digits with an optional K, M or G suffix (powers of 1024):
  * 0 or -EINVAL/-ERANGE.
  */
 int cp_parse_size(const char *text, uint64_t *bytes);
+/* Parses a count from min to max, digits only: 0, -EINVAL, or -ERANGE outside [min, max]. */
+int cp_parse_count(const char *text, uint64_t min, uint64_t max, uint64_t *value);
+/* The most seconds a time option takes. */
+#define CP_SECONDS_MAX 1000000000u
 /*
  * Parses decimal seconds ("2", "1.5", ".5"; no sign, exponent or hex) into
- * milliseconds, rounded, at least 1: 0 or -EINVAL (also for 0) / -ERANGE.
+ * milliseconds, rounded, at least 1: 0 or -EINVAL (also for 0) / -ERANGE
+ * (above CP_SECONDS_MAX).
  */
 int cp_parse_seconds(const char *text, uint64_t *ms);
 

@@ -35,7 +35,15 @@ struct cp_command {
 	const char *synopsis;   /* after "cuprobe NAME " */
 	/* Paragraphs; "@FAMILIES@" stands for the families users' programs attach to. */
 	const char *description;
-	const char *trailer;    /* the end: what it says at exit, signals, exit status */
+	const char *trailer;    /* the end of its description: what it says at exit, signals; or NULL */
+	const char *exit_status;/* its exit statuses, one paragraph */
+	/*
+	 * Examples, each a command line and, on the lines after it, what it
+	 * does; a blank line between two. Only options the command takes.
+	 */
+	const char *examples;
+	/* What each environment variable it reads does for it ("NAME\ntext"); NULL: none. */
+	const char *environment[4];
 	/* Its operand before "--" (run's PROG), required when it has one. */
 	struct {
 		const char *name;   /* "PROG"; NULL: none */

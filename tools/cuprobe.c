@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /* cuprobe: the command-line front end. Its commands are the rows of commands.c. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,11 @@ int main(int argc, char **argv)
 {
 	const struct cp_command *command;
 
+	/*
+	 * A closed pipe is a write error every command says and exits 1 for,
+	 * not a death by signal (the commands it starts get SIGPIPE back).
+	 */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2)
 		return general_help(stderr, CP_EXIT_USAGE);
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||

@@ -4,9 +4,7 @@
 #include <grp.h>
 #include <libgen.h>
 #include <limits.h>
-#include <stdatomic.h>
 #include <stdio.h>
-#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -53,17 +51,31 @@ struct create_job {
 	bool direct;   /* an existing device or FIFO: written in place, never replaced */
 };
 
+/* A new file in dir, named name; -errno, or the open fd. */
+static int create_exclusive(const char *dir, const char *name, char *path, size_t len)
+{
+	int fd;
+
+	if (snprintf(path, len, "%s/%s", dir, name) >= (int)len)
+		return -ENAMETOOLONG;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+	return fd < 0 ? -errno : fd;
+}
+
 /*
- * A new file beside path, named so nobody mistakes it for the result; or,
- * when path is a device or a FIFO (/dev/null, a pipe), path itself.
+ * A new file beside path, named so nobody mistakes it for the result
+ * (.FILE.cuprobe-RANDOM, or .cuprobe-RANDOM where FILE's name is too long
+ * for that); or, when path is a device or a FIFO (/dev/null, a pipe), path
+ * itself.
  */
 static int create_temp(void *arg)
 {
 	struct create_job *job = arg;
-	char dir_copy[PATH_MAX], base_copy[PATH_MAX];
+	char dir_copy[PATH_MAX], base_copy[PATH_MAX], name[NAME_MAX + 32];
 	const char *dir, *base;
 	unsigned int attempt, nonce;
 	struct stat st;
+	int fd;
 
 	if (!lstat(job->path, &st)) {
 		if (S_ISLNK(st.st_mode))
@@ -85,14 +97,19 @@ static int create_temp(void *arg)
 	for (attempt = 0; attempt < 100; attempt++) {
 		if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce))
 			nonce = (unsigned int)getpid() * 2654435761u + attempt;
-		if (snprintf(job->temp, sizeof(job->temp), "%s/.%s.cuprobe-%08x", dir, base, nonce) >=
-		    (int)sizeof(job->temp))
-			return -ENAMETOOLONG;
-		job->fd = open(job->temp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-		if (job->fd >= 0)
+		snprintf(name, sizeof(name), ".%.*s.cuprobe-%08x", NAME_MAX, base, nonce);
+		fd = create_exclusive(dir, name, job->temp, sizeof(job->temp));
+		/* FILE's own name fits where ours, 18 bytes longer, may not. */
+		if (fd == -ENAMETOOLONG) {
+			snprintf(name, sizeof(name), ".cuprobe-%08x", nonce);
+			fd = create_exclusive(dir, name, job->temp, sizeof(job->temp));
+		}
+		if (fd >= 0) {
+			job->fd = fd;
 			return 0;
-		if (errno != EEXIST)
-			return -errno;
+		}
+		if (fd != -EEXIST)
+			return fd;
 	}
 	return -EEXIST;
 }
@@ -118,38 +135,71 @@ static int unlink_file(void *arg)
 	return unlink(arg) ? -errno : 0;
 }
 
+/*
+ * How much whole writes gather before they go out together: as stdio
+ * would buffer the file (its st_blksize), and nothing for a terminal, which
+ * stdio buffers a line at a time, so records show as they come.
+ */
+static size_t buffer_size(int fd, const struct stat *st)
+{
+	if (isatty(fd))
+		return 0;
+	if (st->st_blksize < 4096)
+		return 8192;
+	return st->st_blksize > (1 << 20) ? 1 << 20 : (size_t)st->st_blksize;
+}
+
 int cp_output__open(struct cp_output *out, const char *path, const struct cp_identity *id)
 {
 	struct create_job job = { .path = path, .fd = -1 };
+	struct stat st;
 	int err;
 
 	memset(out, 0, sizeof(*out));
 	out->identity = id;
-	if (!path) {
-		out->stream = stdout;
-		return 0;
-	}
-	if (!*path)
+	if (path && !*path)
 		return -EINVAL;
-	err = as_user(id, create_temp, &job);
-	if (err)
-		return err;
-	out->stream = fdopen(job.fd, "w");
+	if (path) {
+		err = as_user(id, create_temp, &job);
+		if (err)
+			return err;
+	} else {
+		job.fd = STDOUT_FILENO;
+		job.direct = true;
+	}
+	if (fstat(job.fd, &st))
+		memset(&st, 0, sizeof(st));
+	out->capacity = buffer_size(job.fd, &st);
+	out->buffer = malloc(out->capacity ? out->capacity : 1);
 	out->temp_path = job.direct ? NULL : strdup(job.temp);
-	if (!out->stream || (!job.direct && !out->temp_path)) {
-		err = -ENOMEM;
-		if (out->stream)
-			fclose(out->stream);
-		else
+	if (!out->buffer || (!job.direct && !out->temp_path)) {
+		if (job.fd != STDOUT_FILENO)
 			close(job.fd);
 		if (!job.direct)
 			as_user(id, unlink_file, job.temp);
+		free(out->buffer);
 		free(out->temp_path);
 		memset(out, 0, sizeof(*out));
-		return err;
+		return -ENOMEM;
 	}
+	out->fd = job.fd;
+	out->open = true;
+	out->record_start = -1;
+	out->is_file = S_ISREG(st.st_mode);
+	out->write_through = !out->capacity;
 	out->path = path;
+	pthread_mutex_init(&out->lock, NULL);
 	return 0;
+}
+
+bool cp_output__is_open(const struct cp_output *out)
+{
+	return out->open;
+}
+
+void cp_output__write_through(struct cp_output *out)
+{
+	out->write_through = true;
 }
 
 int cp_output__commit(struct cp_output *out)
@@ -175,23 +225,111 @@ bool cp_output__failed(struct cp_output *out, int err)
 					   __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
-bool cp_output__write(struct cp_output *out, const void *data, size_t len, bool flush)
+/* Where the next write lands in a regular file (its end, with O_APPEND); -1 when unknown. */
+static off_t next_offset(const struct cp_output *out)
 {
-	bool ok;
+	struct stat st;
 
-	if (__atomic_load_n(&out->error, __ATOMIC_RELAXED)) {
-		errno = __atomic_load_n(&out->error, __ATOMIC_RELAXED);
+	if (!out->is_file)
+		return -1;
+	if (fcntl(out->fd, F_GETFL) & O_APPEND)
+		return fstat(out->fd, &st) ? -1 : st.st_size;
+	return lseek(out->fd, 0, SEEK_CUR);
+}
+
+/*
+ * Writes len bytes to the output's fd, all of them (a pipe may take a part
+ * at a time); the first whole of them end records, the rest begin one.
+ * Cut short, a regular file is truncated back to where the unfinished
+ * record began: a full disk leaves the last whole record at the end, not
+ * part of the next. 0 or -errno.
+ */
+static int write_out(struct cp_output *out, const char *data, size_t len, size_t whole)
+{
+	off_t start = next_offset(out), back;
+	size_t done = 0;
+	ssize_t n;
+	int err;
+
+	while (done < len) {
+		n = write(out->fd, data + done, len - done);
+		if (n > 0) {
+			done += (size_t)n;
+			continue;
+		}
+		/* Interrupted: only the stall watcher does that, once it has abandoned the output. */
+		if (n < 0 && errno == EINTR && !__atomic_load_n(&out->abandoned, __ATOMIC_SEQ_CST))
+			continue;
+		err = n < 0 ? errno : EIO;
+		back = out->record_start >= 0 ? out->record_start : start;
+		if (back >= 0 && (done || out->record_start >= 0) && !ftruncate(out->fd, back))
+			lseek(out->fd, back, SEEK_SET);
+		return -err;
+	}
+	/* A record left unfinished: where it began, in case its end does not fit. */
+	if (whole == len)
+		out->record_start = -1;
+	else if (start >= 0 && (whole || out->record_start < 0))
+		out->record_start = start + (off_t)whole;
+	return 0;
+}
+
+static int flush_buffer(struct cp_output *out)
+{
+	int err = out->buffered ? write_out(out, out->buffer, out->buffered, out->buffered_whole) : 0;
+
+	out->buffered = 0;
+	out->buffered_whole = 0;
+	return err;
+}
+
+/* len bytes, ending a record or not (a part of one whose end follows). */
+static bool append(struct cp_output *out, const void *data, size_t len, bool ends_record,
+		   bool flush)
+{
+	int err;
+
+	pthread_mutex_lock(&out->lock);
+	err = __atomic_load_n(&out->error, __ATOMIC_SEQ_CST);
+	if (err) {
+		pthread_mutex_unlock(&out->lock);
+		errno = err;
 		return false;
 	}
 	__atomic_add_fetch(&out->writing, 1, __ATOMIC_RELAXED);
-	/* ferror too: a line-buffered stream takes the line and fails at its flush. */
-	ok = fwrite(data, 1, len, out->stream) == len && (!flush || !fflush(out->stream)) &&
-	     !ferror(out->stream);
+	/* What is buffered goes first; data whole, into the buffer or straight out. */
+	if (out->buffered + len > out->capacity)
+		err = flush_buffer(out);
+	if (!err && (out->write_through || len > out->capacity)) {
+		err = flush_buffer(out);
+		if (!err)
+			err = write_out(out, data, len, ends_record ? len : 0);
+	} else if (!err) {
+		memcpy(out->buffer + out->buffered, data, len);
+		out->buffered += len;
+		if (ends_record)
+			out->buffered_whole = out->buffered;
+		if (flush)
+			err = flush_buffer(out);
+	}
 	__atomic_add_fetch(&out->writes, 1, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&out->writing, 1, __ATOMIC_RELAXED);
-	if (!ok && !errno)
-		errno = EIO;
-	return ok;
+	if (err)
+		cp_output__failed(out, -err);
+	pthread_mutex_unlock(&out->lock);
+	if (err)
+		errno = -err;
+	return !err;
+}
+
+bool cp_output__write(struct cp_output *out, const void *data, size_t len, bool flush)
+{
+	return append(out, data, len, true, flush);
+}
+
+bool cp_output__write_part(struct cp_output *out, const void *data, size_t len)
+{
+	return append(out, data, len, false, false);
 }
 
 bool cp_output__stalled(struct cp_output *out, unsigned long *seen)
@@ -213,22 +351,26 @@ int cp_output__close(struct cp_output *out)
 {
 	int err = 0;
 
-	if (!out->stream)
+	if (!out->open)
 		return 0;
-	if (__atomic_load_n(&out->abandoned, __ATOMIC_SEQ_CST))
-		__fpurge(out->stream); /* flushing would block again */
+	pthread_mutex_lock(&out->lock);
 	__atomic_add_fetch(&out->writing, 1, __ATOMIC_RELAXED); /* the last flush can block too */
-	if (out->stream == stdout) {
-		if (fflush(stdout) || ferror(stdout))
-			err = errno ? errno : EIO;
-	} else if (fclose(out->stream)) {
-		err = errno ? errno : EIO;
-	}
+	/* Abandoned, what is buffered is dropped: flushing would block again. */
+	if (!__atomic_load_n(&out->error, __ATOMIC_SEQ_CST))
+		err = flush_buffer(out);
+	if (out->fd != STDOUT_FILENO && close(out->fd) && !err)
+		err = -errno;
 	__atomic_add_fetch(&out->writes, 1, __ATOMIC_RELAXED);
 	__atomic_sub_fetch(&out->writing, 1, __ATOMIC_RELAXED);
 	if (err)
-		cp_output__failed(out, err);
-	out->stream = NULL;
+		cp_output__failed(out, -err);
+	out->open = false;
+	free(out->buffer);
+	out->buffer = NULL;
+	out->buffered = 0;
+	out->buffered_whole = 0;
+	pthread_mutex_unlock(&out->lock);
+	pthread_mutex_destroy(&out->lock);
 	if (out->temp_path) {
 		as_user(out->identity, unlink_file, out->temp_path);
 		free(out->temp_path);

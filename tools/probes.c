@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * `cuprobe probes`: the probe catalogue, and what a given libcuda exports
+ * `cuprobe probes`: the probe catalogue, and what a given libcuda or libnccl exports
  * in a traced family that cuprobe does not probe. Reads files only: no BPF,
  * no root.
  */
@@ -24,7 +24,7 @@ static void list_catalogue(void)
 			continue;
 		probed++;
 		printf("%-36s %-8s %-8s %s%s%s\n", e->symbol, cp_family__name(e->family),
-		       e->runtime ? "cudart" : "libcuda", e->program,
+		       cp_library__name(e->library), e->program,
 		       strcmp(e->return_program, "none") ? " + " : "",
 		       strcmp(e->return_program, "none") ? e->return_program : "");
 	}
@@ -63,20 +63,28 @@ static int check_file(const char *path)
 	const struct cp_catalogue_entry *entries;
 	struct unprobed_count counts = { 0 };
 	size_t count, i, j, entry_count, lacking = 0;
+	enum cp_library library = CP_LIBRARY_driver;
 	char **names;
 	int err, in_families;
 
 	err = cp_elf__exported_functions(path, &names, &count);
 	if (err) {
-		cp_say("%s: %s", path, err == -ENOEXEC ? "not an ELF file" : strerror(-err));
+		cp_say("%s: %s", path, cp_file_problem(err));
 		return CP_EXIT_SETUP;
 	}
 	printf("%s: %zu exported functions\n", path, count);
 	in_families = cp_catalogue__unprobed((const char *const *)names, count, print_unprobed,
 					     &counts);
 	entry_count = cp_catalogue__entries(&entries);
+	/* The file's library: the one whose probed symbols it exports (libcuda when none). */
+	for (i = 0; i < entry_count && library == CP_LIBRARY_driver; i++)
+		for (j = 0; entries[i].probed && j < count; j++)
+			if (!strcmp(names[j], entries[i].symbol)) {
+				library = entries[i].library;
+				break;
+			}
 	for (i = 0; i < entry_count; i++) {
-		if (!entries[i].probed || entries[i].runtime)
+		if (!entries[i].probed || entries[i].library != library)
 			continue;
 		for (j = 0; j < count && strcmp(names[j], entries[i].symbol); j++)
 			;

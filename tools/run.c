@@ -24,10 +24,13 @@
 #include "record_path.h"
 #include "session.h"
 #include "spawn.h"
+#include "trust.h"
 
 #define PROGRAM_MAX_BYTES (64u << 20)
 /* Exited processes whose kernel names are kept for the maps printed later. */
 #define EXITED_NAMES_KEPT 256
+/* Entries printed of each map by default: the rest are counted. */
+#define RUN_MAX_ENTRIES 1000
 
 /* One ring of PROG, consumed on the agent thread. */
 struct ring_ctx {
@@ -49,6 +52,8 @@ struct run_ctx {
 	struct ring_ctx *rings;
 	size_t ring_count;
 	struct cp_text text;
+	size_t max_entries;        /* printed a map at most; 0: all */
+	uint64_t not_printed;      /* entries the final maps left out */
 	uint32_t exited[EXITED_NAMES_KEPT];
 	size_t exited_count;
 	struct cp_record_path path;
@@ -68,6 +73,17 @@ static void flush_text(struct run_ctx *run, struct cp_text *text)
 	if (!run->failed && text->len &&
 	    !cp_session__write_text(run->session, &run->session->output, text, true))
 		run->failed = true;
+}
+
+/* The same for a part of a map, which the next write ends: a full disk takes the map back whole. */
+static void flush_part(struct run_ctx *run, struct cp_text *text)
+{
+	if (run->failed || !text->len)
+		return;
+	if (text->failed || !cp_output__write_part(&run->session->output, text->data, text->len)) {
+		run->failed = true;
+		cp_session__output_failed(run->session, text->failed ? ENOMEM : errno);
+	}
 }
 
 static int on_record(void *arg, const void *data, size_t size)
@@ -112,6 +128,58 @@ static int on_settled(void *arg, const union cp_event *event)
 	return 0;
 }
 
+/* Text past this is written before more is formatted: a map of any size streams through. */
+#define MAP_TEXT_FLUSH_BYTES (64u << 10)
+
+/*
+ * One map of PROG, read a batch at a time and written as it goes: at most
+ * run->max_entries entries (0: all), the rest counted. Called with the lock held.
+ */
+static void print_map(struct run_ctx *run, size_t index, struct cp_text *text,
+		      const struct cp_btf_names *names, uint64_t *not_printed)
+{
+	CP_OPTS(cp_map_reader_opts, reader_opts, .skip_zero = true);
+	struct cp_program_map_info info;
+	struct cp_map_reader *reader;
+	struct cp_map_entries batch;
+	size_t printed = 0, take;
+	uint64_t left_out = 0;
+	int n = 0;
+
+	if (cp_program__map(run->session->program, index, &info))
+		return;
+	reader = cp_program__map_reader(run->session->program, index, &reader_opts);
+	if (!reader) {
+		cp_format__program_map_unreadable(text, run->format, &info, -errno);
+		return;
+	}
+	/* What came before (the header, earlier maps) is whole: a map cut short takes back only itself. */
+	if (!run->failed && text->len &&
+	    !cp_session__write_text(run->session, &run->session->output, text, false))
+		run->failed = true;
+	cp_text__clear(text);
+	cp_format__program_map_begin(text, run->format, &info);
+	while (!run->failed && (n = cp_map_reader__next(reader, &batch)) > 0) {
+		take = batch.count;
+		if (run->max_entries && take > run->max_entries - printed)
+			take = run->max_entries - printed;
+		left_out += batch.count - take;
+		if (!take)
+			continue; /* only counting what is left out */
+		batch.count = take;
+		cp_format__program_map_entries(text, run->format, run->btf, &info, &batch, printed,
+					       names);
+		printed += take;
+		if (text->len >= MAP_TEXT_FLUSH_BYTES) {
+			flush_part(run, text);
+			cp_text__clear(text);
+		}
+	}
+	cp_format__program_map_end(text, run->format, &info, printed, left_out, n < 0 ? n : 0);
+	cp_map_reader__free(reader);
+	*not_printed += left_out;
+}
+
 /* Every map of PROG, after a header saying when. */
 static void print_maps(struct run_ctx *run, bool final)
 {
@@ -119,28 +187,19 @@ static void print_maps(struct run_ctx *run, bool final)
 	struct cp_btf_names names = { .names = run->session->names,
 				      .symbolizer = run->session->symbolizer,
 				      .tracer = run->session->tracer };
-	struct cp_program_map_info info;
-	struct cp_map_entries entries;
 	struct cp_text text = { 0 };
 	size_t i, count = cp_program__map_count(program);
-	int err;
+	uint64_t not_printed = 0;
 
 	if (!count)
 		return;
 	pthread_mutex_lock(&run->lock);
 	cp_format__program_maps_header(&text, run->format, monotonic_ns() - run->start_ns, final);
-	for (i = 0; i < count; i++) {
-		if (cp_program__map(program, i, &info))
-			continue;
-		err = cp_program__read_map(program, i, &entries);
-		if (err) {
-			cp_format__program_map_unreadable(&text, run->format, &info, err);
-			continue;
-		}
-		cp_format__program_map(&text, run->format, run->btf, &info, &entries, &names);
-		cp_map_entries__release(&entries);
-	}
+	for (i = 0; i < count && !run->failed; i++)
+		print_map(run, i, &text, &names, &not_printed);
 	flush_text(run, &text);
+	if (final)
+		run->not_printed = not_printed;
 	pthread_mutex_unlock(&run->lock);
 	cp_text__free(&text);
 }
@@ -201,10 +260,15 @@ static bool is_c_source(const char *name)
 static int program_bytes(const struct cp_run_options *opts, const struct cp_identity *id,
 			 void **elf, size_t *size)
 {
-	char clang[PATH_MAX], sdk[PATH_MAX + 64];
+	char clang[PATH_MAX], sdk[PATH_MAX + 64], why[PATH_MAX + 256];
 	const char *generated;
 	int status = 0, err;
 
+	/* Loaded as root: nobody but root and the user may change it; a FIFO would never end. */
+	if (cp_trust__check(opts->program, id, why, sizeof(why))) {
+		cp_say("%s", why);
+		return CP_EXIT_USAGE;
+	}
 	if (!is_c_source(opts->program)) {
 		err = cp_capture_as_user(id, opts->program, NULL, PROGRAM_MAX_BYTES, elf, size, &status);
 		if (!err && WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -216,6 +280,7 @@ static int program_bytes(const struct cp_run_options *opts, const struct cp_iden
 		       err ? strerror(-err) :
 		       WIFEXITED(status) && WEXITSTATUS(status) == 127 ? "no such file" :
 		       WIFEXITED(status) && WEXITSTATUS(status) == 126 ? "permission denied" :
+		       WIFEXITED(status) && WEXITSTATUS(status) == 124 ? "not a regular file" :
 		       "cannot be read");
 		return CP_EXIT_USAGE;
 	}
@@ -390,10 +455,11 @@ int cp_cmd_run(const union cp_options *options)
 	/*
 	 * cuprobe's own programs only where users' programs rely on them:
 	 * kernel names, the current context's device, cuInit (system-wide
-	 * targets). No per-call records of its own.
+	 * targets), NCCL's communicators (their rank, size and id). No
+	 * per-call records of its own.
 	 */
 	tracer_opts.families = 1ull << CP_FAMILY_name | 1ull << CP_FAMILY_context |
-			       1ull << CP_FAMILY_init;
+			       1ull << CP_FAMILY_init | 1ull << CP_FAMILY_nccl;
 	tracer_opts.no_call_records = true;
 	session.program_name = opts->program;
 	/*
@@ -428,6 +494,7 @@ int cp_cmd_run(const union cp_options *options)
 	run.btf = cp_program__btf(session.program);
 	run.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
 	run.start_ns = monotonic_ns();
+	run.max_entries = opts->max_entries_set ? opts->max_entries : RUN_MAX_ENTRIES;
 	if (set_up_rings(&run, &session_rings)) {
 		cp_say("out of memory");
 		exit_code = CP_EXIT_SETUP;
@@ -457,6 +524,9 @@ int cp_cmd_run(const union cp_options *options)
 	/* Every record committed is printed first, then the maps as they ended. */
 	cp_session__stop_agent(&session);
 	print_maps(&run, true);
+	if (run.not_printed)
+		cp_say("%llu map entries not printed (at most %zu a map: --max-entries 0 prints them all)",
+		       (unsigned long long)run.not_printed, run.max_entries);
 	cp_session__warn_losses(&session);
 	report_rings(&run);
 	cp_session__report_files(&session, run.format);

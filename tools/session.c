@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * What every cuprobe command that traces does before and after its own work:
- * check privileges, resolve COMMAND, discover libcuda, open and attach the
+ * check privileges, resolve COMMAND, discover libcuda (and libnccl), open and attach the
  * tracer, add the targets, open the output, start the agent and COMMAND
  * once everything is attached, wait for the end (COMMAND's tree, every -p
  * target gone, --duration, a signal, the output failing), with an optional
@@ -35,6 +35,7 @@
 #include "warnings.h"
 
 #define LIBCUDA "libcuda.so.1"
+#define LIBNCCL "libnccl.so.2"
 #define MAX_SEEDED_PIDS 4096
 
 int cp_verbosity;
@@ -48,6 +49,16 @@ void cp_say(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+const char *cp_file_problem(int err)
+{
+	switch (err) {
+	case -EINVAL: return "not a regular file";
+	case -ENOEXEC: return "not an ELF file";
+	case -EBADMSG: return "a truncated or damaged ELF file";
+	default: return strerror(-err);
+	}
 }
 
 void cp_log_to_stderr(void *ctx, enum cp_log_level level, const char *message)
@@ -113,17 +124,27 @@ static int discover_driver(const struct cp_common_options *opts, const char *com
 	for (i = 0; i < opts->lib_count; i++) {
 		n = cp_lib_set__add(libs, opts->libs[i]);
 		if (n < 0) {
-			cp_say("--lib %s: %s", opts->libs[i],
-			    n == -EINVAL ? "not a regular file" : strerror(-n));
+			cp_say("--lib %s: %s", opts->libs[i], cp_file_problem(n));
 			return CP_EXIT_USAGE;
 		}
 	}
 	for (i = 0; i < opts->pid_count; i++) {
 		pid_t pid = opts->pids[i], leader = thread_group_of(pid);
+		struct cp_proc_stat stat;
+		bool known = !cp_proc__stat(pid, &stat);
 
 		if (leader > 0 && leader != pid) {
 			cp_say("PID %d is a thread of process %d: give -p %d", pid, leader, leader);
 			return CP_EXIT_USAGE;
+		}
+		if (known && (stat.flags & CP_PROC_KTHREAD)) {
+			cp_say("PID %d is a kernel thread: it runs no CUDA", pid);
+			return CP_EXIT_USAGE;
+		}
+		if (known && stat.state == 'Z') {
+			cp_say("PID %d has exited (a zombie its parent has not reaped): nothing to trace",
+			       pid);
+			return CP_EXIT_SETUP;
 		}
 		n = cp_discover__process(libs, pid, LIBCUDA);
 		if (n == -ESRCH || !process_exists(pid)) {
@@ -158,14 +179,21 @@ static int discover_driver(const struct cp_common_options *opts, const char *com
 	return 0;
 }
 
-static void discover_runtime(const struct cp_common_options *opts, const char *command_path,
-			     const char *const *paths, size_t path_count, struct cp_lib_set *cudarts)
+/* Files for the runtime probe; a --cudart PATH that is not a file to read is said: 0 or 2. */
+static int discover_runtime(const struct cp_common_options *opts, const char *command_path,
+			    const char *const *paths, size_t path_count, struct cp_lib_set *cudarts)
 {
 	static const char *const sonames[] = { "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0" };
 	size_t i, j;
+	int n;
 
-	for (i = 0; i < path_count; i++)
-		cp_lib_set__add(cudarts, paths[i]);
+	for (i = 0; i < path_count; i++) {
+		n = cp_lib_set__add(cudarts, paths[i]);
+		if (n < 0) {
+			cp_say("--cudart %s: %s", paths[i], cp_file_problem(n));
+			return CP_EXIT_USAGE;
+		}
+	}
 	for (i = 0; i < opts->pid_count; i++) {
 		char exe[64];
 
@@ -182,24 +210,49 @@ static void discover_runtime(const struct cp_common_options *opts, const char *c
 	}
 	if (!opts->pid_count && !command_path)
 		cp_discover__all_processes(cudarts, "libcudart.so");
+	return 0;
 }
 
-static bool named_by_lib(const struct cp_common_options *opts, const char *path)
+/*
+ * NCCL files to probe now: those the targets have mapped, those COMMAND
+ * would load, every process's and the system's when system-wide. A copy
+ * mapped later (a pip wheel's, dlopen'd by a framework) comes as an attach
+ * event.
+ */
+static void discover_nccl(const struct cp_common_options *opts, const char *command_path,
+			  struct cp_lib_set *nccls)
+{
+	size_t i;
+
+	for (i = 0; i < opts->pid_count; i++)
+		cp_discover__process(nccls, opts->pids[i], LIBNCCL);
+	if (command_path)
+		cp_discover__for_exec(nccls, LIBNCCL, command_path, getenv("LD_LIBRARY_PATH"));
+	if (!opts->pid_count && !command_path) {
+		cp_discover__all_processes(nccls, LIBNCCL);
+		cp_discover__for_exec(nccls, LIBNCCL, NULL, NULL);
+	}
+}
+
+/* Whether path is one of the files the user named (--lib, --cudart). */
+static bool named_by_user(const char *const *named, size_t count, const char *path)
 {
 	struct stat a, b;
 	size_t i;
 
 	if (stat(path, &a))
 		return false;
-	for (i = 0; i < opts->lib_count; i++)
-		if (!stat(opts->libs[i], &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+	for (i = 0; i < count; i++)
+		if (!stat(named[i], &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
 			return true;
 	return false;
 }
 
-static int attach_all(const struct cp_common_options *opts, struct cp_tracer *tracer,
-		      const struct cp_lib_set *libs, const struct cp_lib_set *cudarts)
+static int attach_all(const struct cp_session *s, struct cp_tracer *tracer,
+		      const struct cp_lib_set *libs, const struct cp_lib_set *cudarts,
+		      const struct cp_lib_set *nccls)
 {
+	const struct cp_common_options *opts = s->opts;
 	struct cp_attach_report report;
 	unsigned int attached_libs = 0, attached_runtimes = 0;
 	size_t i;
@@ -209,11 +262,11 @@ static int attach_all(const struct cp_common_options *opts, struct cp_tracer *tr
 		const char *path = cp_lib_set__path(libs, i);
 
 		err = cp_tracer__attach_driver(tracer, path, &report);
-		if (err && named_by_lib(opts, path)) {
+		if (err && named_by_user(opts->libs, opts->lib_count, path)) {
 			/* A path the user gave that cannot be probed is a mistake to say, not skip. */
 			cp_say("--lib %s: cannot be probed: %s", path,
 			       err == -ENOENT ? "none of the CUDA driver symbols found" :
-			       err == -ENOEXEC ? "not an ELF file" : strerror(-err));
+			       cp_file_problem(err));
 			return CP_EXIT_USAGE;
 		}
 		if (err) {
@@ -236,6 +289,12 @@ static int attach_all(const struct cp_common_options *opts, struct cp_tracer *tr
 		const char *path = cp_lib_set__path(cudarts, i);
 
 		err = cp_tracer__attach_runtime(tracer, path, &report);
+		if (err && named_by_user(s->cudart_paths, s->cudart_count, path)) {
+			/* As for --lib: a file the user gave that cannot be probed is a mistake. */
+			cp_say("--cudart %s: cannot be probed: %s", path,
+			       err == -ENOENT ? "no cudaLaunchKernel in it" : cp_file_problem(err));
+			return CP_EXIT_USAGE;
+		}
 		if (!err) {
 			attached_runtimes++;
 			if (cp_verbosity)
@@ -243,6 +302,17 @@ static int attach_all(const struct cp_common_options *opts, struct cp_tracer *tr
 		} else if (err != -ENOENT) {
 			cp_say("%s: cannot probe cudaLaunchKernel: %s", path, strerror(-err));
 		}
+	}
+	/* A file named like NCCL without its exports is not one: said at -v only. */
+	for (i = 0; i < cp_lib_set__count(nccls); i++) {
+		const char *path = cp_lib_set__path(nccls, i);
+
+		err = cp_tracer__attach_nccl(tracer, path, &report);
+		if (err && (err != -ENOENT || cp_verbosity))
+			cp_say("%s: no NCCL probe attached: %s", path,
+			       err == -ENOENT ? "none of the NCCL symbols found" : strerror(-err));
+		else if (!err && cp_verbosity)
+			cp_say("%s: %u NCCL probes attached", path, report.attached);
 	}
 	return 0;
 }
@@ -272,7 +342,8 @@ static int pidfd_open_(pid_t pid)
 /* COMMAND's exit code when it cannot start: 126 found but not executable, else 127. */
 static int command_exit_code(int err)
 {
-	return err == -EACCES || err == -ENOEXEC ? CP_EXIT_CANNOT_EXECUTE : CP_EXIT_NOT_FOUND;
+	return err == -EACCES || err == -ENOEXEC || err == -EISDIR ? CP_EXIT_CANNOT_EXECUTE :
+	       CP_EXIT_NOT_FOUND;
 }
 
 int cp_session__open(struct cp_session *s, const struct cp_common_options *opts)
@@ -287,17 +358,23 @@ int cp_session__open(struct cp_session *s, const struct cp_common_options *opts)
 	cp_verbosity = opts->verbose;
 	libbpf_set_print(libbpf_to_stderr);
 
-	if (cp_identity__from_env(&s->identity, opts->run_as_root)) {
-		cp_say("SUDO_UID/SUDO_GID are not valid ids");
+	err = cp_identity__from_env(&s->identity);
+	if (err) {
+		cp_say(err == -ENODATA ? "SUDO_UID and SUDO_GID come together: one is set without the other" :
+		       "SUDO_UID/SUDO_GID are not valid ids");
 		return CP_EXIT_USAGE;
 	}
+	/* --run-as-root: COMMAND runs as root; outputs and PROG stay the invoking user's. */
+	if (!opts->run_as_root)
+		s->command_identity = s->identity;
 	if (opts->command) {
-		err = cp_resolve_command(opts->command[0], &s->identity, s->command_path,
+		err = cp_resolve_command(opts->command[0], &s->command_identity, s->command_path,
 					 sizeof(s->command_path));
 		if (err) {
 			cp_say("%s: %s", opts->command[0],
 			       err == -ENOENT ? "command not found" :
-			       err == -EACCES ? "permission denied" : strerror(-err));
+			       err == -EACCES ? "permission denied" :
+			       err == -EISDIR ? "is a directory" : strerror(-err));
 			return command_exit_code(err);
 		}
 	}
@@ -306,9 +383,10 @@ int cp_session__open(struct cp_session *s, const struct cp_common_options *opts)
 
 	s->libs = cp_lib_set__new();
 	s->cudarts = cp_lib_set__new();
+	s->nccls = cp_lib_set__new();
 	s->symbolizer = cp_symbolizer__new();
 	s->names = s->symbolizer ? cp_names__new(s->symbolizer) : NULL;
-	if (!s->libs || !s->cudarts || !s->names) {
+	if (!s->libs || !s->cudarts || !s->nccls || !s->names) {
 		cp_say("out of memory");
 		return CP_EXIT_SETUP;
 	}
@@ -316,14 +394,17 @@ int cp_session__open(struct cp_session *s, const struct cp_common_options *opts)
 	cp_names__read_driver_records(s->names, true);
 	if (opts->command)
 		cp_symbolizer__add_file(s->symbolizer, s->command_path);
+	discover_nccl(opts, opts->command ? s->command_path : NULL, s->nccls);
 	return discover_driver(opts, opts->command ? s->command_path : NULL, s->libs);
 }
 
-void cp_session__probe_runtime(struct cp_session *s, const char *const *paths, size_t count)
+int cp_session__probe_runtime(struct cp_session *s, const char *const *paths, size_t count)
 {
 	s->runtime = true;
-	discover_runtime(s->opts, s->opts->command ? s->command_path : NULL, paths, count,
-			 s->cudarts);
+	s->cudart_paths = paths;
+	s->cudart_count = count;
+	return discover_runtime(s->opts, s->opts->command ? s->command_path : NULL, paths, count,
+				s->cudarts);
 }
 
 static int make_fd(int fd, const char *what)
@@ -383,10 +464,9 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	sigaddset(&handled, SIGTERM);
 	sigaddset(&handled, SIGHUP);
 	sigaddset(&handled, SIGCHLD);
-	sigaddset(&handled, SIGPIPE);
+	/* (SIGPIPE is ignored from main: a closed pipe shows up as EPIPE on write.) */
 	pthread_sigmask(SIG_BLOCK, &handled, &s->original_mask);
 	s->mask_changed = true;
-	sigdelset(&handled, SIGPIPE); /* a closed pipe shows up as EPIPE on write */
 	if (make_fd(s->signal_fd = signalfd(-1, &handled, SFD_CLOEXEC), "signal handling") < 0 ||
 	    make_fd(s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC), "timers") < 0 ||
 	    make_fd(s->tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC), "timers") < 0 ||
@@ -429,7 +509,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 		if (code || s->program_load_only)
 			return code;
 	}
-	code = attach_all(opts, s->tracer, s->libs, s->runtime ? s->cudarts : NULL);
+	code = attach_all(s, s->tracer, s->libs, s->runtime ? s->cudarts : NULL, s->nccls);
 	if (code)
 		return code;
 
@@ -473,7 +553,7 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	 * would land inside an event line at a buffer boundary.
 	 */
 	if (!opts->output && opts->command)
-		setvbuf(stdout, NULL, _IOLBF, 0);
+		cp_output__write_through(&s->output);
 	return 0;
 }
 
@@ -524,7 +604,7 @@ int cp_session__start_command(struct cp_session *s)
 		if (!s->opts->exit_with_command && prctl(PR_SET_CHILD_SUBREAPER, 1))
 			cp_say("warning: cannot follow COMMAND's orphans: %s", strerror(errno));
 		err = cp_child__prepare_with(&s->child, s->command_path, s->opts->command,
-					     &s->identity, &s->original_mask,
+					     &s->command_identity, &s->original_mask,
 					     command_output_to_stderr(s), s->command_extras);
 		if (!err) {
 			s->child_pid = s->child.pid;
@@ -552,7 +632,7 @@ int cp_session__start_command(struct cp_session *s)
 		cp_say("cannot create %s: %s", s->opts->output, strerror(-err));
 		return CP_EXIT_SETUP;
 	}
-	err = s->perfetto.stream ? cp_output__commit(&s->perfetto) : 0;
+	err = cp_output__is_open(&s->perfetto) ? cp_output__commit(&s->perfetto) : 0;
 	if (err) {
 		cp_say("cannot create %s: %s", s->perfetto_path, strerror(-err));
 		return CP_EXIT_SETUP;
@@ -768,7 +848,8 @@ void cp_session__report_files(struct cp_session *s, enum cp_format format)
 	count = cp_tracer__files(s->tracer, files, sizeof(files) / sizeof(files[0]));
 	for (i = 0; i < count && i < sizeof(files) / sizeof(files[0]); i++) {
 		const struct cp_traced_file *f = &files[i];
-		const char *what = f->runtime ? "runtime file" : "driver file";
+		const char *what = f->library == CP_LIBRARY_nccl ? "NCCL file" :
+				   f->runtime ? "runtime file" : "driver file";
 
 		if (f->at_start)
 			continue;
@@ -824,7 +905,7 @@ int cp_session__finish(struct cp_session *s)
 
 	cp_stall_watch__stop_wanted(s->stall_watch);
 	output_error = cp_output__close(&s->output);
-	perfetto_error = s->perfetto.stream ? cp_output__close(&s->perfetto) : 0;
+	perfetto_error = cp_output__is_open(&s->perfetto) ? cp_output__close(&s->perfetto) : 0;
 	cp_stall_watch__free(s->stall_watch);
 	s->stall_watch = NULL;
 
@@ -895,7 +976,7 @@ void cp_session__close(struct cp_session *s)
 	cp_stall_watch__stop_wanted(s->stall_watch);
 	cp_agent__free(s->agent);
 	cp_output__close(&s->output);
-	if (s->perfetto.stream)
+	if (cp_output__is_open(&s->perfetto))
 		cp_output__close(&s->perfetto);
 	/* Before the fork below: this process single-threaded again. */
 	cp_stall_watch__free(s->stall_watch);
@@ -924,5 +1005,6 @@ void cp_session__close(struct cp_session *s)
 	cp_names__free(s->names);
 	cp_symbolizer__free(s->symbolizer);
 	cp_lib_set__free(s->cudarts);
+	cp_lib_set__free(s->nccls);
 	cp_lib_set__free(s->libs);
 }

@@ -32,6 +32,12 @@ extern int cp_verbosity;
 /* One line on stderr, "cuprobe: " first. */
 void cp_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cp_log_to_stderr(void *ctx, enum cp_log_level level, const char *message);
+/*
+ * What is wrong with a file the user named, from the library's error:
+ * "not a regular file", "not an ELF file", "a truncated or damaged ELF
+ * file", or strerror's words.
+ */
+const char *cp_file_problem(int err);
 
 /* Why the wait ended. */
 enum cp_end {
@@ -44,11 +50,15 @@ enum cp_end {
 
 struct cp_session {
 	const struct cp_common_options *opts;
-	struct cp_identity identity;
+	struct cp_identity identity;          /* the invoking user: outputs, PROG */
+	struct cp_identity command_identity;  /* COMMAND's: root with --run-as-root */
 	char command_path[PATH_MAX];
 	struct cp_lib_set *libs;
 	struct cp_lib_set *cudarts;
+	struct cp_lib_set *nccls;  /* libnccl files found at the start */
 	bool runtime;              /* cp_session__probe_runtime: cudaLaunchKernel probed too */
+	const char *const *cudart_paths; /* --cudart: the files the user named for it */
+	size_t cudart_count;
 	struct cp_tracer *tracer;
 	bool system_wide;
 	/* What the agent feeds and the commands read. */
@@ -110,8 +120,9 @@ int cp_session__open(struct cp_session *s, const struct cp_common_options *opts)
 /*
  * cuprobe trace --runtime: cudaLaunchKernel is probed too, in these files
  * (--cudart) and in those found for the targets. Between open and attach.
+ * 0, or 2 when a --cudart PATH is not a file to read (said).
  */
-void cp_session__probe_runtime(struct cp_session *s, const char *const *paths, size_t count);
+int cp_session__probe_runtime(struct cp_session *s, const char *const *paths, size_t count);
 /*
  * Loads and attaches the tracer, adds the -p targets and opens the output
  * (-o FILE as a temporary file until the start is known good). The caller

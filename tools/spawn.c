@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,14 +32,17 @@ static int parse_id(const char *text, unsigned int *value)
 	return 0;
 }
 
-int cp_identity__from_env(struct cp_identity *id, bool keep_root)
+int cp_identity__from_env(struct cp_identity *id)
 {
 	const char *uid_text = getenv("SUDO_UID"), *gid_text = getenv("SUDO_GID");
 	unsigned int uid, gid;
 
 	memset(id, 0, sizeof(*id));
-	if (keep_root || geteuid() != 0 || !uid_text || !gid_text)
+	if (geteuid() != 0 || (!uid_text && !gid_text))
 		return 0;
+	/* One without the other is not sudo's doing: root, silently, would be a guess. */
+	if (!uid_text || !gid_text)
+		return -ENODATA;
 	if (parse_id(uid_text, &uid) || parse_id(gid_text, &gid))
 		return -EINVAL;
 	if (uid == 0)
@@ -114,9 +118,11 @@ int cp_resolve_command(const char *name, const struct cp_identity *id, char *out
 	if (id->drop && user_groups(id, getpwuid(id->uid), &groups, &group_count))
 		return -ENOMEM;
 	if (strchr(name, '/')) {
-		if (access(name, F_OK))
+		struct stat st;
+
+		if (stat(name, &st))
 			goto out;
-		err = -EACCES;
+		err = S_ISDIR(st.st_mode) ? -EISDIR : -EACCES;
 		if (executable_by(name, id, groups, group_count)) {
 			snprintf(out, out_len, "%s", name);
 			err = 0;
@@ -300,6 +306,8 @@ int cp_child__prepare_with(struct cp_child *child, const char *path, char **argv
 			if (fcntl(extras->fds[i], F_SETFD, 0))
 				err = errno;
 		if (!err) {
+			/* cuprobe ignores SIGPIPE (a closed output is an error it says); COMMAND must not. */
+			signal(SIGPIPE, SIG_DFL);
 			sigprocmask(SIG_SETMASK, child_mask, NULL);
 			execve(path, argv, user.env ? user.env : environ);
 			err = errno;
@@ -363,6 +371,7 @@ static void __attribute__((noreturn)) capture_child(const struct cp_identity *id
 						   const char *path, char **argv)
 {
 	char buf[65536];
+	struct stat st;
 	ssize_t n;
 	int fd;
 
@@ -372,12 +381,16 @@ static void __attribute__((noreturn)) capture_child(const struct cp_identity *id
 	if (dup2(out_fd, STDOUT_FILENO) < 0)
 		_exit(126);
 	if (argv) {
+		signal(SIGPIPE, SIG_DFL);
 		execve(path, argv, user->env ? user->env : environ);
 		_exit(errno == ENOENT ? 127 : 126);
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* Without waiting on a FIFO; only a regular file is read. */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		_exit(errno == ENOENT ? 127 : errno == EACCES ? 126 : 125);
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode))
+		_exit(124);
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
 		if (write(STDOUT_FILENO, buf, (size_t)n) != n)
 			_exit(125);

@@ -14,22 +14,30 @@ struct cp_child {
 	int error_fd; /* read end: the child's exec errno, or EOF on success */
 };
 
-/* Who a started command runs as: from SUDO_UID/SUDO_GID unless keep_root. */
+/*
+ * Who cuprobe acts for: the invoking user (SUDO_UID/SUDO_GID under sudo),
+ * as whom outputs are created, PROG is read and compiled, and COMMAND runs
+ * (unless --run-as-root); root itself when drop is false.
+ */
 struct cp_identity {
 	bool drop;
 	uid_t uid;
 	gid_t gid;
 };
 
-/* Reads SUDO_UID/SUDO_GID when running as root: 0, or -EINVAL for bad values. */
-int cp_identity__from_env(struct cp_identity *id, bool keep_root);
+/*
+ * The invoking user, from SUDO_UID/SUDO_GID when running as root: 0, or
+ * -EINVAL for bad values, -ENODATA for one of the two without the other.
+ */
+int cp_identity__from_env(struct cp_identity *id);
 /* id's groups as initgroups would set them (gid first); the caller frees *groups. 0 or -ENOMEM. */
 int cp_identity__groups(const struct cp_identity *id, gid_t **groups, int *count);
 
 /*
  * Resolves COMMAND like execvp would, as id would see it (with the user's
  * supplementary groups): a name with a '/' is taken as is, others are looked
- * up in PATH. 0 with the path in out, or -ENOENT / -EACCES / -ENOMEM.
+ * up in PATH. 0 with the path in out, or -ENOENT / -EACCES / -EISDIR (a
+ * path to a directory) / -ENOMEM.
  */
 int cp_resolve_command(const char *name, const struct cp_identity *id, char *out, size_t out_len);
 
@@ -65,7 +73,8 @@ void cp_child__abort(struct cp_child *child);
  * NULL, reads the file at path; returns what it wrote to stdout (at most
  * max bytes, else -EFBIG) in *out (the caller frees it) and its wait status
  * in *status: exit 127 when path does not exist, 126 when it cannot be run
- * or read as id. 0 or a negative errno of our own.
+ * or read as id, 124 when (argv NULL) path is not a regular file. 0 or a
+ * negative errno of our own.
  */
 int cp_capture_as_user(const struct cp_identity *id, const char *path, char **argv, size_t max,
 		       void **out, size_t *out_size, int *status);

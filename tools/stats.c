@@ -2,7 +2,9 @@
 /*
  * `cuprobe stats`: counting in BPF maps, reports per process every interval
  * and when a process exits, leak reports for device memory still live at
- * exit. Only names and lifecycle records cross the ring buffer.
+ * exit. Only names and lifecycle records cross the ring buffer (with
+ * --timeline, the calls too: the kernels' bounds, joined to the NCCL calls
+ * that launched them, are added up here per communicator and op).
  *
  * Two threads report: the agent (a process exited: its final report, then
  * the session's record path removes its rows) and the main thread
@@ -33,12 +35,25 @@ struct comm_entry {
 	char comm[17];
 };
 
+/* --timeline: the bounds of the kernels NCCL calls launched, per (pid, communicator, op). */
+struct nccl_gpu {
+	uint32_t pid;
+	uint32_t op;
+	uint64_t comm;
+	uint64_t kernels;
+	uint64_t gpu_max_ns;
+	uint64_t gpu_start_ns, gpu_end_ns;
+};
+
 struct stats_ctx {
 	struct cp_session *session;
 	enum cp_format format;
 	bool latency;
 	bool stacks;
 	struct cp_timeline *timeline; /* --timeline */
+	struct cp_nccl_calls *nccl;   /* --timeline: NCCL calls waiting for their kernels' bounds */
+	struct nccl_gpu *nccl_gpu;
+	size_t nccl_gpu_count, nccl_gpu_capacity;
 	unsigned long long start_ns;
 	pthread_mutex_t lock;
 	struct comm_entry comms[MAX_COMMS];
@@ -103,11 +118,31 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 	struct cp_gpu_summary gpu;
 	struct cp_kernel_row *kernels = calloc(snap->kernel_count + 1, sizeof(*kernels));
 	struct cp_api_row *apis = calloc(snap->api_count + 1, sizeof(*apis));
-	size_t i;
+	struct cp_nccl_report_row *nccl = calloc(snap->nccl_count + 1, sizeof(*nccl));
+	struct cp_nccl_report_row *row;
+	size_t i, j;
 	int err;
 
-	if (!kernels || !apis)
+	if (!kernels || !apis || !nccl)
 		goto out;
+	for (i = 0; i < snap->nccl_count; i++) {
+		if (snap->nccls[i].pid != pid)
+			continue;
+		row = &nccl[report.nccl_count++];
+		row->row = snap->nccls[i];
+		for (j = 0; j < ctx->nccl_gpu_count; j++) {
+			const struct nccl_gpu *g = &ctx->nccl_gpu[j];
+
+			if (g->pid != pid || g->op != row->row.op || g->comm != row->row.comm)
+				continue;
+			row->kernels = g->kernels;
+			row->gpu_max_ns = g->gpu_max_ns;
+			row->gpu_start_ns = g->gpu_start_ns;
+			row->gpu_end_ns = g->gpu_end_ns;
+		}
+	}
+	report.nccl = nccl;
+	report.nccl_gpu = ctx->timeline != NULL;
 	for (i = 0; i < snap->kernel_count; i++)
 		if (snap->kernels[i].pid == pid)
 			kernels[report.kernel_count++] = snap->kernels[i];
@@ -140,6 +175,63 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 out:
 	free(kernels);
 	free(apis);
+	free(nccl);
+}
+
+/*
+ * --timeline: a kernel's bound, added to the (communicator, op) of the NCCL
+ * call that launched it (a group's: its calls' op and communicator when all
+ * share both, else the groups' own row); the call is forgotten with its
+ * last kernel.
+ */
+static void on_interval(void *arg, const struct cp_gpu_interval *interval)
+{
+	struct stats_ctx *ctx = arg;
+	struct cp_nccl_call *call = cp_nccl_calls__kernel(ctx->nccl, interval);
+	struct nccl_gpu *g = NULL;
+	size_t i;
+
+	if (!call || !call->recorded)
+		return;
+	if (interval->evidence != CP_DONE_NONE) {
+		bool group = call->record.op == CP_NCCL_GROUP_END;
+		/* A group of one op on one communicator counts as that op; any other, as the group. */
+		bool shared = !group || (call->op != CP_NCCL_GROUP_END && call->comm);
+		uint32_t op = shared ? call->op : CP_NCCL_GROUP_END;
+		uint64_t comm = shared ? call->comm : 0;
+
+		for (i = 0; i < ctx->nccl_gpu_count && !g; i++)
+			if (ctx->nccl_gpu[i].pid == call->pid && ctx->nccl_gpu[i].op == op &&
+			    ctx->nccl_gpu[i].comm == comm)
+				g = &ctx->nccl_gpu[i];
+		if (!g && !CP_ARRAY_RESERVE(ctx->nccl_gpu, ctx->nccl_gpu_capacity,
+					    ctx->nccl_gpu_count + 1, 16)) {
+			g = &ctx->nccl_gpu[ctx->nccl_gpu_count++];
+			*g = (struct nccl_gpu){ .pid = call->pid, .op = op, .comm = comm };
+		}
+		if (g) {
+			g->kernels++;
+			g->gpu_max_ns += interval->done_by_ns - interval->start_after_ns;
+			if (!g->gpu_start_ns || interval->start_after_ns < g->gpu_start_ns)
+				g->gpu_start_ns = interval->start_after_ns;
+			if (interval->done_by_ns > g->gpu_end_ns)
+				g->gpu_end_ns = interval->done_by_ns;
+		}
+	}
+	if (call->kernels_seen >= call->launches)
+		cp_nccl_calls__forget(ctx->nccl, call);
+}
+
+/* An exited process's NCCL sums go once its final report is out. */
+static void forget_nccl(struct stats_ctx *ctx, uint32_t pid)
+{
+	size_t i, kept = 0;
+
+	cp_nccl_calls__forget_pid(ctx->nccl, pid);
+	for (i = 0; i < ctx->nccl_gpu_count; i++)
+		if (ctx->nccl_gpu[i].pid != pid)
+			ctx->nccl_gpu[kept++] = ctx->nccl_gpu[i];
+	ctx->nccl_gpu_count = kept;
 }
 
 /* ---- leak reports ---------------------------------------------------------------- */
@@ -282,6 +374,7 @@ static int on_record(void *arg, const union cp_event *event)
 	if (event->hdr.type == CP_EV_PROC && (event->proc.kind == CP_PROC_CUDA_INIT ||
 					      event->proc.kind == CP_PROC_HELD_FOR_STACKS))
 		comm_of(ctx, event->hdr.pid);
+	cp_nccl_calls__observe(ctx->nccl, event);
 	return 0;
 }
 
@@ -307,6 +400,7 @@ static int on_settled(void *arg, const union cp_event *event)
 			}
 			cp_stats_snapshot__release(&snap);
 		}
+		forget_nccl(ctx, pid);
 	}
 	return 0;
 }
@@ -379,10 +473,13 @@ int cp_cmd_stats(const union cp_options *options)
 	/* The timeline needs the launches, syncs and events themselves. */
 	tracer_opts.no_call_records = !opts->timeline;
 	if (opts->timeline) {
-		CP_OPTS(cp_timeline_opts, timeline_opts);
+		CP_OPTS(cp_timeline_opts, timeline_opts, .on_interval = on_interval, .ctx = &ctx);
 
 		ctx.timeline = cp_timeline__new(&timeline_opts);
-		if (!ctx.timeline) {
+		ctx.nccl = cp_nccl_calls__new(0);
+		if (!ctx.timeline || !ctx.nccl) {
+			cp_timeline__free(ctx.timeline);
+			cp_nccl_calls__free(ctx.nccl);
 			cp_say("out of memory");
 			return CP_EXIT_SETUP;
 		}
@@ -428,6 +525,8 @@ cleanup:
 	/* The agent, which feeds the timeline, is joined by close first. */
 	cp_session__close(&session);
 	cp_timeline__free(ctx.timeline);
+	cp_nccl_calls__free(ctx.nccl);
+	free(ctx.nccl_gpu);
 	cp_text__free(&ctx.text);
 	pthread_mutex_destroy(&ctx.lock);
 	return exit_code;

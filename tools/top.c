@@ -5,6 +5,7 @@
  * call is streamed). The agent still runs, for kernel names and exits.
  */
 #include <curses.h>
+#include <term.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -228,6 +229,19 @@ static bool on_key(void *arg)
 	return false;
 }
 
+/* Whether ncurses knows the terminal TERM names (what newterm needs). */
+static bool terminal_usable(void)
+{
+	TERMINAL *saved = cur_term, *checked;
+	int status = 0;
+
+	if (setupterm(NULL, STDOUT_FILENO, &status) != OK)
+		return false;
+	checked = set_curterm(saved);
+	del_curterm(checked);
+	return true;
+}
+
 int cp_cmd_top(const union cp_options *options)
 {
 	const struct cp_top_options *opts = &options->top;
@@ -240,6 +254,11 @@ int cp_cmd_top(const union cp_options *options)
 
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
 		cp_say("top needs a terminal (use cuprobe stats --interval for a log)");
+		return CP_EXIT_USAGE;
+	}
+	/* A terminal ncurses cannot drive is the same mistake: said before anything is loaded. */
+	if (!terminal_usable()) {
+		cp_say("cannot drive this terminal (TERM=%s)", getenv("TERM") ? getenv("TERM") : "");
 		return CP_EXIT_USAGE;
 	}
 	ctx = calloc(1, sizeof(*ctx));

@@ -178,8 +178,11 @@ static void print_summary(const struct cp_session *s)
 		(unsigned long long)name_stats.launches_unnamed,
 		(unsigned long long)name_stats.launches);
 	cp_warnings__print(stderr, have_counters ? &counters : NULL, &stats);
-	if (name_stats.driver_named || name_stats.driver_checked)
-		cp_say("%llu kernels named from the driver's records (%llu probe-learned names checked against them, %llu disagreed%s)",
+	/* How names were checked is the internals' accounting: -v's, unless they disagreed. */
+	if ((name_stats.driver_named || name_stats.driver_checked) &&
+	    (cp_verbosity || name_stats.driver_mismatches))
+		cp_say("%s%llu kernels named from the driver's records (%llu probe-learned names checked against them, %llu disagreed%s)",
+		       name_stats.driver_mismatches ? "warning: " : "",
 		       (unsigned long long)name_stats.driver_named,
 		       (unsigned long long)name_stats.driver_checked,
 		       (unsigned long long)name_stats.driver_mismatches,
@@ -226,7 +229,7 @@ int cp_cmd_trace(const union cp_options *options)
 
 	exit_code = cp_session__open(&session, &opts->common);
 	if (!exit_code && opts->runtime)
-		cp_session__probe_runtime(&session, opts->cudarts, opts->cudart_count);
+		exit_code = cp_session__probe_runtime(&session, opts->cudarts, opts->cudart_count);
 	session.perfetto_path = opts->perfetto;
 	/* --perfetto: every call's return makes its slice; ts 0 precedes any probe's record. */
 	tracer_opts.return_records = opts->perfetto != NULL;

@@ -112,6 +112,47 @@ int cp_usage__general(FILE *out, const struct cp_command *commands, size_t count
 	return ferror(out) ? -EIO : 0;
 }
 
+/* prefix and text as one paragraph, wrapped to 79 columns. */
+static void print_paragraph(FILE *out, const char *prefix, const char *text)
+{
+	char *joined = NULL;
+
+	if (asprintf(&joined, "%s%s", prefix, text) < 0) {
+		fprintf(out, "%s%s\n", prefix, text);
+		return;
+	}
+	print_wrapped(out, joined, 0, 79);
+	free(joined);
+}
+
+/* Calls fn with each example of command: its command line, and what it does. */
+static void for_each_example(const struct cp_command *command,
+			     void (*fn)(FILE *out, const char *line, const char *what), FILE *out)
+{
+	const char *p = command->examples;
+
+	while (p && *p) {
+		size_t line_len = strcspn(p, "\n"), what_len;
+		const char *what = p[line_len] ? p + line_len + 1 : p + line_len;
+		const char *end = strstr(what, "\n\n");
+		char *line = strndup(p, line_len), *text;
+
+		what_len = end ? (size_t)(end - what) : strlen(what);
+		text = strndup(what, what_len);
+		if (line && text)
+			fn(out, line, text);
+		free(line);
+		free(text);
+		p = end ? end + 2 : what + what_len;
+	}
+}
+
+static void print_example(FILE *out, const char *line, const char *what)
+{
+	fprintf(out, "  %s\n      ", line);
+	print_wrapped(out, what, 6, 79);
+}
+
 /* "  -o, --output FILE" / "      --json": the option as --help lists it. */
 static int option_label(const struct cp_option_doc *o, char *buf, size_t len)
 {
@@ -148,7 +189,12 @@ int cp_usage__print(const struct cp_command *command, FILE *out)
 			fprintf(out, "%*s", 23 - n, "");
 		print_wrapped(out, cp_option_help(o, command->id), 23, 79);
 	}
-	fprintf(out, "\n%s\n", command->trailer);
+	if (command->trailer)
+		fprintf(out, "\n%s\n", command->trailer);
+	fputc('\n', out);
+	print_paragraph(out, "Exit status: ", command->exit_status);
+	fputs("\nExamples:\n", out);
+	for_each_example(command, print_example, out);
 	return ferror(out) ? -EIO : 0;
 }
 
@@ -206,9 +252,48 @@ static const char files_section[] =
 	"Output files given with \\fB\\-o\\fR are created as the invoking user\n"
 	"(SUDO_UID/SUDO_GID) and never through a symbolic link.\n";
 
-static const char sources_note[] =
-	"The README of the cuprobe sources: the JSON schemas, what the tracks and\n"
-	"reports mean, and how it works.\n";
+static const char docs_note[] =
+	"The reference is installed with cuprobe, in share/doc/cuprobe under its\n"
+	"prefix (/usr/share/doc/cuprobe from the Debian package,\n"
+	"/usr/local/share/doc/cuprobe from cmake \\-\\-install by default): commands.md\n"
+	"(each command in full), json.md (every record), timeline.md, sdk.md (the\n"
+	"programs of cuprobe run), exporter.md, internals.md.\n";
+
+static void man_example(FILE *out, const char *line, const char *what)
+{
+	fputs(".TP\n.B ", out);
+	man_text(out, line);
+	fputc('\n', out);
+	man_text(out, what);
+	fputc('\n', out);
+}
+
+/* EXIT STATUS, ENVIRONMENT and EXAMPLES of a command's page. */
+static void man_sections(FILE *out, const struct cp_command *command)
+{
+	size_t i;
+
+	fputs(".SH EXIT STATUS\n", out);
+	man_text(out, command->exit_status);
+	fputs("\n.SH ENVIRONMENT\n", out);
+	if (!command->environment[0])
+		fputs("No environment variable changes what it does.\n", out);
+	for (i = 0; i < sizeof(command->environment) / sizeof(command->environment[0]) &&
+		    command->environment[i]; i++) {
+		const char *text = command->environment[i];
+		size_t name_len = strcspn(text, "\n");
+		char *name = strndup(text, name_len);
+
+		fputs(".TP\n.B ", out);
+		man_text(out, name ? name : "");
+		fputc('\n', out);
+		man_text(out, text[name_len] ? text + name_len + 1 : "");
+		fputc('\n', out);
+		free(name);
+	}
+	fputs(".SH EXAMPLES\n", out);
+	for_each_example(command, man_example, out);
+}
 
 int cp_usage__man_page(const struct cp_command *command, FILE *out, const char *version)
 {
@@ -226,6 +311,10 @@ int cp_usage__man_page(const struct cp_command *command, FILE *out, const char *
 	fputs("\n.SH DESCRIPTION\n", out);
 	man_text(out, description ? description : command->description);
 	free(description);
+	if (command->trailer) {
+		fputs("\n.PP\n", out);
+		man_text(out, command->trailer);
+	}
 	fputs("\n.SH OPTIONS\n", out);
 	for (i = 0; i < count; i++) {
 		const struct cp_option_doc *o = &docs[i];
@@ -244,12 +333,10 @@ int cp_usage__man_page(const struct cp_command *command, FILE *out, const char *
 		man_text(out, cp_option_help(o, command->id));
 		fputc('\n', out);
 	}
-	fputs(".SH EXIT STATUS\n", out);
-	man_text(out, command->trailer);
-	fputc('\n', out);
+	man_sections(out, command);
 	if (takes_output_file(command))
 		fputs(files_section, out);
-	fprintf(out, ".SH SEE ALSO\n.BR cuprobe (8)\n.PP\n%s", sources_note);
+	fprintf(out, ".SH SEE ALSO\n.BR cuprobe (8)\n.PP\n%s", docs_note);
 	return ferror(out) ? -EIO : 0;
 }
 
@@ -283,6 +370,6 @@ int cp_usage__man_index(const struct cp_command *commands, size_t count, FILE *o
 	fputs(".SH SEE ALSO\n", out);
 	for (i = 0; i < count; i++)
 		fprintf(out, ".BR cuprobe\\-%s (8)%s\n", commands[i].name, i + 1 < count ? "," : "");
-	fprintf(out, ".PP\n%s", sources_note);
+	fprintf(out, ".PP\n%s", docs_note);
 	return ferror(out) ? -EIO : 0;
 }

@@ -170,7 +170,8 @@ static void release(struct cp_tracer *tracer, pid_t pid)
 
 int cp_tracer__handle_attach(struct cp_tracer *tracer, struct cp_attach_event *event)
 {
-	bool runtime = event->flags & CP_ATTACH_RUNTIME;
+	enum cp_library library = event->flags & CP_ATTACH_RUNTIME ? CP_LIBRARY_runtime :
+				  event->flags & CP_ATTACH_NCCL ? CP_LIBRARY_nccl : CP_LIBRARY_driver;
 	struct cp_attach_report report = { 0 };
 	struct tracked_file *file;
 	char path[CP_PATH_MAX], shown[CP_PATH_MAX] = "";
@@ -195,14 +196,15 @@ int cp_tracer__handle_attach(struct cp_tracer *tracer, struct cp_attach_event *e
 		pthread_mutex_unlock(&tracer->lock);
 		goto out_release;
 	}
-	file->info.runtime = runtime;
+	file->info.library = library;
+	file->info.runtime = library == CP_LIBRARY_runtime;
 	file->info.first_mapped_ns = event->hdr.time_ns;
 	note_early_process(file, event->hdr.pid, event->flags & CP_ATTACH_HELD);
 	pthread_mutex_unlock(&tracer->lock);
 
 	err = reach_file(event, path, sizeof(path), shown, sizeof(shown));
 	if (!err)
-		err = cp_tracer__attach_file(tracer, path, runtime, &report);
+		err = cp_tracer__attach_file(tracer, path, library, &report);
 
 	pthread_mutex_lock(&tracer->lock);
 	file = cp_tracer__track(tracer, event->dev, event->inode);

@@ -90,6 +90,13 @@ CUPROBE_API const char *cp_vmm_op__name(enum cp_vmm_op op);
 CUPROBE_API const char *cp_attach_status__name(enum cp_attach_status status);
 CUPROBE_API const char *cp_context_op__name(enum cp_context_op op);
 CUPROBE_API const char *cp_family__name(enum cp_family family);
+/* "driver", "runtime", "nccl". */
+CUPROBE_API const char *cp_library__name(enum cp_library library);
+CUPROBE_API const char *cp_nccl_op__name(enum cp_nccl_op op);
+/* "int8", "float32", ...: NCCL's ncclDataType_t; "unknown" beyond them. */
+CUPROBE_API const char *cp_nccl_datatype__name(uint32_t datatype);
+/* "sum", "prod", "max", "min", "avg"; "custom" for ops made by ncclRedOpCreatePreMulSum. */
+CUPROBE_API const char *cp_nccl_redop__name(uint32_t redop);
 /* Whether users' programs may attach to the family (SEC("cuda/FAMILY")). */
 CUPROBE_API bool cp_family__programmable(enum cp_family family);
 /* CP_FAMILY_NONE when no family has that name. */
@@ -109,6 +116,7 @@ struct cp_catalogue_entry {
 	const char *program;        /* BPF program at entry (probed only) */
 	const char *return_program; /* BPF program at return, or "none" */
 	const char *reason;         /* why it is not probed (excluded only) */
+	enum cp_library library;    /* which library's table (driver, runtime, nccl) */
 };
 
 /* Every catalogue line, probed and excluded, driver first: returns how many. */
@@ -117,6 +125,12 @@ CUPROBE_API size_t cp_catalogue__entries(const struct cp_catalogue_entry **entri
 CUPROBE_API const struct cp_catalogue_entry *cp_catalogue__find(const char *symbol);
 /* The traced family whose export-name prefix symbol has, or CP_FAMILY_NONE. */
 CUPROBE_API enum cp_family cp_catalogue__family_of_export(const char *symbol);
+/*
+ * An alias's catalogued name (CP_ALIAS_PREFIXES: pncclAllReduce ->
+ * ncclAllReduce) written to buf; NULL when symbol is no alias (or buf is
+ * too small).
+ */
+CUPROBE_API const char *cp_catalogue__canonical(const char *symbol, char *buf, size_t size);
 
 /*
  * What a driver exports in a traced family without a probe: for each such
@@ -253,6 +267,9 @@ CUPROBE_API int cp_tracer__attach_driver(struct cp_tracer *tracer, const char *l
 /* Attach the cudaLaunchKernel probe to a libcudart file or an executable with static cudart. */
 CUPROBE_API int cp_tracer__attach_runtime(struct cp_tracer *tracer, const char *path,
 					  struct cp_attach_report *report);
+/* Attach the NCCL probes (the nccl family) to a libnccl file. -ENOENT when none attached. */
+CUPROBE_API int cp_tracer__attach_nccl(struct cp_tracer *tracer, const char *path,
+				       struct cp_attach_report *report);
 /* Add a process to the traced set (its later forks follow). */
 CUPROBE_API int cp_tracer__add_pid(struct cp_tracer *tracer, pid_t pid);
 CUPROBE_API int cp_tracer__ring_fd(const struct cp_tracer *tracer);
@@ -281,6 +298,10 @@ struct cp_counters {
 	uint64_t device_stats_full;  /* per-device memory or copy updates that did not fit */
 	uint64_t hold_failed;
 	uint64_t driver_mappings;   /* attach events the BPF side emitted */
+	uint64_t nccl_too_deep;     /* NCCL calls nested past a thread's stack (not recorded) */
+	uint64_t nccl_unmatched;    /* NCCL returns whose entry was lost, entries whose return was */
+	uint64_t nccl_comms_full;   /* NCCL communicators not kept: rank and size unknown */
+	uint64_t nccl_stats_full;   /* NCCL calls of (pid, communicator, op) rows that did not fit */
 	/* --python (enum cp_counter's CP_CNT_PY_* say what each counts). */
 	uint64_t py_walks;
 	uint64_t py_no_frames;
@@ -374,7 +395,7 @@ CUPROBE_API size_t cp_program__map_count(const struct cp_program *program);
 CUPROBE_API int cp_program__map(const struct cp_program *program, size_t index,
 				struct cp_program_map_info *out);
 
-/* A map's entries at one moment: count keys and values; per-CPU values cpus each. */
+/* Entries of a map: count keys and values; per-CPU values cpus each. */
 struct cp_map_entries {
 	size_t count;
 	uint32_t key_size, value_size;
@@ -383,10 +404,31 @@ struct cp_map_entries {
 	unsigned char *keys;   /* count * key_size */
 	unsigned char *values; /* count * cpus * value_stride */
 };
-/* -EOPNOTSUPP for map types whose entries cannot be read this way. */
-CUPROBE_API int cp_program__read_map(const struct cp_program *program, size_t index,
-				     struct cp_map_entries *out);
-CUPROBE_API void cp_map_entries__release(struct cp_map_entries *entries);
+
+/*
+ * A map read a batch at a time, in the map's order, so that memory stays
+ * bounded whatever its size (an array of millions of large values).
+ */
+struct cp_map_reader;
+struct cp_map_reader_opts {
+	size_t sz;             /* sizeof(struct cp_map_reader_opts): see CP_OPTS */
+	size_t batch_bytes;    /* keys and values read at a time, about; 0 = 1 MiB */
+	/*
+	 * Leave out an array's entries whose value is all zero (on every CPU):
+	 * an array has every key, and such an entry was never written.
+	 */
+	bool skip_zero;
+};
+/* NULL with errno set: -EOPNOTSUPP for map types whose entries cannot be read this way. */
+CUPROBE_API struct cp_map_reader *cp_program__map_reader(const struct cp_program *program,
+							 size_t index,
+							 const struct cp_map_reader_opts *opts);
+/*
+ * The next entries into *out, valid until the next call or the free: how
+ * many (0 at the end), or -errno. A key deleted meanwhile is skipped.
+ */
+CUPROBE_API int cp_map_reader__next(struct cp_map_reader *reader, struct cp_map_entries *out);
+CUPROBE_API void cp_map_reader__free(struct cp_map_reader *reader);
 
 /* A CUDA library file the tracer probed or considered. */
 struct cp_traced_file {
@@ -394,6 +436,7 @@ struct cp_traced_file {
 	uint32_t dev;             /* the kernel's dev_t */
 	uint64_t inode;
 	bool runtime;             /* cudaLaunchKernel probe, not the driver catalogue */
+	enum cp_library library;  /* which table of the catalogue it got */
 	bool at_start;            /* attached before tracing started */
 	enum cp_attach_status status;
 	int error;                /* negative errno when status is FAILED */
@@ -435,6 +478,22 @@ struct cp_device_mem_row {
 	uint64_t peak_bytes;
 	uint64_t allocations;
 	uint64_t frees;
+};
+
+/* One process's NCCL calls of one operation on one communicator (calls as the program made them). */
+struct cp_nccl_row {
+	uint32_t pid;
+	uint32_t op;              /* enum cp_nccl_op */
+	uint64_t comm;            /* ncclComm_t; 0 for group calls */
+	uint64_t comm_id;         /* NCCL's hash of its unique id; 0 when not known */
+	int32_t rank, nranks;     /* -1 when not known */
+	int32_t device;           /* the communicator's device; -1 when not known */
+	uint32_t pad;
+	uint64_t calls;
+	uint64_t errors;          /* calls that returned other than ncclSuccess */
+	uint64_t bytes;           /* count x datatype size, summed */
+	uint64_t enqueue_ns;      /* entry to return, summed */
+	uint64_t launches;        /* launches made inside the calls */
 };
 
 /* One process's copies in one direction, issued with a device current. */
@@ -510,6 +569,8 @@ struct cp_stats_snapshot {
 	size_t device_mem_count;
 	struct cp_copy_row *copies;
 	size_t copy_count;
+	struct cp_nccl_row *nccls;
+	size_t nccl_count;
 };
 
 CUPROBE_API int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
@@ -646,6 +707,7 @@ struct cp_gpu_interval {
 	uint32_t evidence_api;    /* the call that proved it (enum cp_api) */
 	uint32_t evidence_tid;
 	bool graph;               /* a graph launch: the bound covers the whole graph */
+	uint32_t nccl_call;       /* the NCCL call it is the work of (its seq), 0 none */
 };
 typedef void (*cp_interval_fn)(void *ctx, const struct cp_gpu_interval *interval);
 

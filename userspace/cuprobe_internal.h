@@ -60,6 +60,15 @@ int cp_array__reserve(void *array, size_t *capacity, size_t needed, size_t size,
  * with out "" (the process is gone, say).
  */
 int cp_proc__comm(uint32_t pid, uint32_t tid, char *out, size_t len);
+/* Of /proc/PID/stat: the state letter (R, S, Z...) and the kernel's PF_* flags. */
+struct cp_proc_stat {
+	char state;
+	unsigned int flags;
+};
+/* A kernel thread's flag (PF_KTHREAD, include/linux/sched.h). */
+#define CP_PROC_KTHREAD 0x00200000u
+/* 0, or -errno (-ENOENT: no such process). */
+int cp_proc__stat(uint32_t pid, struct cp_proc_stat *out);
 
 /* ---- discovery helpers ---------------------------------------------------- */
 
@@ -84,6 +93,17 @@ bool cp_path__is_library(const char *path, const char *library_soname);
 /* ---- ELF symbols ------------------------------------------------------------ */
 
 /*
+ * Opens path for reading if it is a regular file, without waiting on it (a
+ * FIFO or a device from a user would block the open or the read): the fd,
+ * or -errno, -EINVAL for a file of another type.
+ */
+int cp_file__open_regular(const char *path);
+
+/*
+ * The ELF readers below: -EINVAL when path is not a regular file, -ENOEXEC
+ * when it is not ELF, -EBADMSG when it is a truncated or damaged one (its
+ * headers or sections reach past its end).
+ *
  * File offsets of the named function symbols of an ELF file (.dynsym, then
  * .symtab); 0 where a name is absent. Returns how many were found.
  */
@@ -260,6 +280,54 @@ int cp_program__device_map(const struct cp_program *program, size_t index,
 			   struct cp_device_map_info *out);
 /* What `cuprobe run PROG --ptx` prints: a module ptxas accepts (cp_ptx__module). 0 or -errno. */
 int cp_program__ptx_module(const struct cp_program *program, char **ptx);
+
+/* ---- NCCL calls and the kernels they launched (nccl.c) ----------------------------- */
+
+/*
+ * A call that owns launches, by the seq they carry (their nccl_call): a
+ * collective or send/recv (link = its seq), or a group, whose calls' work
+ * its outermost ncclGroupEnd launched (link = the group's seq).
+ */
+struct cp_nccl_call {
+	uint32_t pid;
+	uint32_t link;
+	uint32_t op;              /* the call's; a group's calls' common op, else CP_NCCL_GROUP_END */
+	uint32_t calls;           /* 1, or the group's collectives and sends/receives */
+	uint64_t comm;            /* the call's; a group's calls' common communicator, else 0 */
+	uint64_t bytes;           /* the call's, or the sum of its group's */
+	bool recorded;            /* record holds the call's (the group end's) record */
+	uint32_t launches;        /* launches made inside it (from its record) */
+	struct cp_nccl_event record;
+	/* Its kernels' bounds on the timeline, as cp_nccl_calls__kernel adds them. */
+	uint32_t kernels_seen;
+	uint32_t kernels_bounded;
+	uint64_t gpu_start_ns;    /* the earliest start_after of its kernels */
+	uint64_t gpu_end_ns;      /* the latest done_by */
+	/* Where its first kernel ran (the interval's stream, as its launch passed it). */
+	uint64_t kernel_stream;
+	int32_t kernel_device;
+	uint32_t kernel_api, kernel_tid;
+};
+
+struct cp_nccl_calls;
+
+/* A table of at most max calls (0: 65536), the oldest dropped (and counted) past it. */
+struct cp_nccl_calls *cp_nccl_calls__new(size_t max);
+void cp_nccl_calls__free(struct cp_nccl_calls *calls);
+/* Feed it every record (only NCCL records are kept): a call is known once its record came. */
+void cp_nccl_calls__observe(struct cp_nccl_calls *calls, const union cp_event *event);
+/* The call a launch's nccl_call names, or NULL. */
+struct cp_nccl_call *cp_nccl_calls__find(struct cp_nccl_calls *calls, uint32_t pid, uint32_t link);
+/* A kernel's bound, added to the call it was the work of (returned; NULL when none is known). */
+struct cp_nccl_call *cp_nccl_calls__kernel(struct cp_nccl_calls *calls,
+					   const struct cp_gpu_interval *interval);
+void cp_nccl_calls__forget(struct cp_nccl_calls *calls, struct cp_nccl_call *call);
+void cp_nccl_calls__forget_pid(struct cp_nccl_calls *calls, uint32_t pid);
+typedef void (*cp_nccl_call_fn)(void *ctx, struct cp_nccl_call *call);
+/* Calls fn on every call kept, oldest first (fn must not forget it): returns how many. */
+size_t cp_nccl_calls__each(struct cp_nccl_calls *calls, cp_nccl_call_fn fn, void *ctx);
+/* Calls dropped because the table was full. */
+uint64_t cp_nccl_calls__evicted(const struct cp_nccl_calls *calls);
 
 #ifdef __cplusplus
 }

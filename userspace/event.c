@@ -70,6 +70,7 @@ uint64_t cp_event__py_stack(const union cp_event *event)
 	case CP_EV_SYNC: return event->sync.py_stack;
 	case CP_EV_COPY: return event->copy.py_stack;
 	case CP_EV_ALLOC: return event->alloc.py_stack;
+	case CP_EV_NCCL: return event->nccl.py_stack;
 	default: return 0;
 	}
 }
@@ -89,15 +90,16 @@ const char *cp_event_type__name(enum cp_event_type type)
 #define API_ROW(sym, family, prog, ret, bits) [CP_API_##sym] = { #sym, CP_FAMILY_##family },
 #define API_SKIP(sym, family, reason)
 #define API_PSEUDO(name) [CP_API_##name] = { #name, CP_FAMILY_NONE },
+#define API_TABLE(lib, table, prefix) table(API_ROW, API_SKIP)
 static const struct {
 	const char *name;
 	enum cp_family family;
 } api_table[CP_API_MAX] = {
 	[CP_API_UNKNOWN] = { "unknown", CP_FAMILY_NONE },
-	CP_DRIVER_APIS(API_ROW, API_SKIP)
-	CP_RUNTIME_APIS(API_ROW, API_SKIP)
+	CP_LIBRARIES(API_TABLE)
 	CP_PSEUDO_APIS(API_PSEUDO)
 };
+#undef API_TABLE
 #undef API_ROW
 #undef API_SKIP
 #undef API_PSEUDO
@@ -155,6 +157,43 @@ enum cp_family cp_family__by_name(const char *name)
 		if (family_names[family] && !strcmp(family_names[family], name))
 			return (enum cp_family)family;
 	return CP_FAMILY_NONE;
+}
+
+#define LIBRARY_NAME(lib, table, prefix) [CP_LIBRARY_##lib] = #lib,
+static const char *const library_names[CP_LIBRARY_MAX] = { CP_LIBRARIES(LIBRARY_NAME) };
+#undef LIBRARY_NAME
+
+const char *cp_library__name(enum cp_library library)
+{
+	return (unsigned int)library < CP_LIBRARY_MAX ? library_names[library] : "unknown";
+}
+
+#define NCCL_OP_NAME(NAME, value, name) [CP_NCCL_##NAME] = name,
+static const char *const nccl_op_names[CP_NCCL_OP_MAX] = { CP_NCCL_OPS(NCCL_OP_NAME) };
+#undef NCCL_OP_NAME
+
+const char *cp_nccl_op__name(enum cp_nccl_op op)
+{
+	if ((unsigned int)op >= CP_NCCL_OP_MAX || !nccl_op_names[op])
+		return "unknown";
+	return nccl_op_names[op];
+}
+
+const char *cp_nccl_datatype__name(uint32_t datatype)
+{
+	static const char *const names[CP_NCCL_DATATYPES] = {
+		"int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32",
+		"float64", "bfloat16", "float8e4m3", "float8e5m2",
+	};
+
+	return datatype < CP_NCCL_DATATYPES ? names[datatype] : "unknown";
+}
+
+const char *cp_nccl_redop__name(uint32_t redop)
+{
+	static const char *const names[] = { "sum", "prod", "max", "min", "avg" };
+
+	return redop < sizeof(names) / sizeof(names[0]) ? names[redop] : "custom";
 }
 
 const char *cp_mem_kind__name(enum cp_mem_kind kind)

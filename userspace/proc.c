@@ -35,3 +35,28 @@ int cp_proc__comm(uint32_t pid, uint32_t tid, char *out, size_t len)
 	out[strcspn(out, "\n")] = '\0';
 	return 0;
 }
+
+int cp_proc__stat(uint32_t pid, struct cp_proc_stat *out)
+{
+	char path[64], text[1024], *after_comm;
+	ssize_t n;
+	int fd, err;
+
+	memset(out, 0, sizeof(*out));
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, text, sizeof(text) - 1);
+	err = n < 0 ? -errno : 0;
+	close(fd);
+	if (n <= 0)
+		return err ? err : -ENODATA;
+	text[n] = '\0';
+	/* "PID (COMM) S PPID PGRP SESSION TTY TPGID FLAGS ...": COMM may hold ") ". */
+	after_comm = strrchr(text, ')');
+	if (!after_comm || sscanf(after_comm + 1, " %c %*d %*d %*d %*d %*d %u", &out->state,
+				  &out->flags) != 2)
+		return -EINVAL;
+	return 0;
+}

@@ -11,6 +11,9 @@
  */
 #include <elf.h>
 #include <errno.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +133,35 @@ static int check_elf(const void *elf, size_t size, const struct cp_program_opts 
 	if (header->e_type != ET_REL)
 		return fail(opts, -ENOEXEC, "%s: not a BPF object file (compile with -c)", name);
 	return 0;
+}
+
+/*
+ * Whether the object has a .BTF section. libbpf needs one for a .maps
+ * section and, without it, fails with ENOENT ("No such file or directory"),
+ * which says nothing of the cause: asked first, it is said as it is.
+ */
+static bool has_btf(void *elf, size_t size)
+{
+	Elf_Scn *section = NULL;
+	GElf_Shdr header;
+	size_t names;
+	bool found = false;
+	Elf *object;
+
+	if (elf_version(EV_CURRENT) == EV_NONE || !(object = elf_memory(elf, size)))
+		return true; /* cannot tell: libbpf will say what it finds */
+	if (elf_getshdrstrndx(object, &names)) {
+		elf_end(object);
+		return true;
+	}
+	while (!found && (section = elf_nextscn(object, section))) {
+		const char *name = gelf_getshdr(section, &header) ?
+				   elf_strptr(object, names, header.sh_name) : NULL;
+
+		found = name && !strcmp(name, ".BTF");
+	}
+	elf_end(object);
+	return found;
 }
 
 /*
@@ -624,12 +656,16 @@ struct cp_program *cp_tracer__load_program(struct cp_tracer *tracer, const void 
 	program->elf_size = size;
 	program->tracer = tracer;
 	snprintf(program->object_name, sizeof(program->object_name), "cuprobe_run");
+	if (!has_btf(program->elf, size)) {
+		err = fail(opts, -ENOENT, "%s: no BTF (compile with -g): cuprobe needs it to print", name);
+		goto err_out;
+	}
 	program->obj = open_object(program);
 	if (!program->obj) {
 		err = fail(opts, -errno, "%s: cannot open the BPF object: %s", name, strerror(errno));
 		goto err_out;
 	}
-	if (!bpf_object__btf(program->obj)) {
+	if (!bpf_object__btf(program->obj)) { /* a .BTF libbpf could not use */
 		err = fail(opts, -ENOENT, "%s: no BTF (compile with -g): cuprobe needs it to print", name);
 		goto err_out;
 	}
@@ -793,67 +829,184 @@ static bool readable_type(enum bpf_map_type type)
 	}
 }
 
-void cp_map_entries__release(struct cp_map_entries *entries)
+/* Reads a map a batch at a time: memory bounded by the batch, whatever the map's size. */
+struct cp_map_reader {
+	struct cp_program_map_info info;
+	size_t value_bytes;        /* one entry's value: every CPU's copy of a per-CPU map */
+	size_t batch;              /* entries a call reads at most */
+	bool skip_zero;            /* an array's all-zero entries are left out */
+	bool by_batch;             /* BPF_MAP_LOOKUP_BATCH (arrays); else key by key */
+	bool started, done;
+	size_t visited;            /* keys walked: a map whose keys churn still ends */
+	struct cp_map_entries entries; /* the current batch */
+	unsigned char *key, *next; /* key by key: where the walk is */
+	__u32 token;               /* by batch: where the next batch starts (an array's index) */
+};
+
+static bool batch_readable(enum bpf_map_type type)
 {
-	if (!entries)
-		return;
-	free(entries->keys);
-	free(entries->values);
-	memset(entries, 0, sizeof(*entries));
+	/* Arrays only: a hash map's batch fails with ENOSPC on a bucket larger than the batch. */
+	return type == BPF_MAP_TYPE_ARRAY || type == BPF_MAP_TYPE_PERCPU_ARRAY;
 }
 
-int cp_program__read_map(const struct cp_program *program, size_t index, struct cp_map_entries *out)
+struct cp_map_reader *cp_program__map_reader(const struct cp_program *program, size_t index,
+					     const struct cp_map_reader_opts *caller_opts)
 {
-	struct cp_program_map_info info;
-	size_t cpus = 1, value_bytes, capacity;
-	unsigned char *key = NULL, *next = NULL;
+	struct cp_map_reader_opts opts;
+	struct cp_map_reader *reader;
+	size_t cpus = 1, batch_bytes;
 	int err, possible;
 
-	if (!out)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	err = cp_program__map(program, index, &info);
-	if (err)
-		return err;
-	if (!readable_type(info.type))
-		return -EOPNOTSUPP;
-	if (info.per_cpu) {
+	if (CP_OPTS_COPY(opts, caller_opts)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	reader = calloc(1, sizeof(*reader));
+	if (!reader) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = cp_program__map(program, index, &reader->info);
+	if (!err && !readable_type(reader->info.type))
+		err = -EOPNOTSUPP;
+	if (!err && reader->info.per_cpu) {
 		possible = libbpf_num_possible_cpus();
-		if (possible <= 0)
-			return possible ? possible : -EINVAL;
-		cpus = (size_t)possible;
+		err = possible > 0 ? 0 : possible ? possible : -EINVAL;
+		cpus = possible > 0 ? (size_t)possible : 1;
 	}
-	/* Per-CPU values come one per possible CPU, each rounded up to 8 bytes. */
-	value_bytes = info.per_cpu ? cpus * ((info.value_size + 7) & ~7u) : info.value_size;
-	capacity = info.max_entries ? info.max_entries : 1;
-	out->key_size = info.key_size;
-	out->value_size = info.value_size;
-	out->value_stride = info.per_cpu ? (info.value_size + 7) & ~7u : info.value_size;
-	out->cpus = cpus;
-	out->keys = calloc(capacity, info.key_size);
-	out->values = calloc(capacity, value_bytes);
-	key = calloc(2, info.key_size);
-	if (!out->keys || !out->values || !key) {
-		err = -ENOMEM;
-		goto out_free;
-	}
-	next = key + info.key_size;
-	/* Keys as the map walks them; a key deleted meanwhile is skipped. */
-	err = bpf_map_get_next_key(info.fd, NULL, next);
-	while (!err && out->count < capacity) {
-		memcpy(key, next, info.key_size);
-		if (!bpf_map_lookup_elem(info.fd, key, out->values + out->count * value_bytes)) {
-			memcpy(out->keys + out->count * info.key_size, key, info.key_size);
-			out->count++;
-		}
-		err = bpf_map_get_next_key(info.fd, key, next);
-	}
-	err = err && errno != ENOENT ? -errno : 0;
-out_free:
-	free(key);
 	if (err)
-		cp_map_entries__release(out);
-	return err;
+		goto err_out;
+	/* Per-CPU values come one per possible CPU, each rounded up to 8 bytes. */
+	reader->entries.key_size = reader->info.key_size;
+	reader->entries.value_size = reader->info.value_size;
+	reader->entries.value_stride = reader->info.per_cpu ? (reader->info.value_size + 7) & ~7u :
+				       reader->info.value_size;
+	reader->entries.cpus = cpus;
+	reader->value_bytes = cpus * reader->entries.value_stride;
+	batch_bytes = opts.batch_bytes ? opts.batch_bytes : 1u << 20;
+	reader->batch = batch_bytes / (reader->info.key_size + reader->value_bytes);
+	if (!reader->batch)
+		reader->batch = 1;
+	if (reader->info.max_entries && reader->batch > reader->info.max_entries)
+		reader->batch = reader->info.max_entries;
+	reader->skip_zero = opts.skip_zero && batch_readable(reader->info.type);
+	reader->by_batch = batch_readable(reader->info.type);
+	reader->entries.keys = calloc(reader->batch, reader->info.key_size);
+	reader->entries.values = calloc(reader->batch, reader->value_bytes);
+	reader->key = calloc(2, reader->info.key_size);
+	if (!reader->entries.keys || !reader->entries.values || !reader->key) {
+		err = -ENOMEM;
+		goto err_out;
+	}
+	reader->next = reader->key + reader->info.key_size;
+	return reader;
+
+err_out:
+	cp_map_reader__free(reader);
+	errno = -err;
+	return NULL;
+}
+
+/* Up to reader->batch entries with BPF_MAP_LOOKUP_BATCH: 0, or -errno. */
+static int read_batch(struct cp_map_reader *reader)
+{
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	__u32 count = reader->batch, next_token;
+	int err;
+
+	err = bpf_map_lookup_batch(reader->info.fd, reader->started ? &reader->token : NULL,
+				   &next_token, reader->entries.keys, reader->entries.values, &count,
+				   &opts);
+	reader->started = true;
+	if (err && errno != ENOENT)
+		return -errno;
+	/* ENOENT: the last entries (count of them) are in, or there were none left. */
+	reader->done = err || !count;
+	reader->token = next_token;
+	reader->entries.count = count;
+	return 0;
+}
+
+/* Up to reader->batch entries, a key and a lookup each: 0, or -errno. */
+static int read_by_key(struct cp_map_reader *reader)
+{
+	const size_t key_size = reader->info.key_size;
+	size_t limit = reader->info.max_entries;
+	int err;
+
+	reader->entries.count = 0;
+	while (reader->entries.count < reader->batch) {
+		err = bpf_map_get_next_key(reader->info.fd, reader->started ? reader->key : NULL,
+					   reader->next);
+		reader->started = true;
+		if (err || (limit && reader->visited >= limit)) {
+			reader->done = true;
+			return err && errno != ENOENT ? -errno : 0;
+		}
+		reader->visited++;
+		memcpy(reader->key, reader->next, key_size);
+		/* A key deleted meanwhile is skipped. */
+		if (!bpf_map_lookup_elem(reader->info.fd, reader->key,
+					 reader->entries.values + reader->entries.count * reader->value_bytes)) {
+			memcpy(reader->entries.keys + reader->entries.count * key_size, reader->key,
+			       key_size);
+			reader->entries.count++;
+		}
+	}
+	return 0;
+}
+
+static bool all_zero(const unsigned char *bytes, size_t len)
+{
+	return !len || (!bytes[0] && !memcmp(bytes, bytes + 1, len - 1));
+}
+
+/* Removes the batch's all-zero values, keeping the order. */
+static void drop_zero_values(struct cp_map_reader *reader)
+{
+	struct cp_map_entries *e = &reader->entries;
+	size_t i, kept = 0;
+
+	for (i = 0; i < e->count; i++) {
+		if (all_zero(e->values + i * reader->value_bytes, reader->value_bytes))
+			continue;
+		if (kept != i) {
+			memcpy(e->keys + kept * e->key_size, e->keys + i * e->key_size, e->key_size);
+			memcpy(e->values + kept * reader->value_bytes, e->values + i * reader->value_bytes,
+			       reader->value_bytes);
+		}
+		kept++;
+	}
+	e->count = kept;
+}
+
+int cp_map_reader__next(struct cp_map_reader *reader, struct cp_map_entries *out)
+{
+	int err;
+
+	if (!reader || !out)
+		return -EINVAL;
+	reader->entries.count = 0;
+	/* A batch of zeros is not the end: read on until an entry or the end. */
+	while (!reader->entries.count && !reader->done) {
+		err = reader->by_batch ? read_batch(reader) : read_by_key(reader);
+		if (err)
+			return err;
+		if (reader->skip_zero)
+			drop_zero_values(reader);
+	}
+	*out = reader->entries;
+	return (int)(reader->entries.count < INT_MAX ? reader->entries.count : INT_MAX);
+}
+
+void cp_map_reader__free(struct cp_map_reader *reader)
+{
+	if (!reader)
+		return;
+	free(reader->entries.keys);
+	free(reader->entries.values);
+	free(reader->key);
+	free(reader);
 }
 
 /* ---- device programs, for the injection and --ptx ------------------------------------------ */

@@ -63,6 +63,7 @@ struct mem_row_image { uint32_t pid; uint32_t pad; struct cp_mem_stat stat; };
 struct alloc_row_image { struct cp_alloc_key key; struct cp_alloc_info info; };
 struct device_mem_image { struct cp_device_key key; struct cp_device_mem_stat stat; };
 struct copy_image { struct cp_copy_key key; struct cp_copy_stat stat; };
+struct nccl_image { struct cp_nccl_key key; struct cp_nccl_stat stat; };
 
 static void kernel_row(struct cp_kernel_row *row, const struct kernel_row_image *image)
 {
@@ -159,6 +160,37 @@ static int device_rows(const struct cp_tracer *tracer, uint32_t pid, struct cp_s
 	return err;
 }
 
+/* NCCL rows: (pid, communicator, op). */
+static int nccl_rows(const struct cp_tracer *tracer, uint32_t pid, struct cp_stats_snapshot *out)
+{
+	struct nccl_image *images = NULL;
+	size_t count = 0, i;
+	int err;
+
+	err = collect_rows(bpf_map__fd(tracer->skel->maps.nccl_stats), sizeof(struct cp_nccl_key),
+			   sizeof(struct cp_nccl_stat), sizeof(*images), 0,
+			   offsetof(struct nccl_image, stat), pid, (void **)&images, &count);
+	if (err)
+		return err;
+	out->nccls = calloc(count ? count : 1, sizeof(*out->nccls));
+	if (!out->nccls) {
+		free(images);
+		return -ENOMEM;
+	}
+	for (i = 0; i < count; i++)
+		out->nccls[i] = (struct cp_nccl_row){
+			.pid = images[i].key.pid, .op = images[i].key.op, .comm = images[i].key.comm,
+			.comm_id = images[i].stat.comm_id, .rank = images[i].stat.rank,
+			.nranks = images[i].stat.nranks, .device = images[i].stat.device,
+			.calls = images[i].stat.calls, .errors = images[i].stat.errors,
+			.bytes = images[i].stat.bytes, .enqueue_ns = images[i].stat.enqueue_ns,
+			.launches = images[i].stat.launches,
+		};
+	out->nccl_count = count;
+	free(images);
+	return 0;
+}
+
 int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
 			struct cp_stats_snapshot *out)
 {
@@ -202,6 +234,8 @@ int cp_tracer__snapshot(const struct cp_tracer *tracer, uint32_t pid,
 	out->api_count = api_count;
 	out->mem_count = mem_count;
 	err = device_rows(tracer, pid, out);
+	if (!err)
+		err = nccl_rows(tracer, pid, out);
 	if (err)
 		cp_stats_snapshot__release(out);
 err_free:
@@ -220,6 +254,7 @@ void cp_stats_snapshot__release(struct cp_stats_snapshot *snapshot)
 	free(snapshot->mems);
 	free(snapshot->device_mems);
 	free(snapshot->copies);
+	free(snapshot->nccls);
 	memset(snapshot, 0, sizeof(*snapshot));
 }
 
@@ -344,6 +379,11 @@ int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_
 			sorted, pid_count);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.vmm_ranges), sizeof(struct cp_vmm_key),
 			sorted, pid_count);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.nccl_stats), sizeof(struct cp_nccl_key),
+			sorted, pid_count);
+	/* Communicators of a process that exited without destroying them. */
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.cuprobe_nccl_comms),
+			sizeof(struct cuprobe_nccl_comm_key), sorted, pid_count);
 	free(sorted);
 	return 0;
 }

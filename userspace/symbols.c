@@ -467,6 +467,66 @@ static bool symbol_file_offset(Elf *elf, const GElf_Sym *sym, uint64_t *offset)
 	return true;
 }
 
+int cp_file__open_regular(const char *path)
+{
+	struct stat st;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -EINVAL;
+	}
+	return fd;
+}
+
+/* Whether [offset, offset + size) lies inside a file of file_size bytes. */
+static bool inside(uint64_t offset, uint64_t size, uint64_t file_size)
+{
+	return offset <= file_size && size <= file_size - offset;
+}
+
+/*
+ * An ELF file opened for reading: 0 with *fd and *elf, or -errno as the
+ * readers say. libelf takes a file cut short for one without sections, so
+ * the headers and each section are checked against the file's size.
+ */
+static int open_elf(const char *path, int *fd, Elf **elf)
+{
+	GElf_Ehdr header;
+	GElf_Shdr section_header;
+	Elf_Scn *section = NULL;
+	struct stat st;
+	int err = 0;
+
+	*elf = NULL;
+	*fd = cp_file__open_regular(path);
+	if (*fd < 0)
+		return *fd;
+	*elf = elf_begin(*fd, ELF_C_READ, NULL);
+	if (!*elf || elf_kind(*elf) != ELF_K_ELF || !gelf_getehdr(*elf, &header))
+		err = -ENOEXEC;
+	else if (fstat(*fd, &st) ||
+		 !inside(header.e_phoff, (uint64_t)header.e_phnum * header.e_phentsize, st.st_size) ||
+		 !inside(header.e_shoff, (uint64_t)header.e_shnum * header.e_shentsize, st.st_size) ||
+		 (header.e_shoff && !elf_nextscn(*elf, NULL)))
+		err = -EBADMSG;
+	while (!err && (section = elf_nextscn(*elf, section)))
+		if (!gelf_getshdr(section, &section_header) ||
+		    (section_header.sh_type != SHT_NOBITS &&
+		     !inside(section_header.sh_offset, section_header.sh_size, st.st_size)))
+			err = -EBADMSG;
+	if (err) {
+		elf_end(*elf); /* NULL-safe */
+		close(*fd);
+		*elf = NULL;
+		*fd = -1;
+	}
+	return err;
+}
+
 int cp_elf__function_offsets(const char *path, const char *const *names, size_t count,
 			     uint64_t *offsets)
 {
@@ -480,14 +540,9 @@ int cp_elf__function_offsets(const char *path, const char *const *names, size_t 
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
 	memset(offsets, 0, count * sizeof(*offsets));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		err = -ENOEXEC;
-		goto out_end;
-	}
+	err = open_elf(path, &fd, &elf);
+	if (err)
+		return err;
 	for (t = 0; t < sizeof(tables) / sizeof(tables[0]) && found < count; t++) {
 		Elf_Scn *scn = NULL;
 		GElf_Shdr shdr;
@@ -520,10 +575,9 @@ int cp_elf__function_offsets(const char *path, const char *const *names, size_t 
 			}
 		}
 	}
-out_end:
-	elf_end(elf); /* NULL-safe */
+	elf_end(elf);
 	close(fd);
-	return err ? err : (int)found;
+	return (int)found;
 }
 
 void cp_elf__free_names(char **names, size_t count)
@@ -549,14 +603,9 @@ int cp_elf__exported_functions(const char *path, char ***names_out, size_t *coun
 		return -EINVAL;
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -ENOSYS;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	elf = elf_begin(fd, ELF_C_READ, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		err = -ENOEXEC;
-		goto out_end;
-	}
+	err = open_elf(path, &fd, &elf);
+	if (err)
+		return err;
 	while (!err && (scn = elf_nextscn(elf, scn))) {
 		Elf_Data *data;
 
@@ -583,7 +632,6 @@ int cp_elf__exported_functions(const char *path, char ***names_out, size_t *coun
 			count++;
 		}
 	}
-out_end:
 	elf_end(elf);
 	close(fd);
 	if (err) {

@@ -47,6 +47,7 @@ struct launch {
 	uint64_t stream;         /* as the call passed it */
 	uint32_t tid;
 	uint32_t api;
+	uint32_t nccl_call;
 	bool graph;
 };
 
@@ -320,7 +321,7 @@ static void complete(struct cp_timeline *tl, struct process *p, struct stream *s
 		.stream = l->stream, .function = l->function, .seq = l->seq,
 		.launch_ns = l->launch_ns, .start_after_ns = l->start_after_ns,
 		.done_by_ns = done_by, .evidence = evidence, .evidence_api = evidence_api,
-		.evidence_tid = evidence_tid, .graph = l->graph,
+		.evidence_tid = evidence_tid, .graph = l->graph, .nccl_call = l->nccl_call,
 	};
 	size_t j;
 
@@ -472,7 +473,7 @@ static void on_launch(struct cp_timeline *tl, struct process *p, const struct cp
 	*l = (struct launch){
 		.seq = ++p->seq, .launch_ns = e->hdr.time_ns, .function = e->function,
 		.stream = e->stream, .tid = e->hdr.tid, .api = e->hdr.api,
-		.graph = e->flags & CP_LAUNCH_GRAPH,
+		.graph = e->flags & CP_LAUNCH_GRAPH, .nccl_call = e->nccl_call,
 		.start_after_ns = e->hdr.time_ns > s->busy_after_ns ? e->hdr.time_ns : s->busy_after_ns,
 	};
 	s->summary.launches++;
@@ -813,7 +814,7 @@ size_t cp_timeline__in_flight(const struct cp_timeline *tl, uint32_t pid, struct
 				.pid = pid, .tid = l->tid, .device = s->device, .api = l->api,
 				.stream = l->stream, .function = l->function, .seq = l->seq,
 				.launch_ns = l->launch_ns, .start_after_ns = l->start_after_ns,
-				.graph = l->graph,
+				.graph = l->graph, .nccl_call = l->nccl_call,
 			};
 		}
 	}

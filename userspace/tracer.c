@@ -39,12 +39,21 @@ struct probe_spec {
 #define PROBE_ROW(sym, family, prog, ret, bits) \
 	{ #sym, #prog, #ret, (uint64_t)CP_API_##sym | (bits) | CP_FAMILY_BITS(CP_FAMILY_##family) },
 #define PROBE_SKIP(sym, family, reason)
-static const struct probe_spec driver_probes[] = { CP_DRIVER_APIS(PROBE_ROW, PROBE_SKIP) };
-static const struct probe_spec runtime_probes[] = { CP_RUNTIME_APIS(PROBE_ROW, PROBE_SKIP) };
+#define PROBE_TABLE(lib, table, prefix) static const struct probe_spec lib##_probes[] = { table(PROBE_ROW, PROBE_SKIP) };
+CP_LIBRARIES(PROBE_TABLE)
+#undef PROBE_TABLE
 #undef PROBE_ROW
 #undef PROBE_SKIP
 
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Each library's table. */
+#define TABLE_OF(lib, table, prefix) [CP_LIBRARY_##lib] = { lib##_probes, ARRAY_LEN(lib##_probes) },
+static const struct {
+	const struct probe_spec *probes;
+	size_t count;
+} library_tables[CP_LIBRARY_MAX] = { CP_LIBRARIES(TABLE_OF) };
+#undef TABLE_OF
 
 void cp_tracer__log(const struct cp_tracer *tracer, enum cp_log_level level, const char *fmt, ...)
 {
@@ -202,6 +211,7 @@ static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opt
 	skel->rodata->record_stacks = opts->record_stacks;
 	skel->rodata->watch_mappings = opts->attach_events;
 	skel->rodata->watch_runtime = opts->attach_events && opts->runtime_attach;
+	skel->rodata->watch_nccl = opts->attach_events;
 	skel->rodata->hold_new_mappers = opts->attach_events && opts->hold_new_mappers &&
 					 !opts->system_wide;
 	skel->rodata->hold_for_stacks = opts->hold_for_stacks && opts->record_stacks &&
@@ -602,12 +612,12 @@ static int add_group(struct probe_group **groups, size_t *count, size_t *capacit
 }
 
 /*
- * The groups for a table: cuprobe's programs on its families; for a driver
- * file also every user's program, and the stash on each family a user's
- * return program reads.
+ * The groups for a table: cuprobe's programs on its families, every user's
+ * program, and the stash on each family a user's return program reads (a
+ * group whose family has no symbol in the table attaches nothing).
  */
 static int table_groups(const struct cp_tracer *tracer, const struct probe_spec *table,
-			size_t count, bool driver, struct probe_group **groups, size_t *group_count)
+			size_t count, struct probe_group **groups, size_t *group_count)
 {
 	struct probe_group group;
 	size_t i, p, b, capacity = 0;
@@ -623,7 +633,7 @@ static int table_groups(const struct cp_tracer *tracer, const struct probe_spec 
 		if (group.program && builtin_family(tracer, probe->cookie))
 			err = add_group(groups, group_count, &capacity, &group);
 	}
-	for (p = 0; driver && !err && p < tracer->program_count; p++) {
+	for (p = 0; !err && p < tracer->program_count; p++) {
 		struct cp_program *program = tracer->programs[p];
 
 		for (b = 0; !err && b < program->binding_count; b++) {
@@ -699,7 +709,7 @@ static int attach_group_classic(struct cp_tracer *tracer, const char *path,
  * programs and its users'.
  */
 static int attach_table(struct cp_tracer *tracer, const char *path,
-			const struct probe_spec *table, size_t count, bool driver,
+			const struct probe_spec *table, size_t count,
 			struct cp_attach_report *report)
 {
 	struct cp_attach_report local;
@@ -722,7 +732,7 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 	group_offsets = calloc(count, sizeof(*group_offsets));
 	group_cookies = calloc(count, sizeof(*group_cookies));
 	if (!names || !offsets || !group_offsets || !group_cookies ||
-	    table_groups(tracer, table, count, driver, &groups, &group_count)) {
+	    table_groups(tracer, table, count, &groups, &group_count)) {
 		err = -ENOMEM;
 		goto out_free;
 	}
@@ -734,9 +744,14 @@ static int attach_table(struct cp_tracer *tracer, const char *path,
 		err = found;
 		goto out_free;
 	}
-	for (i = 0; i < count; i++)
+	for (i = 0; i < count; i++) {
 		if (!offsets[i])
 			note_missing(report, table[i].symbol);
+		/* Two catalogued names of one function (an alias): probed once, under the first. */
+		for (j = 0; offsets[i] && j < i; j++)
+			if (offsets[j] == offsets[i])
+				offsets[i] = 0;
+	}
 	for (i = 0; i < group_count; i++) {
 		const struct probe_group *group = &groups[i];
 
@@ -799,24 +814,22 @@ out_free:
 	return 0;
 }
 
-int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, bool runtime,
+int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, enum cp_library library,
 			   struct cp_attach_report *report)
 {
 	int err;
 
+	if ((unsigned int)library >= CP_LIBRARY_MAX)
+		return -EINVAL;
 	pthread_mutex_lock(&tracer->lock);
-	if (runtime)
-		err = attach_table(tracer, path, runtime_probes, ARRAY_LEN(runtime_probes), false,
-				   report);
-	else
-		err = attach_table(tracer, path, driver_probes, ARRAY_LEN(driver_probes), true,
-				   report);
+	err = attach_table(tracer, path, library_tables[library].probes,
+			   library_tables[library].count, report);
 	pthread_mutex_unlock(&tracer->lock);
 	return err;
 }
 
 /* Attached before tracing: the file is covered, so mapping it raises no attach event. */
-static int attach_at_start(struct cp_tracer *tracer, const char *path, bool runtime,
+static int attach_at_start(struct cp_tracer *tracer, const char *path, enum cp_library library,
 			   struct cp_attach_report *report)
 {
 	struct cp_attach_report local;
@@ -830,12 +843,13 @@ static int attach_at_start(struct cp_tracer *tracer, const char *path, bool runt
 		report = &local;
 	if (stat(path, &st))
 		return -errno;
-	err = cp_tracer__attach_file(tracer, path, runtime, report);
+	err = cp_tracer__attach_file(tracer, path, library, report);
 	pthread_mutex_lock(&tracer->lock);
 	file = cp_tracer__track(tracer, cp_kernel_dev(st.st_dev), st.st_ino);
 	if (file && file->info.status == CP_ATTACH_PENDING) {
 		snprintf(file->info.path, sizeof(file->info.path), "%s", path);
-		file->info.runtime = runtime;
+		file->info.library = library;
+		file->info.runtime = library == CP_LIBRARY_runtime;
 		file->info.at_start = true;
 		file->info.status = !err ? CP_ATTACH_ATTACHED : err == -ENOENT ? CP_ATTACH_NOTHING :
 				    CP_ATTACH_FAILED;
@@ -851,13 +865,19 @@ static int attach_at_start(struct cp_tracer *tracer, const char *path, bool runt
 int cp_tracer__attach_driver(struct cp_tracer *tracer, const char *lib_path,
 			     struct cp_attach_report *report)
 {
-	return attach_at_start(tracer, lib_path, false, report);
+	return attach_at_start(tracer, lib_path, CP_LIBRARY_driver, report);
 }
 
 int cp_tracer__attach_runtime(struct cp_tracer *tracer, const char *path,
 			      struct cp_attach_report *report)
 {
-	return attach_at_start(tracer, path, true, report);
+	return attach_at_start(tracer, path, CP_LIBRARY_runtime, report);
+}
+
+int cp_tracer__attach_nccl(struct cp_tracer *tracer, const char *path,
+			   struct cp_attach_report *report)
+{
+	return attach_at_start(tracer, path, CP_LIBRARY_nccl, report);
 }
 
 const char *cp_tracer__attach_mode(const struct cp_tracer *tracer)
@@ -967,6 +987,10 @@ int cp_tracer__read_counters(const struct cp_tracer *tracer, struct cp_counters 
 	out->device_stats_full = sums[CP_CNT_DEVICE_STATS_FULL];
 	out->hold_failed = sums[CP_CNT_HOLD_FAILED];
 	out->driver_mappings = sums[CP_API_driver_mapped];
+	out->nccl_too_deep = sums[CP_CNT_NCCL_TOO_DEEP];
+	out->nccl_unmatched = sums[CP_CNT_NCCL_UNMATCHED];
+	out->nccl_comms_full = sums[CP_CNT_NCCL_COMMS_FULL];
+	out->nccl_stats_full = sums[CP_CNT_NCCL_STATS_FULL];
 	out->py_walks = sums[CP_CNT_PY_WALKS];
 	out->py_no_frames = sums[CP_CNT_PY_NO_FRAMES];
 	out->py_truncated = sums[CP_CNT_PY_TRUNCATED];

@@ -130,8 +130,8 @@ void cp_tracer__close_kmsg(struct cp_tracer *tracer);
  * 1 continued, 0 not held so, -errno.
  */
 int cp_tracer__release_python_hold(struct cp_tracer *tracer, uint32_t pid);
-/* tracer.c: attach the driver catalogue or the runtime probe to the file at path. */
-int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, bool runtime,
+/* tracer.c: attach a library's table of the catalogue to the file at path. */
+int cp_tracer__attach_file(struct cp_tracer *tracer, const char *path, enum cp_library library,
 			   struct cp_attach_report *report);
 
 #endif

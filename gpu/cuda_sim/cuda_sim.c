@@ -12,7 +12,8 @@
  * All work is done on the CPU: "device" memory is malloc'd host memory
  * (a CUdeviceptr is the pointer value), copies are memmove, and a launch
  * runs a CPU implementation of the kernel, looked up by the entry name
- * found in the PTX. Only vec_add has an implementation.
+ * found in the PTX. Only vec_add has one, and the simulated NCCL's kernels
+ * an empty one (that library moves the data itself).
  *
  * Time is simulated apart from the data: a virtual GPU clock (see "the
  * virtual clock" below) gives each kernel a start and an end on its stream
@@ -99,6 +100,7 @@ typedef CUresult (*sim_kernel_body)(const struct sim_launch_dims *dims,
 struct sim_kernel_impl {
 	const char *name;
 	sim_kernel_body run;
+	bool name_part;	/* name is part of the entry's (mangled) name, not all of it */
 };
 
 /*
@@ -215,8 +217,22 @@ static pthread_mutex_t kernel_function_lock = PTHREAD_MUTEX_INITIALIZER;
 /* extern "C" __global__ void vec_add(const float *a, const float *b, float *c, int n) */
 static CUresult run_vec_add(const struct sim_launch_dims *dims, void **params);
 
+/*
+ * The simulated libnccl's kernels (gpu/nccl_sim): that library moves the
+ * data on the CPU when the call is made, as this driver's copies do, and
+ * launches its kernel for the GPU work real NCCL enqueues: here the kernel
+ * only takes its time on the stream.
+ */
+static CUresult run_nccl_kernel(const struct sim_launch_dims *dims, void **params)
+{
+	(void)dims;
+	(void)params;
+	return CUDA_SUCCESS;
+}
+
 static const struct sim_kernel_impl kernel_impls[] = {
-	{ "vec_add", run_vec_add },
+	{ "vec_add", run_vec_add, false },
+	{ "ncclDevKernel_", run_nccl_kernel, true },
 };
 
 static bool range_is_allocated(uintptr_t address, size_t bytes,
@@ -285,7 +301,8 @@ static const struct sim_kernel_impl *find_kernel_impl(const char *name)
 	size_t i;
 
 	for (i = 0; i < sizeof(kernel_impls) / sizeof(kernel_impls[0]); i++)
-		if (strcmp(kernel_impls[i].name, name) == 0)
+		if (kernel_impls[i].name_part ? strstr(name, kernel_impls[i].name) != NULL :
+		    strcmp(kernel_impls[i].name, name) == 0)
 			return &kernel_impls[i];
 	return NULL;
 }

@@ -24,6 +24,8 @@ static const char *const kernel_labels[] = { "pid", "comm", "container", "cgroup
 static const char *const api_labels[] = { "pid", "comm", "container", "cgroup", "pod", "api" };
 static const char *const copy_labels[] = { "pid", "comm", "container", "cgroup", "pod", "gpu",
 					   "gpu_uuid", "direction" };
+static const char *const nccl_labels[] = { "pid", "comm", "container", "cgroup", "pod", "gpu",
+					   "gpu_uuid", "op" };
 static const char *const xid_labels[] = { "pid", "comm", "container", "cgroup", "pod", "pci", "xid" };
 static const char *const status_labels[] = { "status" };
 static const char *const map_labels[] = { "map" };
@@ -47,6 +49,7 @@ enum row_kind {
 	COPY_ROWS,              /* by GPU and direction */
 	DEVICE_MEMORY_ROWS,     /* by GPU (the cuMemAlloc* family) */
 	MEMORY_ROWS,            /* the process's (VMM included) */
+	NCCL_ROWS,              /* by GPU (the communicator's) and NCCL operation */
 };
 
 struct family_row;
@@ -73,6 +76,7 @@ struct family_row {
 	enum row_kind rows;
 	size_t value;
 	bool with_latency;      /* filled with --latency only (return probes count it) */
+	bool counted_only;      /* a series only for rows that count something (bytes of a data op) */
 	host_fill *host;        /* host-wide, after every process's */
 };
 
@@ -82,6 +86,7 @@ struct family_row {
 #define COPIES(member) fill_rows, COPY_ROWS, offsetof(struct cp_copy_row, member)
 #define DEVICE_MEMORY(member) fill_rows, DEVICE_MEMORY_ROWS, offsetof(struct cp_device_mem_row, member)
 #define MEMORY(member) fill_rows, MEMORY_ROWS, offsetof(struct cp_mem_row, member)
+#define NCCLS(member) fill_rows, NCCL_ROWS, offsetof(struct cp_nccl_row, member)
 
 void family__add(struct cp_metric_family *f, const char *const *values, double value)
 {
@@ -146,6 +151,9 @@ static const void *rows_of_kind(const struct cp_stats_snapshot *snap, enum row_k
 	case MEMORY_ROWS:
 		*count = snap->mem_count, *size = sizeof(*snap->mems);
 		return snap->mems;
+	case NCCL_ROWS:
+		*count = snap->nccl_count, *size = sizeof(*snap->nccls);
+		return snap->nccls;
 	default:
 		*count = *size = 0;
 		return NULL;
@@ -174,6 +182,10 @@ static void label_row(const struct process_rows *r, enum row_kind kind, const vo
 		break;
 	case DEVICE_MEMORY_ROWS:
 		label_gpu(r, ((const struct cp_device_mem_row *)row)->device, gpu, values);
+		break;
+	case NCCL_ROWS:
+		label_gpu(r, ((const struct cp_nccl_row *)row)->device, gpu, values);
+		values[7] = cp_nccl_op__name(((const struct cp_nccl_row *)row)->op);
 		break;
 	default:
 		break;
@@ -214,6 +226,8 @@ static void fill_rows(struct cp_metric_family *f, const struct family_row *row,
 	for (; i < end; i++) {
 		const void *at = rows + i * size;
 
+		if (row->counted_only && !*(const uint64_t *)((const char *)at + row->value))
+			continue;
 		label_row(r, row->rows, at, i, gpu, values);
 		if (row->family.type == CP_METRIC_HISTOGRAM)
 			add_histogram(f, values, at);
@@ -273,6 +287,8 @@ static void fill_map_full(struct cp_metric_family *f, const struct host_state *h
 		{ "device_stats", offsetof(struct cp_counters, device_stats_full) },
 		{ "targets", offsetof(struct cp_counters, targets_overflow) },
 		{ "call_starts", offsetof(struct cp_counters, call_start_full) },
+		{ "nccl_comms", offsetof(struct cp_counters, nccl_comms_full) },
+		{ "nccl_stats", offsetof(struct cp_counters, nccl_stats_full) },
 	};
 	size_t i;
 
@@ -341,6 +357,12 @@ static const struct family_row family_rows[] = {
 	{ FAMILY("cuprobe_process_memory_peak_bytes",
 		 "The most device memory live at once, per process, VMM included",
 		 "bytes", GAUGE, LABELS(process_labels)), MEMORY(peak_bytes) },
+	{ FAMILY("cuprobe_nccl_calls",
+		 "NCCL calls, per process, GPU (the communicator's) and operation: collectives, send/recv, groups, communicator calls (ncclBcast's own ncclBroadcast not counted)",
+		 NULL, COUNTER, LABELS(nccl_labels)), NCCLS(calls) },
+	{ FAMILY("cuprobe_nccl_bytes",
+		 "Bytes NCCL calls moved (count x datatype size, count as the call takes it: per rank for all_gather and reduce_scatter), per process, GPU and operation",
+		 "bytes", COUNTER, LABELS(nccl_labels)), NCCLS(bytes), .counted_only = true },
 	{ FAMILY("cuprobe_xid_errors",
 		 "GPU errors the NVIDIA driver reported (Xid), per process and GPU (PCI address)",
 		 NULL, COUNTER, LABELS(xid_labels)), fill_xids, .host = fill_unattributed_xids },

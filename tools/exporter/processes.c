@@ -436,6 +436,7 @@ _Static_assert(offsetof(struct cp_api_row, pid) == 0, "rows start with their pid
 _Static_assert(offsetof(struct cp_mem_row, pid) == 0, "rows start with their pid");
 _Static_assert(offsetof(struct cp_device_mem_row, pid) == 0, "rows start with their pid");
 _Static_assert(offsetof(struct cp_copy_row, pid) == 0, "rows start with their pid");
+_Static_assert(offsetof(struct cp_nccl_row, pid) == 0, "rows start with their pid");
 
 static int by_pid(const void *a, const void *b)
 {
@@ -451,6 +452,7 @@ void rows__sort(struct cp_stats_snapshot *snap)
 	qsort(snap->mems, snap->mem_count, sizeof(*snap->mems), by_pid);
 	qsort(snap->device_mems, snap->device_mem_count, sizeof(*snap->device_mems), by_pid);
 	qsort(snap->copies, snap->copy_count, sizeof(*snap->copies), by_pid);
+	qsort(snap->nccls, snap->nccl_count, sizeof(*snap->nccls), by_pid);
 }
 
 /* [*begin, *end): the rows of pid in a sorted array of count rows of size bytes. */
@@ -507,6 +509,9 @@ static int copy_rows(const struct cp_stats_snapshot *snap, uint32_t pid, struct 
 	if (!err)
 		err = copy_range(snap->copies, snap->copy_count, sizeof(*snap->copies), pid,
 				 (void **)&out->copies, &out->copy_count);
+	if (!err)
+		err = copy_range(snap->nccls, snap->nccl_count, sizeof(*snap->nccls), pid,
+				 (void **)&out->nccls, &out->nccl_count);
 	if (err)
 		cp_stats_snapshot__release(out);
 	return err;

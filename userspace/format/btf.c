@@ -660,9 +660,28 @@ static void put_value_lines(struct btf_walk *w, __u32 type_id, const unsigned ch
 	w->pid = saved_pid;
 }
 
-int cp_format__program_map(struct cp_text *text, enum cp_format format, const struct btf *btf,
-			   const struct cp_program_map_info *map, const struct cp_map_entries *entries,
-			   const struct cp_btf_names *names)
+int cp_format__program_map_begin(struct cp_text *text, enum cp_format format,
+				 const struct cp_program_map_info *map)
+{
+	struct cp_sink out = cp_sink__text(text);
+
+	if (!map)
+		return -EINVAL;
+	if (format == CP_FORMAT_JSON) {
+		put(&out, "{\"type\":\"map\",\"map\":");
+		put_json_value(&out, map->name);
+		put(&out, ",\"map_type\":\"%s\",\"entries\":[", map_type_name(map->type));
+	} else {
+		put_text_string(&out, map->name);
+		put(&out, " (%s)\n", map_type_name(map->type));
+	}
+	return cp_sink__text_done(&out);
+}
+
+int cp_format__program_map_entries(struct cp_text *text, enum cp_format format,
+				   const struct btf *btf, const struct cp_program_map_info *map,
+				   const struct cp_map_entries *entries, size_t printed_before,
+				   const struct cp_btf_names *names)
 {
 	/* JSON, or text for the other formats. */
 	const bool json = format == CP_FORMAT_JSON;
@@ -679,14 +698,6 @@ int cp_format__program_map(struct cp_text *text, enum cp_format format, const st
 	blocks = !json && map->value_type_id && needs_block(btf, map->value_type_id, 0);
 	if (entries->count && !(value = calloc(1, entries->value_stride ? entries->value_stride : 1)))
 		return -ENOMEM;
-	if (json) {
-		put(&out, "{\"type\":\"map\",\"map\":");
-		put_json_value(&out, map->name);
-		put(&out, ",\"map_type\":\"%s\",\"entries\":[", map_type_name(map->type));
-	} else {
-		put_text_string(&out, map->name);
-		put(&out, " (%s, %zu entries)\n", map_type_name(map->type), entries->count);
-	}
 	for (i = 0; i < entries->count; i++) {
 		const unsigned char *key = entries->keys + i * entries->key_size;
 		const unsigned char *values = entries->values + i * entries->cpus * entries->value_stride;
@@ -704,7 +715,7 @@ int cp_format__program_map(struct cp_text *text, enum cp_format format, const st
 			add_integers(btf, map->value_type_id, value, values + cpu * entries->value_stride,
 				     entries->value_size);
 		if (json) {
-			put(&out, "%s{\"key\":", i ? "," : "");
+			put(&out, "%s{\"key\":", printed_before + i ? "," : "");
 			put_typed(&w, map->key_type_id, key, entries->key_size);
 			put(&out, ",\"value\":");
 			put_typed(&w, map->value_type_id, value, entries->value_size);
@@ -725,8 +736,34 @@ int cp_format__program_map(struct cp_text *text, enum cp_format format, const st
 			put(&out, " (CPU 0 of %zu)", entries->cpus);
 		put(&out, "\n");
 	}
-	put(&out, json ? "]}\n" : "");
 	free(value);
+	return cp_sink__text_done(&out);
+}
+
+int cp_format__program_map_end(struct cp_text *text, enum cp_format format,
+			       const struct cp_program_map_info *map, size_t printed,
+			       uint64_t not_printed, int err)
+{
+	struct cp_sink out = cp_sink__text(text);
+
+	if (!map)
+		return -EINVAL;
+	if (format == CP_FORMAT_JSON) {
+		put(&out, "],\"not_printed\":%llu", (unsigned long long)not_printed);
+		if (err) {
+			put(&out, ",\"error\":");
+			put_json_value(&out, strerror(-err));
+		}
+		put(&out, "}\n");
+		return cp_sink__text_done(&out);
+	}
+	if (not_printed)
+		put(&out, "  ... %llu more %s not printed\n", (unsigned long long)not_printed,
+		    not_printed == 1 ? "entry" : "entries");
+	else if (!printed && !err)
+		put(&out, "  (no entries)\n");
+	if (err)
+		put(&out, "  (reading stopped: %s)\n", strerror(-err));
 	return cp_sink__text_done(&out);
 }
 

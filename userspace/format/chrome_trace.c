@@ -10,8 +10,10 @@
  * An API call's slice comes from its CP_EV_RETURN (entry_ns to return). Its
  * args come from the call's own record: written at entry (launches, copies,
  * memsets, frees, events: the same tid, hdr.time_ns == entry_ns, before the
- * return), or at return (allocations, syncs, VMM, modules, contexts, names:
- * the same tid and API, right after the return).
+ * return), or at return (allocations, syncs, VMM, modules, contexts, names,
+ * NCCL calls: the same tid and API, right after the return). An NCCL
+ * collective (or group) also gets a slice on its stream's track, over the
+ * bounds of the kernels it launched, once the last of them is known.
  */
 #include <errno.h>
 #include <search.h>
@@ -234,6 +236,43 @@ static int chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_inter
 	return cp_sink__text_done(&out);
 }
 
+/*
+ * An NCCL collective (or group) over its kernels' bounds on the stream's
+ * track: "b"/"e" of category nccl, named by the operation and its bytes,
+ * args its record as --json writes it, with the group's calls and bytes.
+ */
+static int chrome_collective(struct cp_chrome_out *chrome, const struct cp_nccl_call *call,
+			     uint32_t track_pid, uint64_t id, const struct cp_names *names)
+{
+	struct cp_sink out = cp_sink__text(chrome->text);
+	char name[96], size[32];
+	bool group = call->record.op == CP_NCCL_GROUP_END;
+
+	cp_format__bytes(call->bytes, true, size, sizeof(size));
+	if (group && call->op != CP_NCCL_GROUP_END)
+		snprintf(name, sizeof(name), "nccl group: %u %s, %s", call->calls,
+			 cp_nccl_op__name(call->op), size);
+	else if (group)
+		snprintf(name, sizeof(name), "nccl group: %u calls, %s", call->calls, size);
+	else
+		snprintf(name, sizeof(name), "%s %s", cp_nccl_op__name(call->op), size);
+	put_chrome_start(&out, chrome, "b", "nccl", track_pid, track_pid, call->gpu_start_ns);
+	put(&out, ",\"name\":");
+	put_json_value(&out, name);
+	put_chrome_flow_id(&out, "id", id);
+	put(&out, ",\"args\":");
+	cp_json__record_fields(&out, (const union cp_event *)&call->record, names);
+	put(&out, ",\"calls\":%u,\"calls_bytes\":%llu,\"kernels\":%u,\"kernels_bounded\":%u}}",
+	    call->calls, (unsigned long long)call->bytes, call->kernels_seen,
+	    call->kernels_bounded);
+	put_chrome_start(&out, chrome, "e", "nccl", track_pid, track_pid, call->gpu_end_ns);
+	put(&out, ",\"name\":");
+	put_json_value(&out, name);
+	put_chrome_flow_id(&out, "id", id);
+	put(&out, "}");
+	return cp_sink__text_done(&out);
+}
+
 /* A "C" sample of one series of a process counter. */
 static int chrome_counter(struct cp_chrome_out *chrome, uint32_t pid, uint64_t time_ns,
 			  const char *name, const char *series, uint64_t value)
@@ -355,6 +394,7 @@ struct process {
 
 struct cp_chrome_trace {
 	struct cp_names *names;
+	struct cp_nccl_calls *nccl;  /* NCCL calls waiting for their kernels' bounds */
 	struct cp_chrome_out out;
 	void *processes;           /* tsearch tree of struct process */
 	uint32_t serials;          /* processes seen */
@@ -523,7 +563,7 @@ static bool records_at_return(uint32_t api)
 {
 	switch (cp_api__family((enum cp_api)api)) {
 	case CP_FAMILY_alloc: case CP_FAMILY_vmm: case CP_FAMILY_sync: case CP_FAMILY_module:
-	case CP_FAMILY_context: case CP_FAMILY_name:
+	case CP_FAMILY_context: case CP_FAMILY_name: case CP_FAMILY_nccl:
 		return true;
 	default:
 		return false;
@@ -539,6 +579,7 @@ static bool is_return_record(const struct cp_return_event *ret, const union cp_e
 	case CP_EV_SYNC:
 		return event->sync.entry_ns == ret->entry_ns;
 	case CP_EV_ALLOC: case CP_EV_VMM: case CP_EV_MODULE: case CP_EV_CONTEXT: case CP_EV_NAME:
+	case CP_EV_NCCL:
 		return true;
 	default:
 		return false;
@@ -671,6 +712,68 @@ static void on_launch(struct cp_chrome_trace *ct, struct process *p, struct thre
 	write_depth(ct, s, e->hdr.time_ns);
 }
 
+/* ---- NCCL collectives ------------------------------------------------------------------------ */
+
+/* A collective whose kernels all have their bound (or the trace ends): its slice, then forgotten. */
+static void write_collective(struct cp_chrome_trace *ct, struct cp_nccl_call *call)
+{
+	struct process *p = find_process(ct, call->pid);
+	struct stream *s;
+
+	if (call->kernels_bounded && p) {
+		s = stream_of(ct, p, call->kernel_device, call->kernel_stream, call->kernel_api,
+			      call->kernel_tid);
+		if (s) {
+			chrome_collective(&ct->out, call, s->track_pid,
+					  (uint64_t)p->serial << SERIAL_SHIFT | 1ull << (SERIAL_SHIFT - 1) |
+					  call->link, ct->names);
+			ct->stats.collectives++;
+		}
+	} else {
+		ct->stats.collectives_unbounded++;
+	}
+	cp_nccl_calls__forget(ct->nccl, call);
+}
+
+static void maybe_write_collective(struct cp_chrome_trace *ct, struct cp_nccl_call *call)
+{
+	if (call && call->recorded && call->kernels_seen >= call->launches)
+		write_collective(ct, call);
+}
+
+struct flush {
+	struct cp_chrome_trace *ct;
+	uint32_t pid;               /* 0: every process */
+	struct cp_nccl_call *calls[256];
+	size_t count;
+};
+
+static void note_unfinished(void *ctx, struct cp_nccl_call *call)
+{
+	struct flush *f = ctx;
+
+	if ((!f->pid || call->pid == f->pid) && f->count < sizeof(f->calls) / sizeof(f->calls[0]))
+		f->calls[f->count++] = call;
+}
+
+/* Collectives still waiting (a process exited, tracing ended): drawn with the kernels known. */
+static void flush_collectives(struct cp_chrome_trace *ct, uint32_t pid)
+{
+	struct flush f;
+	size_t i;
+
+	do {
+		f = (struct flush){ .ct = ct, .pid = pid };
+		cp_nccl_calls__each(ct->nccl, note_unfinished, &f);
+		for (i = 0; i < f.count; i++) {
+			if (f.calls[i]->recorded)
+				write_collective(ct, f.calls[i]);
+			else
+				cp_nccl_calls__forget(ct->nccl, f.calls[i]);
+		}
+	} while (f.count == sizeof(f.calls) / sizeof(f.calls[0]));
+}
+
 /* ---- records --------------------------------------------------------------------------------- */
 
 struct walk {
@@ -755,6 +858,11 @@ int cp_chrome_trace__record(struct cp_chrome_trace *ct, const union cp_event *ev
 	case CP_EV_VMM:
 		on_vmm(ct, p, &event->vmm);
 		break;
+	case CP_EV_NCCL:
+		cp_nccl_calls__observe(ct->nccl, event);
+		maybe_write_collective(ct, cp_nccl_calls__find(ct->nccl, hdr->pid,
+			event->nccl.op == CP_NCCL_GROUP_END ? event->nccl.group : event->nccl.seq));
+		break;
 	case CP_EV_PROC:
 		if (event->proc.kind == CP_PROC_FORK)
 			process_of(ct, event->proc.child_pid, p->comm);
@@ -791,6 +899,7 @@ int cp_chrome_trace__interval(struct cp_chrome_trace *ct, const struct cp_gpu_in
 		ct->stats.kernels++;
 	else
 		ct->stats.kernels_unbounded++;
+	maybe_write_collective(ct, cp_nccl_calls__kernel(ct->nccl, interval));
 	return text->failed ? -ENOMEM : 0;
 }
 
@@ -810,6 +919,7 @@ void cp_chrome_trace__forget_pid(struct cp_chrome_trace *ct, uint32_t pid)
 
 	if (!p)
 		return;
+	flush_collectives(ct, pid);
 	tdelete(p, &ct->processes, by_pid);
 	free_process(p);
 }
@@ -824,6 +934,7 @@ int cp_chrome_trace__finish(struct cp_chrome_trace *ct, struct cp_text *text)
 {
 	ct->out.text = text;
 	twalk_r(ct->processes, settle_process, ct);
+	flush_collectives(ct, 0);
 	chrome_close(&ct->out);
 	return text->failed ? -ENOMEM : 0;
 }
@@ -840,6 +951,11 @@ struct cp_chrome_trace *cp_chrome_trace__new(struct cp_names *names, uint64_t ba
 
 	if (!ct)
 		return NULL;
+	ct->nccl = cp_nccl_calls__new(0);
+	if (!ct->nccl) {
+		free(ct);
+		return NULL;
+	}
 	ct->names = names;
 	ct->out.base_ns = base_ns;
 	return ct;
@@ -850,5 +966,6 @@ void cp_chrome_trace__free(struct cp_chrome_trace *ct)
 	if (!ct)
 		return;
 	tdestroy(ct->processes, free_process);
+	cp_nccl_calls__free(ct->nccl);
 	free(ct);
 }

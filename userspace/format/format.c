@@ -135,31 +135,50 @@ static int by_calls_desc(const void *a, const void *b)
 	return x->calls < y->calls ? 1 : x->calls > y->calls ? -1 : 0;
 }
 
+/* By communicator, then by operation (groups, communicator 0, first). */
+static int by_comm_op(const void *a, const void *b)
+{
+	const struct cp_nccl_row *x = &((const struct cp_nccl_report_row *)a)->row;
+	const struct cp_nccl_row *y = &((const struct cp_nccl_report_row *)b)->row;
+
+	if (x->comm != y->comm)
+		return x->comm < y->comm ? -1 : 1;
+	return x->op < y->op ? -1 : x->op > y->op;
+}
+
 int cp_format__report(struct cp_text *text, enum cp_format format, const struct cp_report *report,
 		      struct cp_names *names)
 {
 	struct cp_report sorted = *report;
 	struct cp_kernel_row *kernels;
 	struct cp_api_row *apis;
+	struct cp_nccl_report_row *nccl;
 	int err;
 
 	/* Most used first, in copies: the caller's arrays stay as they are. */
 	kernels = calloc(report->kernel_count + 1, sizeof(*kernels));
 	apis = calloc(report->api_count + 1, sizeof(*apis));
-	if (!kernels || !apis) {
+	nccl = calloc(report->nccl_count + 1, sizeof(*nccl));
+	if (!kernels || !apis || !nccl) {
 		free(kernels);
 		free(apis);
+		free(nccl);
 		return -ENOMEM;
 	}
 	memcpy(kernels, report->kernels, report->kernel_count * sizeof(*kernels));
 	memcpy(apis, report->apis, report->api_count * sizeof(*apis));
+	if (report->nccl_count)
+		memcpy(nccl, report->nccl, report->nccl_count * sizeof(*nccl));
 	qsort(kernels, report->kernel_count, sizeof(*kernels), by_launches_desc);
 	qsort(apis, report->api_count, sizeof(*apis), by_calls_desc);
+	qsort(nccl, report->nccl_count, sizeof(*nccl), by_comm_op);
 	sorted.kernels = kernels;
 	sorted.apis = apis;
+	sorted.nccl = nccl;
 	err = WRITE_TEXT(text, format, report, &sorted, names);
 	free(kernels);
 	free(apis);
+	free(nccl);
 	return err;
 }
 

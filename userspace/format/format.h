@@ -70,6 +70,18 @@ int cp_format__record(enum cp_format format, const union cp_event *event,
  */
 
 /* One process's counts, as cuprobe stats reports them. */
+/*
+ * NCCL in a report: a row per (communicator, op), with --timeline the
+ * bounds of the kernels its calls launched (cp_nccl_calls__kernel).
+ */
+struct cp_nccl_report_row {
+	struct cp_nccl_row row;
+	uint64_t kernels;          /* its kernels whose bound the timeline gave */
+	uint64_t gpu_max_ns;       /* the sum of those bounds: at most this much GPU time */
+	uint64_t gpu_start_ns;     /* the earliest a kernel of its started */
+	uint64_t gpu_end_ns;       /* the latest one had ended by */
+};
+
 struct cp_report {
 	uint32_t pid;
 	const char *comm;
@@ -91,6 +103,10 @@ struct cp_report {
 	size_t gpu_stream_count;
 	const struct cp_gpu_device *gpu_devices;
 	size_t gpu_device_count;
+	/* NCCL calls by communicator and operation (nccl_gpu: with their kernels' bounds). */
+	const struct cp_nccl_report_row *nccl;
+	size_t nccl_count;
+	bool nccl_gpu;
 };
 /* Text lines, or one JSON object; rows most used first (the caller's arrays untouched). */
 int cp_format__report(struct cp_text *text, enum cp_format format, const struct cp_report *report,
@@ -155,14 +171,27 @@ struct cp_btf_names {
 int cp_format__program_record(struct cp_text *text, enum cp_format format, const struct btf *btf,
 			      const struct cp_program_ring_info *ring, const void *data, size_t size,
 			      const struct cp_btf_names *names);
-/* One map's entries: a header line and a line (or block) per entry, or one JSON object. */
-int cp_format__program_map(struct cp_text *text, enum cp_format format, const struct btf *btf,
-			   const struct cp_program_map_info *map, const struct cp_map_entries *entries,
-			   const struct cp_btf_names *names);
+/*
+ * One map, in pieces so that a map of any size streams through a bounded
+ * text: begin (a header line, or the start of one JSON object), the
+ * entries a batch at a time (a line, or block, per entry; printed_before
+ * entries came in earlier batches), then end: how many were left out
+ * (text: a line when some were; JSON: "not_printed") and, when reading
+ * stopped with err, why.
+ */
+int cp_format__program_map_begin(struct cp_text *text, enum cp_format format,
+				 const struct cp_program_map_info *map);
+int cp_format__program_map_entries(struct cp_text *text, enum cp_format format,
+				   const struct btf *btf, const struct cp_program_map_info *map,
+				   const struct cp_map_entries *entries, size_t printed_before,
+				   const struct cp_btf_names *names);
+int cp_format__program_map_end(struct cp_text *text, enum cp_format format,
+			       const struct cp_program_map_info *map, size_t printed,
+			       uint64_t not_printed, int err);
 /* The line before the maps printed at one moment (final: at exit). */
 int cp_format__program_maps_header(struct cp_text *text, enum cp_format format,
 				   uint64_t elapsed_ns, bool final);
-/* A map that cannot be read (err from cp_program__read_map). */
+/* A map that cannot be read (errno from cp_program__map_reader, negated). */
 int cp_format__program_map_unreadable(struct cp_text *text, enum cp_format format,
 				      const struct cp_program_map_info *map, int err);
 
@@ -198,6 +227,8 @@ struct cp_chrome_trace_stats {
 	uint64_t kernels;             /* kernel slices */
 	uint64_t kernels_unbounded;   /* launches without a bound (instants "dropped") */
 	uint64_t allocations_untracked; /* allocations past a process's cap: not in the counter */
+	uint64_t collectives;         /* NCCL calls (or groups) drawn over their kernels' bounds */
+	uint64_t collectives_unbounded; /* ... left out: no kernel of theirs had a bound */
 };
 
 /* base_ns: CLOCK_MONOTONIC of ts 0, no later than any record (taken before attaching). */

@@ -96,6 +96,8 @@ static bool json_launch(struct cp_sink *out, const union cp_event *event,
 		put(out, ",\"config_unreadable\":true");
 	if (e->flags & CP_LAUNCH_LEGACY)
 		put(out, ",\"legacy\":true");
+	if (e->nccl_call)
+		put_json_u64(out, "nccl_call", e->nccl_call);
 	return false;
 }
 
@@ -238,7 +240,8 @@ static bool json_attach(struct cp_sink *out, const union cp_event *event,
 {
 	const struct cp_attach_event *e = &event->attach;
 
-	put(out, ",\"library\":\"%s\"", e->flags & CP_ATTACH_RUNTIME ? "runtime" : "driver");
+	put(out, ",\"library\":\"%s\"", e->flags & CP_ATTACH_RUNTIME ? "runtime" :
+	    e->flags & CP_ATTACH_NCCL ? "nccl" : "driver");
 	put_json_string(out, "file", e->name);
 	put(out, ",\"dev\":%u,\"inode\":%llu,\"held\":%s,\"status\":\"%s\",\"probes\":%u",
 	    e->dev, (unsigned long long)e->inode, e->flags & CP_ATTACH_HELD ? "true" : "false",
@@ -304,6 +307,54 @@ static bool json_xid(struct cp_sink *out, const union cp_event *event,
 	put_json_string(out, "dev", event->xid.dev);
 	put_json_string(out, "message", event->xid.msg);
 	return false;
+}
+
+static bool json_nccl(struct cp_sink *out, const union cp_event *event,
+		      const struct cp_names *names)
+{
+	const struct cp_nccl_event *e = &event->nccl;
+
+	put_json_name(out, "op", cp_nccl_op__name(e->op));
+	put_json_u64(out, "seq", e->seq);
+	put_json_u64(out, "group", e->group);
+	put_json_hex(out, "comm", e->comm);
+	put_json_hex(out, "comm_id", e->comm_id);
+	put_json_i64(out, "rank", e->rank);
+	put_json_i64(out, "nranks", e->nranks);
+	put_json_i64(out, "device", e->device);
+	if (CP_NCCL_MOVES_DATA(e->op)) {
+		put_json_u64(out, "count", e->count);
+		put_json_name(out, "datatype", cp_nccl_datatype__name(e->datatype));
+		put_json_u64(out, "bytes", e->bytes);
+		if (e->op == CP_NCCL_ALL_REDUCE || e->op == CP_NCCL_REDUCE ||
+		    e->op == CP_NCCL_REDUCE_SCATTER) {
+			put_json_name(out, "redop", cp_nccl_redop__name(e->redop));
+			if (e->redop >= 5)
+				put_json_u64(out, "redop_handle", e->redop);
+		}
+		if (e->root >= 0) {
+			if (e->op == CP_NCCL_SEND || e->op == CP_NCCL_RECV)
+				put_json_i64(out, "peer", e->root);
+			else
+				put_json_i64(out, "root", e->root);
+		}
+		put_json_hex(out, "stream", e->stream);
+	}
+	if (e->parent)
+		put_json_hex(out, "parent", e->parent);
+	put_json_u64(out, "launches", e->launches);
+	put_json_u64(out, "entry_ns", e->entry_ns);
+	put_json_u64(out, "duration_ns", e->hdr.time_ns - e->entry_ns);
+	put_json_i64(out, "result", e->result);
+	if (e->flags & CP_NCCL_BAD_DATATYPE)
+		put_lit(out, ",\"bad_datatype\":true");
+	if (e->flags & CP_NCCL_COMM_UNKNOWN)
+		put_lit(out, ",\"comm_unknown\":true");
+	if (e->flags & CP_NCCL_ID_UNREADABLE)
+		put_lit(out, ",\"id_unreadable\":true");
+	if (e->flags & CP_NCCL_GROUP_OUTERMOST)
+		put_lit(out, ",\"outermost\":true");
+	return true;
 }
 
 static bool json_rt_launch(struct cp_sink *out, const union cp_event *event,
@@ -505,6 +556,29 @@ static void json_report(struct cp_sink *out, const struct cp_report *r, struct c
 		    (unsigned long long)mem->unknown_frees);
 	else
 		put(out, ",\"memory\":null");
+	if (r->nccl_count) {
+		put(out, ",\"nccl\":[");
+		for (i = 0; i < r->nccl_count; i++) {
+			const struct cp_nccl_report_row *n = &r->nccl[i];
+			const struct cp_nccl_row *row = &n->row;
+
+			put(out, "%s{\"comm\":\"0x%llx\",\"comm_id\":\"0x%llx\",\"rank\":%d,\"nranks\":%d,"
+			    "\"device\":%d,\"op\":\"%s\",\"calls\":%llu,\"errors\":%llu,\"bytes\":%llu,"
+			    "\"enqueue_ns\":%llu,\"launches\":%llu", i ? "," : "",
+			    (unsigned long long)row->comm, (unsigned long long)row->comm_id, row->rank,
+			    row->nranks, row->device, cp_nccl_op__name(row->op),
+			    (unsigned long long)row->calls, (unsigned long long)row->errors,
+			    (unsigned long long)row->bytes, (unsigned long long)row->enqueue_ns,
+			    (unsigned long long)row->launches);
+			if (r->nccl_gpu)
+				put(out, ",\"kernels\":%llu,\"gpu_max_ns\":%llu,\"gpu_start_ns\":%llu,"
+				    "\"gpu_end_ns\":%llu", (unsigned long long)n->kernels,
+				    (unsigned long long)n->gpu_max_ns, (unsigned long long)n->gpu_start_ns,
+				    (unsigned long long)n->gpu_end_ns);
+			put(out, "}");
+		}
+		put(out, "]");
+	}
 	if (r->gpu)
 		put_gpu_json(out, r);
 	put(out, "}\n");
@@ -560,6 +634,8 @@ void cp_json__interval(struct cp_sink *out, const struct cp_gpu_interval *interv
 	if (interval->evidence != CP_DONE_NONE)
 		put(out, ",\"evidence_api\":\"%s\",\"evidence_tid\":%u",
 		    cp_api__name(interval->evidence_api), interval->evidence_tid);
+	if (interval->nccl_call)
+		put(out, ",\"nccl_call\":%u", interval->nccl_call);
 	put(out, "}");
 }
 
@@ -602,9 +678,10 @@ static void json_traced_file(struct cp_sink *out, const struct cp_traced_file *f
 
 	put_lit(out, "{\"type\":\"driver_file\"");
 	put_json_string(out, "path", f->path);
-	put(out, ",\"runtime\":%s,\"dev\":%u,\"inode\":%llu,\"status\":\"%s\",\"error\":%d,"
-	    "\"probes\":%u,\"first_mapped_ns\":%llu,\"probes_live_ns\":%llu,",
-	    f->runtime ? "true" : "false", f->dev, (unsigned long long)f->inode,
+	put(out, ",\"runtime\":%s,\"library\":\"%s\",\"dev\":%u,\"inode\":%llu,\"status\":\"%s\","
+	    "\"error\":%d,\"probes\":%u,\"first_mapped_ns\":%llu,\"probes_live_ns\":%llu,",
+	    f->runtime ? "true" : "false", cp_library__name(f->library), f->dev,
+	    (unsigned long long)f->inode,
 	    cp_attach_status__name(f->status), f->error, f->probes,
 	    (unsigned long long)f->first_mapped_ns, (unsigned long long)f->probes_live_ns);
 	if (live)

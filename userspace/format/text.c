@@ -70,6 +70,8 @@ static void text_launch(struct cp_sink *out, const union cp_event *event,
 	put_field_hex(out, "stream", e->stream);
 	if (e->flags & CP_LAUNCH_CONFIG_FAULT)
 		put(out, " (config unreadable)");
+	if (e->nccl_call)
+		put_field_u64(out, "nccl", e->nccl_call);
 }
 
 static void text_alloc(struct cp_sink *out, const union cp_event *event,
@@ -260,6 +262,48 @@ static void text_xid(struct cp_sink *out, const union cp_event *event,
 	put_text_string(out, event->xid.msg);
 }
 
+static void text_nccl(struct cp_sink *out, const union cp_event *event,
+		      const struct cp_names *names)
+{
+	const struct cp_nccl_event *e = &event->nccl;
+
+	put_lit(out, " ");
+	put_str(out, cp_nccl_op__name(e->op));
+	if (CP_NCCL_MOVES_DATA(e->op)) {
+		put_field_u64(out, "count", e->count);
+		put_lit(out, " ");
+		put_str(out, cp_nccl_datatype__name(e->datatype));
+		put_field_u64(out, "bytes", e->bytes);
+		if (e->op == CP_NCCL_ALL_REDUCE || e->op == CP_NCCL_REDUCE ||
+		    e->op == CP_NCCL_REDUCE_SCATTER)
+			put_field_str(out, "op", cp_nccl_redop__name(e->redop));
+		if (e->root >= 0 && (e->op == CP_NCCL_SEND || e->op == CP_NCCL_RECV))
+			put_field_i64(out, "peer", e->root);
+		else if (e->root >= 0)
+			put_field_i64(out, "root", e->root);
+		put_field_hex(out, "stream", e->stream);
+	}
+	if (e->comm) {
+		put_field_hex(out, "comm", e->comm);
+		if (e->rank >= 0 || e->nranks >= 0)
+			put(out, " rank=%d/%d", e->rank, e->nranks);
+		if (e->comm_id)
+			put_field_hex(out, "id", e->comm_id);
+		if (e->device >= 0)
+			put_field_i64(out, "device", e->device);
+	}
+	if (e->parent)
+		put_field_hex(out, "parent", e->parent);
+	put_field_u64(out, "seq", e->seq);
+	if (e->group && e->group != e->seq)
+		put_field_u64(out, "group", e->group);
+	if (e->launches)
+		put_field_u64(out, "launches", e->launches);
+	put(out, " took=%lluus", (unsigned long long)((e->hdr.time_ns - e->entry_ns) / 1000));
+	if (e->result)
+		put_field_i64(out, "failed", e->result);
+}
+
 static void text_rt_launch(struct cp_sink *out, const union cp_event *event,
 			   const struct cp_names *names)
 {
@@ -417,6 +461,51 @@ static void put_gpu_text(struct cp_sink *out, const struct cp_report *r)
 	}
 }
 
+/* The NCCL table: per communicator (its rank of its size, its id) and op. */
+static void put_nccl_text(struct cp_sink *out, const struct cp_report *r)
+{
+	char bytes[32], enqueue[32], gpu[32], comm[96];
+	uint64_t last_comm = ~0ull;
+	size_t i;
+
+	put(out, "  nccl calls:\n    %-44s %-15s %10s %11s %10s %9s", "communicator", "op", "calls",
+	    "bytes", "enqueue", "launches");
+	if (r->nccl_gpu)
+		put(out, " %9s %10s", "kernels", "gpu<=");
+	put(out, "\n");
+	for (i = 0; i < r->nccl_count; i++) {
+		const struct cp_nccl_report_row *n = &r->nccl[i];
+		const struct cp_nccl_row *row = &n->row;
+
+		if (row->comm != last_comm) {
+			if (!row->comm)
+				snprintf(comm, sizeof(comm), "(groups)");
+			else if (row->comm_id)
+				snprintf(comm, sizeof(comm), "0x%llx %d/%d id 0x%llx",
+					 (unsigned long long)row->comm, row->rank, row->nranks,
+					 (unsigned long long)row->comm_id);
+			else
+				snprintf(comm, sizeof(comm), "0x%llx %d/%d", (unsigned long long)row->comm,
+					 row->rank, row->nranks);
+			last_comm = row->comm;
+		} else {
+			comm[0] = '\0';
+		}
+		cp_format__bytes(row->bytes, false, bytes, sizeof(bytes));
+		human_ns(row->calls ? row->enqueue_ns / row->calls : 0, enqueue, sizeof(enqueue));
+		put(out, "    %-44s %-15s %10llu %11s %10s %9llu", comm, cp_nccl_op__name(row->op),
+		    (unsigned long long)row->calls, CP_NCCL_MOVES_DATA(row->op) ? bytes : "-",
+		    enqueue, (unsigned long long)row->launches);
+		if (r->nccl_gpu) {
+			human_ns(n->gpu_max_ns, gpu, sizeof(gpu));
+			put(out, " %9llu %10s", (unsigned long long)n->kernels, n->kernels ? gpu : "-");
+		}
+		if (row->errors)
+			put(out, " (%llu failed)", (unsigned long long)row->errors);
+		put(out, "\n");
+	}
+}
+
 static void text_report(struct cp_sink *out, const struct cp_report *r, struct cp_names *names)
 {
 	const struct cp_kernel_row *kernels = r->kernels;
@@ -491,6 +580,8 @@ static void text_report(struct cp_sink *out, const struct cp_report *r, struct c
 		put(out, "\n  pinned host memory: %s live in %llu allocations\n", c,
 		    (unsigned long long)mem->host_live_allocations);
 	}
+	if (r->nccl_count)
+		put_nccl_text(out, r);
 	if (r->gpu)
 		put_gpu_text(out, r);
 }
