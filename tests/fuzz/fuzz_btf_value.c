@@ -6,12 +6,15 @@
  *
  * Input: a little-endian u32 BTF length, the BTF, then
  *   u32 record type, u32 key type, u32 value type, u8 flags (bit 0 per-CPU,
- *   bit 1 two CPUs, bits 2-3 the map type: hash, array, per-CPU array, LRU),
- *   and the data: all of it a record of the record type, and as many map
- *   entries (key, value, each of its type's size) as it holds, at most 16.
+ *   bit 1 two CPUs, bits 2-3 the map type: hash, array, per-CPU array, LRU;
+ *   bits 4-7 entries said left out, bit 7 also a read that failed), and the
+ *   data: all of it a record of the record type, and as many map entries
+ *   (key, value, each of its type's size) as it holds, at most 16, printed
+ *   in two batches as run streams a map.
  * A type id beyond the BTF's is taken modulo its count (0: untyped, raw bytes).
  * What JSON writes must parse.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,8 +114,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		memcpy(entries.values + i * entries.cpus * entries.value_stride, e + key_size,
 		       entries.cpus * entries.value_stride);
 	}
+	/* As run streams a map: two batches, some entries said to be left out. */
 	for (f = 0; f < CP_FORMAT_MAX; f++) {
-		cp_format__program_map(&text, f, btf, &map, &entries, &names);
+		struct cp_map_entries first = entries, second = entries;
+
+		first.count = entries.count / 2;
+		second.count = entries.count - first.count;
+		second.keys += first.count * key_size;
+		second.values += first.count * entries.cpus * entries.value_stride;
+		cp_format__program_map_begin(&text, f, &map);
+		cp_format__program_map_entries(&text, f, btf, &map, &first, 0, &names);
+		cp_format__program_map_entries(&text, f, btf, &map, &second, first.count, &names);
+		cp_format__program_map_end(&text, f, &map, entries.count, flags >> 4,
+					   flags & 0x80 ? -EIO : 0);
 		if (f == CP_FORMAT_JSON)
 			json_check_lines(text.data, text.len);
 		cp_text__clear(&text);
