@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -282,7 +283,7 @@ Test(http, openmetrics_and_protobuf_are_served_as_asked, .timeout = 120)
 		at += size;
 		families++;
 	}
-	cr_assert_eq(families, 22, "one message per family");
+	cr_assert_eq(families, 23, "one message per family");
 	http_reply_free(&r);
 }
 
@@ -637,6 +638,162 @@ Test(http, a_silent_client_does_not_block_a_scrape, .timeout = 60)
 	expect_metrics_served();
 }
 
+/* A connection to 127.0.0.1:port from source (a loopback address; NULL: the kernel's choice). */
+static int connect_from(int port, const char *source)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	cr_assert(fd >= 0, "socket: %s", strerror(errno));
+	if (source) {
+		struct sockaddr_in from = { .sin_family = AF_INET };
+
+		cr_assert_eq(inet_pton(AF_INET, source, &from.sin_addr), 1);
+		cr_assert_eq(bind(fd, (struct sockaddr *)&from, sizeof(from)), 0, "bind %s: %s", source,
+			     strerror(errno));
+	}
+	cr_assert_eq(connect(fd, (struct sockaddr *)&addr, sizeof(addr)), 0, "connect: %s",
+		     strerror(errno));
+	return fd;
+}
+
+/* A counter of the exporter's own, as served once the next refresh has counted it (-1: never). */
+static double wait_counter(const char *series, double at_least)
+{
+	double value = -1, deadline = now_seconds() + 10;
+
+	while ((value = scrape_value(series)) < at_least && now_seconds() < deadline)
+		usleep(200000);
+	return value;
+}
+
+#define TRICKLING 70
+#define SILENT 100
+
+/*
+ * Issue 25: 70 connections trickling a header line every 3 s and 100
+ * silent ones held the server (its connections full, each only idle-timed):
+ * three scrapes in a row timed out. Now each scrape is answered within 1 s,
+ * the attackers on the scraper's own address or on 170 others.
+ */
+static void scrapes_answered_while_held(bool many_addresses)
+{
+	int trickling[TRICKLING], silent[SILENT], round, i;
+	char source[32], line[64];
+
+	start_exporter();
+	for (i = 0; i < TRICKLING + SILENT; i++) {
+		snprintf(source, sizeof(source), "127.0.%d.%d", 1 + i / 250, 1 + i % 250);
+		if (i < TRICKLING) {
+			trickling[i] = connect_from(exporter.port, many_addresses ? source : NULL);
+			/* Refused or not: the attack goes on, as an attacker's would. */
+			send(trickling[i], "GET /metrics HTTP/1.1\r\nHost: x\r\n", 32, MSG_NOSIGNAL);
+		} else {
+			silent[i - TRICKLING] = connect_from(exporter.port, many_addresses ? source : NULL);
+		}
+	}
+	for (round = 0; round < 3; round++) {
+		double begin = now_seconds(), start, took;
+
+		for (i = 0; i < TRICKLING; i++) {
+			snprintf(line, sizeof(line), "X-Trickle-%d: %d\r\n", round, i);
+			send(trickling[i], line, strlen(line), MSG_NOSIGNAL);
+		}
+		start = now_seconds();
+		expect_metrics_served();
+		took = now_seconds() - start;
+		cr_assert_lt(took, 1.0, "scrape %d took %.2f s with %d trickling and %d silent connections open",
+			     round, took, TRICKLING, SILENT);
+		while (now_seconds() < begin + 3)
+			usleep(100000);
+	}
+	for (i = 0; i < TRICKLING; i++)
+		close(trickling[i]);
+	for (i = 0; i < SILENT; i++)
+		close(silent[i]);
+	/* The connections closed to make room are counted. */
+	cr_assert_geq(wait_counter("cuprobe_http_connections_closed_total{reason=\"crowded\"}", 1), 1);
+}
+
+Test(http, scrapes_are_answered_within_1s_while_one_address_holds_170_connections, .timeout = 90)
+{
+	scrapes_answered_while_held(false);
+}
+
+Test(http, scrapes_are_answered_within_1s_while_170_addresses_hold_a_connection_each, .timeout = 90)
+{
+	scrapes_answered_while_held(true);
+}
+
+/* A request has 10 s, idle or not: a line a second does not keep it open. */
+Test(http, a_request_trickled_a_line_a_second_is_closed_at_its_deadline, .timeout = 60)
+{
+	double start, took;
+	char line[64];
+	int fd, n = 0;
+
+	start_exporter();
+	fd = connect_from(exporter.port, NULL);
+	start = now_seconds();
+	send(fd, "GET /metrics HTTP/1.1\r\n", 23, MSG_NOSIGNAL);
+	for (;;) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		char byte;
+
+		if (poll(&pfd, 1, 1000) > 0 && recv(fd, &byte, 1, MSG_DONTWAIT) <= 0)
+			break;
+		snprintf(line, sizeof(line), "X-Line-%d: y\r\n", n++);
+		if (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0)
+			break;
+		cr_assert_lt(now_seconds() - start, 14, "still open after 14 s, a line a second");
+	}
+	took = now_seconds() - start;
+	close(fd);
+	cr_assert(took >= 9.5 && took < 12, "closed after %.1f s, not at its 10 s deadline", took);
+	cr_assert_geq(wait_counter("cuprobe_http_connections_closed_total{reason=\"deadline\"}", 1), 1);
+	expect_metrics_served();
+}
+
+/* Issue 25: /metrics%00.html and /%00 were served (200), the path cut at the NUL. */
+Test(http, a_nul_in_the_request_line_is_a_bad_request, .timeout = 60)
+{
+	static const struct {
+		const char *request;
+		size_t len;
+		int status;
+	} requests[] = {
+#define REQUEST(text, status) { text, sizeof(text) - 1, status }
+		REQUEST("GET /metrics%00.html HTTP/1.0\r\n\r\n", 400),
+		REQUEST("GET /%00 HTTP/1.0\r\n\r\n", 400),
+		REQUEST("GET /metrics%00 HTTP/1.0\r\n\r\n", 400),
+		REQUEST("GET /metrics\0.html HTTP/1.0\r\n\r\n", 400),
+		REQUEST("GET /metrics\0 HTTP/1.0\r\n\r\n", 400),
+		REQUEST("GET\0 /metrics HTTP/1.0\r\n\r\n", 400),
+		REQUEST("GET /metrics%0a HTTP/1.0\r\n\r\n", 400),
+		REQUEST("GET /metrics%zz HTTP/1.0\r\n\r\n", 400),
+		REQUEST("GET /metrics.html HTTP/1.0\r\n\r\n", 404),
+		/* The same paths, escaped: served. */
+		REQUEST("GET /%6detrics HTTP/1.0\r\n\r\n", 200),
+		REQUEST("GET /metrics?x=%00 HTTP/1.0\r\n\r\n", 200),
+		REQUEST("GET %2F HTTP/1.0\r\n\r\n", 200),
+#undef REQUEST
+	};
+	size_t i;
+
+	start_exporter();
+	for (i = 0; i < sizeof(requests) / sizeof(requests[0]); i++) {
+		struct http_reply r;
+
+		cr_assert(http_raw(exporter.port, requests[i].request, requests[i].len, 10, &r),
+			  "no answer to request %zu", i);
+		cr_assert_eq(r.status, requests[i].status, "request %zu (%.*s): %d", i,
+			     (int)strcspn(requests[i].request, "\r"), requests[i].request, r.status);
+		http_reply_free(&r);
+	}
+	expect_metrics_served();
+}
+
 /* ---- the command line ------------------------------------------------------------------- */
 
 static void expect_usage_error(const char *listen, const char *needle)
@@ -667,7 +824,107 @@ Test(http, a_listen_address_beyond_loopback_needs_allow_remote, .timeout = 60)
 	expect_usage_error(listen, "--allow-remote");
 	snprintf(listen, sizeof(listen), "192.0.2.1:%d", port);
 	expect_usage_error(listen, "--allow-remote");
-	expect_usage_error("localhost:9466", "invalid --listen");
+	expect_usage_error("::1:9466", "invalid --listen");
 	expect_usage_error("127.0.0.1:0", "invalid --listen");
 	expect_usage_error("127.0.0.1:65536", "invalid --listen");
+}
+
+/*
+ * `cuprobe exporter --listen LISTEN` in a mount namespace of its own whose
+ * /etc/hosts is hosts and whose name service is that file alone, with
+ * stderr in exporter.err_path; started (its pid in exporter, which the
+ * teardown stops) or run to its end (wait: its exit status).
+ */
+static int exporter_with_hosts(const char *listen, const char *hosts, bool wait)
+{
+	char *hosts_path = path_join(dir, "hosts"), *nss_path = path_join(dir, "nsswitch.conf");
+	char *argv[] = { "/usr/bin/unshare", "-m", "/bin/sh", "-c",
+			 "mount --bind \"$1\" /etc/hosts && mount --bind \"$2\" /etc/nsswitch.conf && "
+			 "shift 2 && exec \"$@\"",
+			 "sh", hosts_path, nss_path, CUPROBE_BIN, "exporter", "--listen", (char *)listen,
+			 "--lib", CUDA_SIM_LIB, "-i", "0.5", NULL };
+	struct run_opts opts = { 0 };
+	static int runs;
+	char name[32];
+	int status = 0;
+
+	write_text(hosts_path, hosts);
+	write_text(nss_path, "hosts: files\n");
+	/* A file a run: what an earlier one said is not taken for this one's. */
+	snprintf(name, sizeof(name), "exporter-%d.err", runs++);
+	free(exporter.err_path);
+	exporter.err_path = path_join(dir, name);
+	opts.stderr_path = exporter.err_path;
+	if (wait)
+		status = run_program(argv, &opts, NULL);
+	else
+		exporter.pid = spawn_program(argv, &opts);
+	free(hosts_path);
+	free(nss_path);
+	return status;
+}
+
+/* The status of GET /metrics at ip:port (-1: no answer). */
+static int status_at(const char *ip, int port)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	char reply[64] = "";
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), status = -1;
+
+	cr_assert(fd >= 0);
+	cr_assert_eq(inet_pton(AF_INET, ip, &addr.sin_addr), 1);
+	if (!connect(fd, (struct sockaddr *)&addr, sizeof(addr)) &&
+	    send(fd, "GET /metrics HTTP/1.0\r\n\r\n", 25, MSG_NOSIGNAL) == 25 &&
+	    recv(fd, reply, sizeof(reply) - 1, MSG_WAITALL) > 12)
+		sscanf(reply, "HTTP/1.%*d %d", &status);
+	close(fd);
+	return status;
+}
+
+static void expect_serving(const char *listen, const char *hosts, const char *ip, const char *said)
+{
+	char *err;
+
+	exporter_with_hosts(listen, hosts, false);
+	cr_assert(wait_for_text(exporter.err_path, "serving metrics on", 60), "--listen %s: %s", listen,
+		  read_text(exporter.err_path));
+	err = read_text(exporter.err_path);
+	cr_assert_not_null(strstr(err, said), "--listen %s: \"%s\" lacks \"%s\"", listen, err, said);
+	free(err);
+	cr_assert_eq(status_at(ip, exporter.port), 200, "--listen %s: no metrics on %s", listen, ip);
+	cr_assert_eq(exporter_stop(&exporter), 0);
+}
+
+/* Issue 25: localhost and [::ffff:127.0.0.1] were refused as not loopback. */
+Test(http, names_resolving_to_loopback_only_and_v4_mapped_loopback_are_loopback, .timeout = 120)
+{
+	static const char hosts[] = "127.0.0.1 localhost\n127.0.0.2 loop-only.test\n"
+				    "127.0.0.1 mixed.test\n192.0.2.7 mixed.test\n";
+	char listen[64], said[96];
+	char *err;
+
+	exporter.port = free_port();
+	snprintf(listen, sizeof(listen), "localhost:%d", exporter.port);
+	snprintf(said, sizeof(said), "http://localhost:%d/metrics (127.0.0.1:%d)", exporter.port,
+		 exporter.port);
+	expect_serving(listen, hosts, "127.0.0.1", said);
+	snprintf(listen, sizeof(listen), "loop-only.test:%d", exporter.port);
+	snprintf(said, sizeof(said), "(127.0.0.2:%d)", exporter.port);
+	expect_serving(listen, hosts, "127.0.0.2", said);
+	snprintf(listen, sizeof(listen), "[::ffff:127.0.0.1]:%d", exporter.port);
+	snprintf(said, sizeof(said), "(127.0.0.1:%d)", exporter.port);
+	expect_serving(listen, hosts, "127.0.0.1", said);
+	/* A name that is also another address is not loopback; one that does not resolve, nothing. */
+	snprintf(listen, sizeof(listen), "mixed.test:%d", exporter.port);
+	cr_assert_eq(exporter_with_hosts(listen, hosts, true), 2);
+	err = read_text(exporter.err_path);
+	cr_assert_eq(count_lines(err), 1, "%s", err);
+	cr_assert_not_null(strstr(err, "--allow-remote"), "%s", err);
+	free(err);
+	snprintf(listen, sizeof(listen), "nosuch.test:%d", exporter.port);
+	cr_assert_eq(exporter_with_hosts(listen, hosts, true), 2);
+	err = read_text(exporter.err_path);
+	cr_assert_eq(count_lines(err), 1, "%s", err);
+	cr_assert_not_null(strstr(err, "does not resolve"), "%s", err);
+	free(err);
 }

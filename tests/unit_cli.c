@@ -245,6 +245,12 @@ Test(cli, suffixes_only_on_sizes)
 	assert_error(PARSE_EXPORTER("--max-kernels", "64KiB"), "--max-kernels");
 	cr_assert_eq(PARSE_EXPORTER("--max-kernels", "1024"), CP_PARSE_OK);
 	cr_assert_eq(opts.exporter.max_kernels, 1024);
+	cr_assert_eq(PARSE_EXPORTER("--max-kernels", "100000"), CP_PARSE_OK);
+	assert_error(PARSE_EXPORTER("--max-kernels", "0"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "100001"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "+5"), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", ""), "--max-kernels");
+	assert_error(PARSE_EXPORTER("--max-kernels", "99999999999999999999"), "--max-kernels");
 	assert_error(PARSE_RUN("--max-entries", "2M"), "--max-entries");
 	assert_error(PARSE("--wakeup-latency", "1K"), "--wakeup-latency");
 	assert_error(PARSE("-d", "1K"), "-d/--duration");

@@ -65,8 +65,10 @@ static const struct cp_option_doc option_docs[] = {
 		[CP_CMD_EXPORTER] = "read the metrics from the maps every SECS seconds (default 5)",
 	  } },
 	{ OPT_LISTEN, "listen", 0, "ADDR:PORT", EXPORTER,
-	  "serve /metrics on this address (default 127.0.0.1:9466); an address\n"
-	  "other than loopback needs --allow-remote" },
+	  "serve /metrics on this address (default 127.0.0.1:9466): IPv4, [IPv6]\n"
+	  "or a host name (served on its first IPv4 address, else its first IPv6);\n"
+	  "an address other than loopback, or a name that also resolves to one,\n"
+	  "needs --allow-remote" },
 	{ OPT_ALLOW_REMOTE, "allow-remote", 0, NULL, EXPORTER,
 	  "allow --listen on an address other than loopback: anyone who can reach it\n"
 	  "reads every CUDA process's pid, command, container and kernel names" },

@@ -262,8 +262,9 @@ static long variable_offset(const struct btf *btf, const char *section, const ch
 	info = btf_var_secinfos(datasec);
 	for (i = 0; i < btf_vlen(datasec); i++, info++) {
 		const struct btf_type *var = btf__type_by_id(btf, info->type);
+		const char *var_name = var ? btf__name_by_offset(btf, var->name_off) : NULL;
 
-		if (var && !strcmp(btf__name_by_offset(btf, var->name_off), name))
+		if (var_name && !strcmp(var_name, name))
 			return info->offset;
 	}
 	return -1;
@@ -324,10 +325,11 @@ static void settable_names(const struct btf *btf, char *out, size_t len)
 	datasec = btf__type_by_id(btf, id);
 	info = btf_var_secinfos(datasec);
 	for (i = 0; i < btf_vlen(datasec) && used < len; i++, info++) {
-		const char *name = btf__name_by_offset(btf, btf__type_by_id(btf, info->type)->name_off);
+		const struct btf_type *var = btf__type_by_id(btf, info->type);
+		const char *name = var ? btf__name_by_offset(btf, var->name_off) : NULL;
 
 		/* cuprobe's own, and function-local statics ("f.zero"), are not settings. */
-		if (!strncmp(name, "cuprobe_", 8) || strchr(name, '.') ||
+		if (!name || !strncmp(name, "cuprobe_", 8) || strchr(name, '.') ||
 		    !integer_variable(btf, info->type, &size, &is_signed))
 			continue;
 		n = snprintf(out + used, len - used, "%s%s", used ? ", " : "", name);

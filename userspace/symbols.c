@@ -221,7 +221,7 @@ static int load(struct elf_file *file)
 	err = read_table(elf, SHT_SYMTAB, 0, file, &capacity);
 	if (!err)
 		err = read_table(elf, SHT_DYNSYM, 1, file, &capacity);
-	if (!err)
+	if (!err && file->symbol_count)
 		qsort(file->symbols, file->symbol_count, sizeof(*file->symbols), by_address);
 out:
 	elf_end(elf);

@@ -3,7 +3,7 @@
  * libFuzzer harness: the PTX rewriter (userspace/device/ptx_rewrite.c) on
  * any text, every kernel matched by an entry and an exit program. What it
  * returns must keep every byte of the input, in order (it only inserts).
- * Seeds: tests/fuzz/corpus/ptx and the PTX built for the tests.
+ * Seeds: tests/fuzz/corpus/ptx_rewrite and the PTX built for the tests.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -20,6 +20,7 @@
  * waits on a build.
  */
 #include <errno.h>
+#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,17 +177,23 @@ int cp_cmd_exporter(const union cp_options *options)
 	struct cp_wait_hooks hooks = { 0 };
 	struct exporter x = { 0 };
 	struct cp_session session;
-	struct sockaddr_storage addr;
-	bool loopback = false;
-	int exit_code;
+	struct cp_listen address;
+	int exit_code, gai_error;
 
-	if (http__parse_listen(listen, &addr, &loopback)) {
-		cp_say("invalid --listen '%s': expected IPv4ADDR:PORT or [IPv6ADDR]:PORT", opts->listen);
+	switch (cp_listen__parse(listen, &address, &gai_error)) {
+	case 0:
+		break;
+	case -ENOENT:
+		cp_say("--listen %s: the name does not resolve (%s)", listen, gai_strerror(gai_error));
+		return CP_EXIT_USAGE;
+	default:
+		cp_say("invalid --listen '%s': expected ADDR:PORT, ADDR an IPv4 address, an IPv6 address in brackets or a host name, PORT 1 to 65535",
+		       listen);
 		return CP_EXIT_USAGE;
 	}
-	if (!loopback && !opts->allow_remote) {
+	if (!address.loopback && !opts->allow_remote) {
 		cp_say("--listen %s is not a loopback address: add --allow-remote to serve it (anyone who reaches it reads every CUDA process's metrics)",
-		       opts->listen);
+		       listen);
 		return CP_EXIT_USAGE;
 	}
 	x.latency = opts->latency;
@@ -216,12 +223,16 @@ int cp_cmd_exporter(const union cp_options *options)
 	if (exit_code)
 		goto cleanup;
 	refresh(&x);
-	if (http__serve(&x, &addr)) {
-		cp_say("cannot serve on %s: %s", listen, strerror(errno ? errno : EADDRINUSE));
+	if (http__serve(&x, &address)) {
+		cp_say("cannot serve on %s: %s", address.shown, strerror(errno ? errno : EADDRINUSE));
 		exit_code = CP_EXIT_SETUP;
 		goto cleanup;
 	}
-	cp_say("serving metrics on http://%s/metrics; Ctrl-C stops", listen);
+	/* A name is served on one of its addresses: which one is said. */
+	if (strcmp(listen, address.shown))
+		cp_say("serving metrics on http://%s/metrics (%s); Ctrl-C stops", listen, address.shown);
+	else
+		cp_say("serving metrics on http://%s/metrics; Ctrl-C stops", listen);
 	hooks.tick_ms = opts->interval_ms ? opts->interval_ms : DEFAULT_INTERVAL_MS;
 	hooks.tick = on_tick;
 	hooks.ctx = &x;

@@ -5,7 +5,8 @@
  *   processes.c  what a process is (pid, comm, container, cgroup, pod, GPUs,
  *                kernels named), its exit and its folding into its cgroup's totals
  *   families.c   the metric families, one table: a new metric is one row
- *   http.c       libmicrohttpd's side: the expositions served on /metrics
+ *   http.c       libmicrohttpd's side: the expositions served on /metrics, and
+ *                which connections stay (with admission.c, route.c, listen.c)
  */
 #ifndef CUPROBE_EXPORTER_H
 #define CUPROBE_EXPORTER_H
@@ -18,6 +19,7 @@
 
 #include "cuprobe_internal.h"
 #include "exposition.h"
+#include "listen.h"
 #include "metric_store.h"
 #include "record_path.h"
 
@@ -71,6 +73,14 @@ void cp_fold_bound__release(struct cp_fold_bound *bound);
 #define MAX_GPUS 64
 /* Cgroups whose exited processes keep their own folded series (the rest: one overflow row). */
 #define FOLDED_CGROUPS_MAX 500
+/*
+ * HTTP: connections kept at once, and from one address (admission.h says
+ * which close past these); the time a whole request has, from the
+ * connection ready for it to its answer sent.
+ */
+#define HTTP_CONNECTIONS_KEPT 64
+#define HTTP_CONNECTIONS_PER_ADDRESS 16
+#define HTTP_REQUEST_DEADLINE_S 10
 /* A process whose /proc entry is gone this long with no exit record: its exit was lost. */
 #define LOST_EXIT_WAIT_NS (10 * 1000000000ull)
 
@@ -137,8 +147,9 @@ struct exporter {
 	uint64_t generation;        /* refreshes so far */
 	struct cp_text served[3];
 	uint64_t served_generation[3];
-	struct MHD_Daemon *http;
-	uint64_t scrapes, refused;  /* atomic: the server's thread counts */
+	struct http_server *http;
+	uint64_t scrapes, refused;  /* atomic: the server's threads count */
+	uint64_t closed_at_deadline, closed_crowded;
 };
 
 uint64_t exporter__now_ns(void);
@@ -213,11 +224,13 @@ void family__add(struct cp_metric_family *f, const char *const *values, double v
 
 /* ---- http.c --------------------------------------------------------------------------- */
 
-/* ADDR:PORT (IPv4, or [IPv6]:PORT) into a socket address; loopback said. 0 or -EINVAL. */
-int http__parse_listen(const char *text, struct sockaddr_storage *addr, bool *loopback);
-/* Serves the latest series on addr from libmicrohttpd's own thread: 0, or -1 with errno. */
-int http__serve(struct exporter *x, const struct sockaddr_storage *addr);
-/* The server's thread stopped and joined (nothing when it never started). */
+/*
+ * Serves the latest series on listen's address from libmicrohttpd's own
+ * thread, a watchdog thread closing requests past their deadline: 0, or -1
+ * with errno.
+ */
+int http__serve(struct exporter *x, const struct cp_listen *listen);
+/* The server's threads stopped and joined (nothing when it never started). */
 void http__stop(struct exporter *x);
 
 #endif /* CUPROBE_NO_EXPORTER */

@@ -30,6 +30,7 @@ static const char *const xid_labels[] = { "pid", "comm", "container", "cgroup", 
 static const char *const status_labels[] = { "status" };
 static const char *const map_labels[] = { "map" };
 static const char *const limit_labels[] = { "limit" };
+static const char *const reason_labels[] = { "reason" };
 /* A row's family: name (base units; counters without _total), help, unit, type, labels. */
 #define FAMILY(n, h, u, t, labels) \
 	.family = { .name = (n), .help = (h), .unit = (u), .type = CP_METRIC_##t, labels }
@@ -310,6 +311,14 @@ static void fill_http_requests(struct cp_metric_family *f, const struct host_sta
 		    (double)__atomic_load_n(&h->x->refused, __ATOMIC_RELAXED));
 }
 
+static void fill_http_closed(struct cp_metric_family *f, const struct host_state *h)
+{
+	family__add(f, (const char *[]){ "deadline" },
+		    (double)__atomic_load_n(&h->x->closed_at_deadline, __ATOMIC_RELAXED));
+	family__add(f, (const char *[]){ "crowded" },
+		    (double)__atomic_load_n(&h->x->closed_crowded, __ATOMIC_RELAXED));
+}
+
 static void fill_folded_overflow(struct cp_metric_family *f, const struct host_state *h)
 {
 	merge(f, &h->x->fold_overflow);
@@ -371,6 +380,9 @@ static const struct family_row family_rows[] = {
 		 NULL, GAUGE, LABELS(status_labels)), .host = fill_processes },
 	{ FAMILY("cuprobe_http_requests", "HTTP requests answered, and refused",
 		 NULL, COUNTER, LABELS(status_labels)), .host = fill_http_requests },
+	{ FAMILY("cuprobe_http_connections_closed",
+		 "HTTP connections the exporter closed: reason=\"deadline\" (a request not sent and answered within " CP_XSTR(HTTP_REQUEST_DEADLINE_S) " s of the connection being ready for it), reason=\"crowded\" (the one waiting longest for its request, when an address held " CP_XSTR(HTTP_CONNECTIONS_PER_ADDRESS) " connections or all held " CP_XSTR(HTTP_CONNECTIONS_KEPT) ")",
+		 NULL, COUNTER, LABELS(reason_labels)), .host = fill_http_closed },
 	{ FAMILY("cuprobe_folded_overflow",
 		 "Exited processes folded into the overflow rows: limit=\"containers\" (cgroups beyond the first " CP_XSTR(FOLDED_CGROUPS_MAX) " fold into container=\"\", cgroup=\"\", pod=\"\", kernel=\"other\"), limit=\"kernels\" (kernels beyond --max-kernels per cgroup into kernel=\"other\")",
 		 NULL, COUNTER, LABELS(limit_labels)), .host = fill_folded_overflow },

@@ -18,6 +18,12 @@
 
 #define HIST_BAR_WIDTH 40
 #define STACK_FRAMES_MAX 32
+/*
+ * How deep a value is followed: a BTF libbpf parsed but no kernel checked
+ * may nest a struct in itself or chain typedefs in a circle (libbpf's own
+ * bound on typedef chains is 32).
+ */
+#define DEPTH_MAX 32
 
 struct btf_walk {
 	struct cp_sink *out;
@@ -26,17 +32,28 @@ struct btf_walk {
 	bool json;          /* else text */
 	uint32_t pid;       /* the "pid" beside the value being printed, else names->pid */
 	const char *indent; /* text blocks (histograms, stacks) start their lines with it */
+	int depth;          /* values being printed, one inside the other */
 };
+
+/* A name of the BTF: "" for an offset outside its strings. */
+static const char *name_of(const struct btf *btf, __u32 name_off)
+{
+	const char *name = btf__name_by_offset(btf, name_off);
+
+	return name ? name : "";
+}
 
 /* Through typedefs other than cuprobe's, and qualifiers: the type the bytes have. */
 static const struct btf_type *resolved(const struct btf *btf, __u32 *type_id)
 {
 	const struct btf_type *type = btf__type_by_id(btf, *type_id);
+	int depth = 0;
 
 	while (type && (btf_is_const(type) || btf_is_volatile(type) || btf_is_restrict(type) ||
 			btf_kind(type) == BTF_KIND_TYPE_TAG ||
-			(btf_is_typedef(type) && strncmp(btf__name_by_offset(btf, type->name_off),
-							 "cuprobe_", 8)))) {
+			(btf_is_typedef(type) && strncmp(name_of(btf, type->name_off), "cuprobe_", 8)))) {
+		if (++depth > DEPTH_MAX)
+			return NULL;
 		*type_id = type->type;
 		type = btf__type_by_id(btf, *type_id);
 	}
@@ -45,7 +62,7 @@ static const struct btf_type *resolved(const struct btf *btf, __u32 *type_id)
 
 static const char *type_name(const struct btf *btf, const struct btf_type *type)
 {
-	return type ? btf__name_by_offset(btf, type->name_off) : "";
+	return type ? name_of(btf, type->name_off) : "";
 }
 
 static bool is_hist(const struct btf *btf, const struct btf_type *type)
@@ -64,7 +81,7 @@ static uint64_t load_int(const void *data, size_t size, bool is_signed)
 	uint64_t v = 0;
 
 	memcpy(&v, data, size < sizeof(v) ? size : sizeof(v));
-	if (is_signed && size < 8 && (v >> (size * 8 - 1)) & 1)
+	if (is_signed && size && size < 8 && (v >> (size * 8 - 1)) & 1)
 		v |= ~0ull << (size * 8);
 	return v;
 }
@@ -165,7 +182,37 @@ static void hist_bounds(size_t b, unsigned long long *low, unsigned long long *h
 	*high = b == 0 ? 1 : b >= 64 ? ~0ull : 1ull << b;
 }
 
-static void put_hist(struct btf_walk *w, const __u64 *buckets, size_t count)
+/*
+ * The buckets of a struct cuprobe_hist of size bytes: its one member, at
+ * offset 0, an array of 8-byte integers within the struct (a BTF can name
+ * anything so); 0 when it is not that.
+ */
+static size_t hist_buckets(const struct btf *btf, const struct btf_type *type, __s64 size)
+{
+	const struct btf_member *member = btf_members(type);
+	__u32 array_id = member->type, element_id;
+	const struct btf_type *array = resolved(btf, &array_id), *element;
+
+	if (btf_vlen(type) != 1 || member->offset || !array || !btf_is_array(array))
+		return 0;
+	element_id = btf_array(array)->type;
+	element = resolved(btf, &element_id);
+	if (!element || !btf_is_int(element) || element->size != 8 ||
+	    btf_array(array)->nelems > (__u64)size / 8)
+		return 0;
+	return btf_array(array)->nelems;
+}
+
+/* Bucket b of the buckets at data (copied: a packed struct may hold them unaligned). */
+static __u64 bucket_at(const unsigned char *data, size_t b)
+{
+	__u64 v;
+
+	memcpy(&v, data + b * sizeof(v), sizeof(v));
+	return v;
+}
+
+static void put_hist(struct btf_walk *w, const unsigned char *data, size_t count)
 {
 	unsigned long long total = 0, most = 0, low, high;
 	size_t b, first = count, last = 0;
@@ -173,22 +220,24 @@ static void put_hist(struct btf_walk *w, const __u64 *buckets, size_t count)
 	int bar;
 
 	for (b = 0; b < count; b++) {
-		total += buckets[b];
-		if (buckets[b] > most)
-			most = buckets[b];
-		if (buckets[b] && first == count)
+		__u64 v = bucket_at(data, b);
+
+		total += v;
+		if (v > most)
+			most = v;
+		if (v && first == count)
 			first = b;
-		if (buckets[b])
+		if (v)
 			last = b;
 	}
 	if (w->json) {
 		put(w->out, "{\"count\":%llu,\"buckets\":[", total);
 		for (b = first; b < count && b <= last; b++) {
-			if (!buckets[b])
+			if (!bucket_at(data, b))
 				continue;
 			hist_bounds(b, &low, &high);
 			put(w->out, "%s{\"low\":%llu,\"high\":%llu,\"count\":%llu}",
-			    b == first ? "" : ",", low, high, (unsigned long long)buckets[b]);
+			    b == first ? "" : ",", low, high, (unsigned long long)bucket_at(data, b));
 		}
 		put(w->out, "]}");
 		return;
@@ -197,9 +246,9 @@ static void put_hist(struct btf_walk *w, const __u64 *buckets, size_t count)
 	for (b = first; b < count && b <= last; b++) {
 		hist_bounds(b, &low, &high);
 		snprintf(range, sizeof(range), "[%llu, %llu]", low, high);
-		bar = most ? (int)((buckets[b] * HIST_BAR_WIDTH + most - 1) / most) : 0;
+		bar = most ? (int)((bucket_at(data, b) * HIST_BAR_WIDTH + most - 1) / most) : 0;
 		put(w->out, "\n%s%-24s %10llu |%.*s%*s|", w->indent, range,
-		    (unsigned long long)buckets[b], bar,
+		    (unsigned long long)bucket_at(data, b), bar,
 		    "@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@@", HIST_BAR_WIDTH - bar, "");
 	}
 }
@@ -243,7 +292,7 @@ static bool struct_pid(const struct btf *btf, const struct btf_type *type, const
 		const struct btf_type *member_type = resolved(btf, &member_id);
 		size_t offset = btf_member_bit_offset(type, i) / 8;
 
-		if (strcmp(btf__name_by_offset(btf, member->name_off), "pid") || !member_type ||
+		if (strcmp(name_of(btf, member->name_off), "pid") || !member_type ||
 		    !btf_is_int(member_type) || btf_member_bitfield_size(type, i) ||
 		    offset + member_type->size > avail || member_type->size > 8)
 			continue;
@@ -268,16 +317,21 @@ static void put_struct(struct btf_walk *w, const struct btf_type *type, const un
 	snprintf(deeper, sizeof(deeper), "%s  ", w->indent);
 	put(w->out, w->json ? "{" : "{");
 	for (i = 0; i < btf_vlen(type); i++, member++) {
-		const char *name = btf__name_by_offset(w->btf, member->name_off);
+		const char *name = name_of(w->btf, member->name_off);
 		size_t bit_offset = btf_member_bit_offset(type, i);
 		__u32 bits = btf_member_bitfield_size(type, i);
 
-		if (!name || !name[0] || !strncmp(name, "pad", 3) || !strncmp(name, "__pad", 5))
+		if (!name[0] || !strncmp(name, "pad", 3) || !strncmp(name, "__pad", 5))
 			continue; /* padding says nothing */
-		if (w->json)
-			put(w->out, "%s\"%s\":", first ? "" : ",", name);
-		else
-			put(w->out, "%s%s=", first ? "" : " ", name);
+		/* Names as the BTF holds them: a compiler's are identifiers, anyone's anything. */
+		put(w->out, "%s", first ? "" : w->json ? "," : " ");
+		if (w->json) {
+			put_json_value(w->out, name);
+			put(w->out, ":");
+		} else {
+			put_text_string(w->out, name);
+			put(w->out, "=");
+		}
 		first = false;
 		if (bits) {
 			uint64_t word = 0, value;
@@ -297,7 +351,7 @@ static void put_struct(struct btf_walk *w, const struct btf_type *type, const un
 	w->pid = saved_pid;
 }
 
-static void put_btf_value(struct btf_walk *w, __u32 type_id, const unsigned char *data, size_t avail)
+static void put_value(struct btf_walk *w, __u32 type_id, const unsigned char *data, size_t avail)
 {
 	const struct btf_type *type = resolved(w->btf, &type_id);
 	__s64 size = btf__resolve_size(w->btf, type_id);
@@ -324,15 +378,9 @@ static void put_btf_value(struct btf_walk *w, __u32 type_id, const unsigned char
 		put_btf_value(w, type->type, data, avail);
 		return;
 	}
-	if (is_hist(w->btf, type) && btf_vlen(type) == 1) {
-		const struct btf_member *member = btf_members(type);
-		__u32 array_id = member->type;
-		const struct btf_type *array = resolved(w->btf, &array_id);
-
-		if (array && btf_is_array(array)) {
-			put_hist(w, (const __u64 *)data, btf_array(array)->nelems);
-			return;
-		}
+	if (is_hist(w->btf, type) && hist_buckets(w->btf, type, size)) {
+		put_hist(w, data, hist_buckets(w->btf, type, size));
+		return;
 	}
 	switch (btf_kind(type)) {
 	case BTF_KIND_INT: {
@@ -362,11 +410,11 @@ static void put_btf_value(struct btf_walk *w, __u32 type_id, const unsigned char
 
 		for (i = 0; !name && i < btf_vlen(type); i++)
 			if (e[i].val == v)
-				name = btf__name_by_offset(w->btf, e[i].name_off);
+				name = name_of(w->btf, e[i].name_off);
 		if (name && w->json)
-			put(w->out, "\"%s\"", name);
+			put_json_value(w->out, name);
 		else if (name)
-			put(w->out, "%s", name);
+			put_text_string(w->out, name);
 		else
 			put(w->out, "%lld", (long long)v);
 		break;
@@ -416,6 +464,18 @@ static void put_btf_value(struct btf_walk *w, __u32 type_id, const unsigned char
 		put(w->out, w->json ? "\"" : "");
 		break;
 	}
+}
+
+/* A value of type_id within avail bytes at data; "?" (null) beyond DEPTH_MAX. */
+static void put_btf_value(struct btf_walk *w, __u32 type_id, const unsigned char *data, size_t avail)
+{
+	if (w->depth >= DEPTH_MAX) {
+		put(w->out, w->json ? "null" : "?");
+		return;
+	}
+	w->depth++;
+	put_value(w, type_id, data, avail);
+	w->depth--;
 }
 
 /* Bytes without a type: hex. */
@@ -507,31 +567,41 @@ static bool all_integers(const struct btf *btf, __u32 type_id, int depth)
 	return true;
 }
 
-/* Adds src into dst leaf by leaf (the value's integers, little-endian). */
+/*
+ * Adds src into dst leaf by leaf (the value's integers, little-endian),
+ * within size bytes of each (the BTF's offsets are not trusted to be).
+ */
 static void add_integers(const struct btf *btf, __u32 type_id, unsigned char *dst,
-			 const unsigned char *src)
+			 const unsigned char *src, size_t size)
 {
 	const struct btf_type *type = resolved(btf, &type_id);
 	const struct btf_member *member;
 	size_t i;
 
+	if (!type)
+		return;
 	if (btf_is_typedef(type)) {
-		add_integers(btf, type->type, dst, src);
-	} else if (btf_is_int(type)) {
+		add_integers(btf, type->type, dst, src, size);
+	} else if (btf_is_int(type) && type->size <= size) {
 		uint64_t a = load_int(dst, type->size, false), b = load_int(src, type->size, false);
 
 		a += b;
-		memcpy(dst, &a, type->size);
+		memcpy(dst, &a, type->size < sizeof(a) ? type->size : sizeof(a));
 	} else if (btf_is_array(type)) {
 		__s64 element = btf__resolve_size(btf, btf_array(type)->type);
 
-		for (i = 0; element > 0 && i < btf_array(type)->nelems; i++)
-			add_integers(btf, btf_array(type)->type, dst + i * element, src + i * element);
+		for (i = 0; element > 0 && i < btf_array(type)->nelems &&
+			    (i + 1) * (size_t)element <= size; i++)
+			add_integers(btf, btf_array(type)->type, dst + i * element, src + i * element,
+				     (size_t)element);
 	} else if (btf_is_struct(type)) {
 		member = btf_members(type);
-		for (i = 0; i < btf_vlen(type); i++, member++)
-			add_integers(btf, member->type, dst + btf_member_bit_offset(type, i) / 8,
-				     src + btf_member_bit_offset(type, i) / 8);
+		for (i = 0; i < btf_vlen(type); i++, member++) {
+			size_t offset = btf_member_bit_offset(type, i) / 8;
+
+			if (offset < size)
+				add_integers(btf, member->type, dst + offset, src + offset, size - offset);
+		}
 	}
 }
 
@@ -576,12 +646,14 @@ static void put_value_lines(struct btf_walk *w, __u32 type_id, const unsigned ch
 		w->pid = pid;
 	member = btf_members(type);
 	for (i = 0; i < btf_vlen(type); i++, member++) {
-		const char *name = btf__name_by_offset(w->btf, member->name_off);
+		const char *name = name_of(w->btf, member->name_off);
 		size_t offset = btf_member_bit_offset(type, i) / 8;
 
-		if (!name || !name[0] || !strncmp(name, "pad", 3) || btf_member_bitfield_size(type, i))
+		if (!name[0] || !strncmp(name, "pad", 3) || btf_member_bitfield_size(type, i))
 			continue;
-		put(w->out, "\n    %s: ", name);
+		put(w->out, "\n    ");
+		put_text_string(w->out, name);
+		put(w->out, ": ");
 		w->indent = "      ";
 		put_btf_value(w, member->type, data + offset, size > offset ? size - offset : 0);
 	}
@@ -640,7 +712,8 @@ int cp_format__program_map_entries(struct cp_text *text, enum cp_format format,
 			w.pid = key_pid;
 		memcpy(value, values, entries->value_size);
 		for (cpu = 1; summed && cpu < entries->cpus; cpu++)
-			add_integers(btf, map->value_type_id, value, values + cpu * entries->value_stride);
+			add_integers(btf, map->value_type_id, value, values + cpu * entries->value_stride,
+				     entries->value_size);
 		if (json) {
 			put(&out, "%s{\"key\":", printed_before + i ? "," : "");
 			put_typed(&w, map->key_type_id, key, entries->key_size);

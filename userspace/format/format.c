@@ -29,6 +29,14 @@ const char *cp_format__proc_kind_name(uint32_t kind)
 	}
 }
 
+const char *cp_format__errno_text(int32_t negative_errno)
+{
+	/* Negated as a wider type: -INT32_MIN does not fit an int. */
+	int64_t error = -(int64_t)negative_errno;
+
+	return error <= INT32_MAX ? strerror((int)error) : "unknown error";
+}
+
 const char *cp_format__kernel_label(struct cp_names *names, uint32_t pid, uint64_t handle,
 				    bool graph, const char **mangled, char *buf, size_t len)
 {

@@ -254,7 +254,7 @@ static bool json_attach(struct cp_sink *out, const union cp_event *event,
 		put(out, ",\"delay_ns\":%llu",
 		    (unsigned long long)(e->probes_live_ns - e->hdr.time_ns));
 	if (e->status == CP_ATTACH_FAILED)
-		put(out, ",\"error\":\"%s\"", strerror(-e->error));
+		put(out, ",\"error\":\"%s\"", cp_format__errno_text(e->error));
 	return false;
 }
 

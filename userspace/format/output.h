@@ -47,6 +47,8 @@ extern const struct cp_format_ops cp_format_json_ops;
 
 /* Shared by the formats. */
 const char *cp_format__proc_kind_name(uint32_t kind);
+/* strerror of a record's negative errno (any int: a record is not trusted to hold one). */
+const char *cp_format__errno_text(int32_t negative_errno);
 /* What an event record's handle names: a stream, or a whole context (cuCtxRecordEvent and kin). */
 const char *cp_format__event_scope(uint32_t op);
 

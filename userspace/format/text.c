@@ -208,7 +208,7 @@ static void text_attach(struct cp_sink *out, const union cp_event *event,
 	if (e->flags & CP_ATTACH_HELD)
 		put(out, " (held)");
 	if (e->status == CP_ATTACH_FAILED)
-		put(out, " error=%s", strerror(-e->error));
+		put(out, " error=%s", cp_format__errno_text(e->error));
 }
 
 static void text_name(struct cp_sink *out, const union cp_event *event,
