@@ -38,7 +38,7 @@ static const struct cp_option_doc option_docs[] = {
 	  "64); it must have libcuda.so.1 mapped unless --lib is given",
 	  .complete = CP_COMPLETE_CUDA_PID },
 	{ OPT_JSON, "json", 0, NULL, TRACE | STATS | RUN,
-	  "one JSON object per line (schema in README.md); with a COMMAND and no -o,\n"
+	  "one JSON object per line (schema: docs/json.md); with a COMMAND and no -o,\n"
 	  "COMMAND's own standard output goes to standard error" },
 	{ 'o', "output", 'o', "FILE", TRACE | STATS | RUN,
 	  "write to FILE (created as the invoking user, never through a symlink;\n"
