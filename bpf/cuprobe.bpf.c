@@ -1853,6 +1853,17 @@ static __always_inline void file_mapped(struct file *file, int fd, __u32 flags)
 	key.inode = BPF_CORE_READ(file, f_inode, i_ino);
 	if (bpf_map_lookup_elem(&covered_files, &key))
 		return;
+	/*
+	 * System-wide, a process that maps a file before its probes are live
+	 * may call cuInit unseen: it is a target from its mapping on, so its
+	 * exit (reports, leak checks) is not missed either.
+	 */
+	if (!filter_by_pid) {
+		__u8 one = 1;
+
+		if (bpf_map_update_elem(&cuprobe_targets, &tgid, &one, BPF_ANY))
+			count(CP_CNT_TARGETS_OVERFLOW);
+	}
 	if (hold_new_mappers && filter_by_pid) {
 		if (!bpf_send_signal(SIGSTOP_) && !bpf_map_update_elem(&held_pids, &tgid, &key, BPF_ANY))
 			flags |= CP_ATTACH_HELD;

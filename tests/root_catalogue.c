@@ -393,6 +393,43 @@ Test(attach, system_wide_sees_a_driver_copied_to_another_directory, .timeout = 1
 	run_free(&r);
 }
 
+/* Its cuInit may come before the probes are live: its exit is seen all the same. */
+Test(attach, system_wide_sees_the_exit_of_a_process_that_mapped_a_driver_before_its_probes, .timeout = 120)
+{
+	char *drv[] = { DRV_LAUNCH, "20", NULL };
+	char env_line[512], *env[] = { env_line, NULL }, *copy, *workload_out, *line;
+	long long pid;
+	size_t exits = 0, i;
+	struct run r;
+	json_t *ev;
+	pid_t tracer;
+
+	run_init(&r);
+	copy = copy_driver(r.dir);
+	snprintf(env_line, sizeof(env_line), "LD_LIBRARY_PATH=%s", r.dir);
+	workload_out = path_join(r.dir, "workload.txt");
+	tracer = start_system_wide(&r);
+	{
+		struct run_opts o = { .stdout_path = workload_out, .extra_env = env };
+
+		cr_assert_eq(run_program(drv, &o, NULL), 0);
+	}
+	stop_system_wide(&r, tracer);
+	line = find_line(read_text(workload_out), "drv_launch: pid=", 0);
+	cr_assert_not_null(line);
+	pid = line_value(line, "pid");
+	cr_assert_not_null(attach_of(r.json, pid), "no attach record");
+	json_array_foreach(r.json, i, ev)
+		if (!strcmp(jstr(ev, "type"), "process") && !strcmp(jstr(ev, "kind"), "exit") &&
+		    jint(ev, "pid") == pid)
+			exits++;
+	cr_assert_eq(exits, 1, "exit records of pid %lld: %zu\nstderr:\n%s", pid, exits, r.err_text);
+	free(line);
+	free(copy);
+	free(workload_out);
+	run_free(&r);
+}
+
 Test(attach, system_wide_sees_a_private_copy_in_its_own_mount_namespace, .timeout = 120)
 {
 	char script[2048], *argv[] = { "/usr/bin/unshare", "-m", "/bin/sh", "-c", script, NULL };

@@ -282,8 +282,18 @@ static int attach_all(const struct cp_session *s, struct cp_tracer *tracer,
 			       report.missing, report.missing_names);
 	}
 	if (!attached_libs && cp_lib_set__count(libs)) {
-		cp_say("no %s could be probed", LIBCUDA);
-		return CP_EXIT_SETUP;
+		/*
+		 * System-wide, a file found in some process's maps may be gone by now
+		 * (its process exited, its mount namespace went): the next mapping of
+		 * a driver is an attach event like any other.
+		 */
+		if (!opts->pid_count && !opts->command && !opts->lib_count) {
+			cp_say("no %s found could be probed yet: waiting for a process to map one",
+			       LIBCUDA);
+		} else {
+			cp_say("no %s could be probed", LIBCUDA);
+			return CP_EXIT_SETUP;
+		}
 	}
 	for (i = 0; cudarts && i < cp_lib_set__count(cudarts); i++) {
 		const char *path = cp_lib_set__path(cudarts, i);

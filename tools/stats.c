@@ -366,13 +366,14 @@ static void report_xid(struct stats_ctx *ctx, const struct cp_xid_event *xid)
 
 /* ---- the two reporting threads ------------------------------------------------------ */
 
-/* A process starting: its command name, read while it lives (its mappings the session reads). */
+/* A process starting or mapping a CUDA library: its command name, read while it lives. */
 static int on_record(void *arg, const union cp_event *event)
 {
 	struct stats_ctx *ctx = arg;
 
-	if (event->hdr.type == CP_EV_PROC && (event->proc.kind == CP_PROC_CUDA_INIT ||
-					      event->proc.kind == CP_PROC_HELD_FOR_STACKS))
+	if ((event->hdr.type == CP_EV_PROC && (event->proc.kind == CP_PROC_CUDA_INIT ||
+					       event->proc.kind == CP_PROC_HELD_FOR_STACKS)) ||
+	    event->hdr.type == CP_EV_ATTACH)
 		comm_of(ctx, event->hdr.pid);
 	cp_nccl_calls__observe(ctx->nccl, event);
 	return 0;
