@@ -170,9 +170,9 @@ static void one_rank_round(ncclComm_t comm, CUstream stream, size_t n, ncclRedOp
 	CALL(ncclAllReduce, PTR(f32a), PTR(f32b), n, ncclFloat32, ncclSum, comm, stream);
 	did("all_reduce", n * 4, 0, 1);
 	CALL(ncclAllReduce, PTR(f32b), PTR(f32b), n, ncclFloat32, ncclAvg, comm, stream);
-	did("all_reduce", n * 4, 1, 0, 0);
+	did("all_reduce", n * 4, 1, 0);
 	CALL(ncclAllReduce, PTR(f32a), PTR(f32b), n, ncclFloat32, premul, comm, stream);
-	did("all_reduce", n * 4, 1, 0, 0);
+	did("all_reduce", n * 4, 1, 0);
 	/* A count of 0: NCCL drops it. */
 	CALL(ncclAllReduce, PTR(f32a), PTR(f32b), 0, ncclFloat32, ncclSum, comm, stream);
 	did_nothing("all_reduce", 0);
@@ -188,7 +188,7 @@ static void one_rank_round(ncclComm_t comm, CUstream stream, size_t n, ncclRedOp
 	CALL(ncclReduceScatter, PTR(big), PTR(f32b), n, ncclFloat32, ncclSum, comm, stream);
 	did("reduce_scatter", n * 4, 0, 1);
 	CALL(ncclReduceScatter, PTR(big), PTR(f32b), n, ncclFloat32, ncclAvg, comm, stream);
-	did("reduce_scatter", n * 4, 1, 0, 0);
+	did("reduce_scatter", n * 4, 1, 0);
 	CALL(ncclAlltoAll, PTR(bytes_buf), PTR(big), n, ncclUint8, comm, stream);
 	did("all_to_all", n, 0, 1);
 	CALL(ncclGather, PTR(f32a), PTR(big), n, ncclInt32, 0, comm, stream);
@@ -197,26 +197,26 @@ static void one_rank_round(ncclComm_t comm, CUstream stream, size_t n, ncclRedOp
 	did("scatter", n * 4, 0, 1);
 	/* A send to itself and its receive, in flight together: one kernel at the group's end. */
 	CALL(ncclGroupStart);
-	did("group_start", 0, 0, 0, 0);
+	did("group_start", 0, 0, 0);
 	CALL(ncclSend, PTR(f32a), n, ncclFloat16, 0, comm, stream);
-	did("send", n * 2, 0, 0, 0);
+	did("send", n * 2, 0, 0);
 	CALL(ncclRecv, PTR(f32b), n, ncclFloat16, 0, comm, stream);
-	did("recv", n * 2, 0, 0, 0);
+	did("recv", n * 2, 0, 0);
 	CALL(ncclGroupEnd);
-	did("group_end", 0, 1, 0, 0);
+	did("group_end", 0, 1, 0);
 	/* Two collectives in a group (one nested in another: one group): one rank does them at the call. */
 	CALL(ncclGroupStart);
-	did("group_start", 0, 0, 0, 0);
+	did("group_start", 0, 0, 0);
 	CALL(ncclAllReduce, PTR(f32a), PTR(f32b), n / 2, ncclBfloat16, ncclSum, comm, stream);
 	did("all_reduce", n / 2 * 2, 0, 1);
 	CALL(ncclGroupStart);
-	did("group_start", 0, 0, 0, 0);
+	did("group_start", 0, 0, 0);
 	CALL(ncclAllReduce, PTR(f64), PTR(f64), n, ncclFloat64, ncclProd, comm, stream);
-	did("all_reduce", n * 8, 0, 0, 0);
+	did("all_reduce", n * 8, 0, 0);
 	CALL(ncclGroupEnd);
-	did("group_end", 0, 0, 0, 0);
+	did("group_end", 0, 0, 0);
 	CALL(ncclGroupEnd);
-	did("group_end", 0, 0, 0, 0);
+	did("group_end", 0, 0, 0);
 }
 
 /* A communicator of ranks ranks in this thread: each collective and the ring of sends in a group. */

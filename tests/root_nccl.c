@@ -218,7 +218,7 @@ static long long linked_to(struct run *r, long long pid, const char *type, long 
  */
 static void check_links(struct run *r, long long pid)
 {
-	size_t i, j, linked = 0;
+	size_t i, linked = 0;
 	json_t *ev, *owner;
 
 	json_array_foreach(r->json, i, ev) {
