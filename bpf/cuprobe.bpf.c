@@ -227,7 +227,8 @@ struct {
  * NCCL: each thread's NCCL calls in flight (an export can call another:
  * ncclBcast calls ncclBroadcast), and the group it is in. A launch made
  * while a collective (or ncclGroupEnd) is in flight on its thread is that
- * call's work: it carries the call's seq.
+ * call's work: it carries the call's seq; so does a copy (one-rank NCCL
+ * copies an out-of-place collective's buffer instead of launching).
  */
 #define NCCL_DEPTH 4
 
@@ -240,6 +241,8 @@ struct nccl_open_call {
 	__u32 group;
 	__u32 launches;  /* made inside it */
 	__u32 nested;    /* inside another NCCL call: part of that one, not recorded */
+	__u32 copies;    /* made inside it */
+	__u32 pad;
 };
 
 struct nccl_thread {
@@ -527,11 +530,11 @@ int BPF_KRETPROBE(api_return, int result)
 /* ---- entry probes: one per family ----------------------------------------- */
 
 /*
- * The NCCL call a launch is the work of: the collective in flight on this
- * thread (its seq), or the group whose ncclGroupEnd is (the group's seq);
- * 0 when none. Counted in that call's launches.
+ * The NCCL call a launch (or, copy, a copy) is the work of: the collective
+ * in flight on this thread (its seq), or the group whose ncclGroupEnd is
+ * (the group's seq); 0 when none. Counted in that call's launches (copies).
  */
-static __always_inline __u32 nccl_link(void)
+static __always_inline __u32 nccl_link(bool copy)
 {
 	struct nccl_open_call *outer;
 	struct nccl_thread *thread;
@@ -542,14 +545,13 @@ static __always_inline __u32 nccl_link(void)
 	if (!thread || !thread->depth)
 		return 0;
 	outer = &thread->calls[0];
-	if (outer->call.op == CP_NCCL_GROUP_END) {
-		outer->launches++;
-		return outer->group;
-	}
-	if (!CP_NCCL_MOVES_DATA(outer->call.op))
+	if (outer->call.op != CP_NCCL_GROUP_END && !CP_NCCL_MOVES_DATA(outer->call.op))
 		return 0;
-	outer->launches++;
-	return outer->seq;
+	if (copy)
+		outer->copies++;
+	else
+		outer->launches++;
+	return outer->call.op == CP_NCCL_GROUP_END ? outer->group : outer->seq;
 }
 
 /*
@@ -602,7 +604,7 @@ int BPF_KPROBE(launch)
 
 	if (!enter(ctx, &c))
 		return 0;
-	nccl_call = nccl_link();
+	nccl_call = nccl_link(false);
 	cuprobe_decode_launch_stack(&c.args, &l, !(bench_omit & CP_OMIT_STACK_ARGS));
 	device = bench_omit & CP_OMIT_DEVICE ? -1 : cuprobe_current_device();
 	if (launch_slot_magic && l.kind != CP_LAUNCH_KIND_HOST_FUNC)
@@ -745,9 +747,11 @@ int BPF_KPROBE(copy)
 	struct cuda_copy x;
 	struct call c;
 	__u64 py_stack;
+	__u32 nccl_call;
 
 	if (!enter(ctx, &c))
 		return 0;
+	nccl_call = nccl_link(true);
 	if (!CP_COOKIE_ASYNC(c.cookie) && !CP_COOKIE_VARIANT(c.cookie) &&
 	    (CP_COOKIE_KIND(c.cookie) == CP_COPY_HTOD || CP_COOKIE_KIND(c.cookie) == CP_COPY_DTOH)) {
 		/* Its return (call_return) says the legacy stream's work before it is done. */
@@ -783,6 +787,8 @@ int BPF_KPROBE(copy)
 	event->count = x.count;
 	event->flags = x.flags;
 	event->py_stack = py_stack;
+	event->nccl_call = nccl_call;
+	event->pad = 0;
 	submit(event, c.now, false);
 	return 0;
 }
@@ -1338,6 +1344,7 @@ int BPF_KPROBE(nccl_entry)
 	slot->sp = sp;
 	slot->entry_ns = c.now;
 	slot->launches = 0;
+	slot->copies = 0;
 	slot->nested = depth > 0;
 	thread->depth = depth + 1;
 	if (slot->nested) {
@@ -1453,6 +1460,11 @@ static __always_inline void nccl_count(__u32 tgid, const struct nccl_open_call *
 	__sync_fetch_and_add(&row->bytes, slot->call.bytes);
 	__sync_fetch_and_add(&row->enqueue_ns, now - slot->entry_ns);
 	__sync_fetch_and_add(&row->launches, slot->launches);
+	__sync_fetch_and_add(&row->copies, slot->copies);
+	/* Ungrouped work that left nothing on the GPU: one rank in place, or a count of 0. */
+	if (CP_NCCL_MOVES_DATA(slot->call.op) && !slot->group && !slot->call.result &&
+	    !slot->launches && !slot->copies)
+		__sync_fetch_and_add(&row->no_gpu_work, 1);
 	row->comm_id = slot->call.comm_id;
 	row->rank = slot->call.rank;
 	row->nranks = slot->call.nranks;
@@ -1523,6 +1535,8 @@ int BPF_KRETPROBE(nccl_return, int result)
 	event->launches = slot->launches;
 	event->flags = slot->call.flags;
 	event->py_stack = slot->py_stack;
+	event->copies = slot->copies;
+	event->pad = 0;
 	submit(event, now, false);
 	return 0;
 }

@@ -64,6 +64,7 @@
 #include <bpf/bpf_core_read.h>
 
 #include "cuprobe_events.h"
+#include "cuprobe_nccl_hash.h"
 
 #ifndef PT_REGS_PARM6
 #define PT_REGS_PARM6(x) ((x)->r9) /* x86-64; libbpf before 1.2 stops at five */
@@ -772,28 +773,24 @@ static __always_inline __u32 cuprobe_nccl_type_size(__u32 datatype)
 }
 
 /*
- * NCCL's hash of a ncclUniqueId (its hashUniqueId, which NCCL_DEBUG=INFO
- * prints as "commId 0x..."): per byte, as a signed char, h ^= h >> 32;
- * h *= 0x8db3db47fa2994ad; h += byte, from h = 0xdeadbeef. 0 when the id
- * cannot be read.
+ * NCCL's hash of the ncclUniqueId at address (cuprobe_nccl_hash.h): the
+ * "commId 0x..." NCCL_DEBUG=INFO prints at init. 0 when the id cannot be read.
  */
 static __always_inline __u64 cuprobe_nccl_id_hash(__u64 address)
 {
-	__u64 h = 0xdeadbeef, word;
-	int i, j;
+	struct cp_nccl_hash h;
+	__u64 word;
+	int i;
 
 	if (!address)
 		return 0;
+	cp_nccl_hash_begin(&h, CP_NCCL_UNIQUE_ID_BYTES);
 	for (i = 0; i < CP_NCCL_UNIQUE_ID_BYTES / 8; i++) {
 		if (bpf_probe_read_user(&word, sizeof(word), (void *)(address + 8 * i)))
 			return 0;
-		for (j = 0; j < 8; j++) {
-			h ^= h >> 32;
-			h *= 0x8db3db47fa2994adull;
-			h += (__u64)(__s64)(signed char)(word >> (8 * j));
-		}
+		cp_nccl_hash_word(&h, word);
 	}
-	return h;
+	return cp_nccl_hash_end(&h);
 }
 
 /* What cuprobe knows of a communicator of pid; NULL when nothing. */

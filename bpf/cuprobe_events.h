@@ -425,6 +425,9 @@ struct cp_copy_event {
 	__u32 count;     /* copies described: 1, or a batch's length */
 	__u32 flags;     /* CP_COPY_* flags */
 	__u64 py_stack;  /* the calling Python stack (CP_EV_PY_STACK); 0: none */
+	/* The NCCL call in flight on the copying thread (as cp_launch_event's); 0 when none. */
+	__u32 nccl_call;
+	__u32 pad;
 };
 
 struct cp_memset_event {
@@ -571,6 +574,8 @@ struct cp_nccl_event {
 	__u32 launches;   /* launches made inside the call (they carry its seq) */
 	__u32 flags;      /* CP_NCCL_* */
 	__u64 py_stack;   /* the calling Python stack (CP_EV_PY_STACK); 0: none */
+	__u32 copies;     /* copies made inside the call (they carry its seq): one-rank NCCL's */
+	__u32 pad;
 };
 
 struct cp_context_event {
@@ -885,6 +890,8 @@ struct cp_nccl_stat {
 	__u64 bytes;
 	__u64 enqueue_ns; /* entry to return, summed */
 	__u64 launches;   /* launches made inside the calls */
+	__u64 copies;     /* copies made inside the calls */
+	__u64 no_gpu_work; /* ungrouped collectives that launched and copied nothing */
 	__u64 comm_id;    /* the communicator, as its last call knew it */
 	__s32 rank, nranks, device;
 	__u32 pad;

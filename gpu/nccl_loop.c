@@ -8,9 +8,12 @@
  * collectives and a ring of sends across them. It prints what it did, per
  * NCCL operation and per exported call, so a test can compare:
  *
- *   nccl_loop: op=NAME calls=N bytes=B launches=L
+ *   nccl_loop: op=NAME calls=N bytes=B launches=L copies=C no_gpu_work=I
  *   nccl_loop: api=NAME calls=N
  *   nccl_loop: pid=P comm=0x... comm_id=0x... ranks=R ... result=ok
+ *
+ * (launches and copies: those the calls made, as one-rank NCCL does them;
+ * no_gpu_work: ungrouped collectives that made neither: in place, one rank).
  *
  * --wait-signal: one uncounted round, "ready", then the counted run once
  * SIGUSR1 comes (a tracer attaches in between). --start-delay MS: a pause
@@ -43,7 +46,7 @@ static const char *program = "nccl_loop";
 
 struct tally {
 	const char *name;
-	unsigned long long calls, bytes, launches;
+	unsigned long long calls, bytes, launches, copies, no_gpu_work;
 };
 
 /* Per NCCL operation (as cuprobe names them) and per exported call. */
@@ -88,8 +91,11 @@ static void cuda_check(CUresult rc, const char *api)
 	exit(1);
 }
 
-/* One call of an NCCL operation made (its bytes as NCCL counts them) and the kernels it launched. */
-static void did(const char *op, unsigned long long bytes, unsigned int launches)
+/*
+ * One call of an NCCL operation made (its bytes as NCCL counts them), the
+ * kernels it launched and the copies it made.
+ */
+static void did(const char *op, unsigned long long bytes, unsigned int launches, unsigned int copies)
 {
 	struct tally *t;
 
@@ -99,21 +105,45 @@ static void did(const char *op, unsigned long long bytes, unsigned int launches)
 	t->calls++;
 	t->bytes += bytes;
 	t->launches += launches;
+	t->copies += copies;
+}
+
+/* An ungrouped collective that left nothing on the GPU (one rank, in place). */
+static void did_nothing(const char *op, unsigned long long bytes)
+{
+	did(op, bytes, 0, 0);
+	if (counting)
+		tally_of(ops, &op_count, op)->no_gpu_work++;
 }
 
 #define CALL(api, ...) nccl_check(api(__VA_ARGS__), #api)
 
-/* NCCL's hash of a unique id (what NCCL_DEBUG=INFO prints as "commId 0x..."). */
+/*
+ * NCCL's hash of a unique id (what NCCL_DEBUG=INFO prints as "commId
+ * 0x..."): NCCL's getHash, eatHash over 8-byte chunks then digestHash.
+ */
 static uint64_t id_hash(const ncclUniqueId *id)
 {
-	uint64_t h = 0xdeadbeef;
-	size_t i;
+	uint64_t acc[2] = { 1, 1 }, x, h;
+	size_t at;
 
-	for (i = 0; i < sizeof(id->internal); i++) {
-		h ^= h >> 32;
-		h *= 0x8db3db47fa2994adull;
-		h += (uint64_t)(int64_t)(signed char)id->internal[i];
+	acc[0] ^= sizeof(id->internal);
+	for (at = 0; at < sizeof(id->internal); at += 8) {
+		acc[0] += acc[1];
+		acc[1] ^= acc[0];
+		acc[0] ^= acc[0] >> 31;
+		acc[0] *= 0x9de62bbc8cef3ce3ull;
+		acc[1] ^= acc[1] >> 32;
+		acc[1] *= 0x485cd6311b599e79ull;
+		memcpy(&x, id->internal + at, sizeof(x));
+		acc[0] += x;
 	}
+	h = acc[0];
+	h ^= h >> 31;
+	h *= 0xbac3bd562846de6bull;
+	h += acc[1];
+	h ^= h >> 32;
+	h *= 0x995a187a14e7b445ull;
 	return h;
 }
 
@@ -128,56 +158,65 @@ static CUdeviceptr alloc(size_t bytes)
 
 #define PTR(p) ((void *)(uintptr_t)(p))
 
-/* One round of every operation on a communicator of one rank. */
+/*
+ * One round of every operation on a communicator of one rank: done at the
+ * call as NCCL does (a kernel for a pre-multiplied sum, a copy out of
+ * place, nothing in place), grouped or not.
+ */
 static void one_rank_round(ncclComm_t comm, CUstream stream, size_t n, ncclRedOp_t premul,
 			   CUdeviceptr f32a, CUdeviceptr f32b, CUdeviceptr big, CUdeviceptr i64,
 			   CUdeviceptr f64, CUdeviceptr bytes_buf)
 {
 	CALL(ncclAllReduce, PTR(f32a), PTR(f32b), n, ncclFloat32, ncclSum, comm, stream);
-	did("all_reduce", n * 4, 1);
+	did("all_reduce", n * 4, 0, 1);
 	CALL(ncclAllReduce, PTR(f32b), PTR(f32b), n, ncclFloat32, ncclAvg, comm, stream);
-	did("all_reduce", n * 4, 1);
+	did("all_reduce", n * 4, 1, 0);
 	CALL(ncclAllReduce, PTR(f32a), PTR(f32b), n, ncclFloat32, premul, comm, stream);
-	did("all_reduce", n * 4, 1);
+	did("all_reduce", n * 4, 1, 0);
+	/* A count of 0: NCCL drops it. */
+	CALL(ncclAllReduce, PTR(f32a), PTR(f32b), 0, ncclFloat32, ncclSum, comm, stream);
+	did_nothing("all_reduce", 0);
 	CALL(ncclBroadcast, PTR(i64), PTR(i64), n, ncclInt32, 0, comm, stream);
-	did("broadcast", n * 4, 1);
+	did_nothing("broadcast", n * 4);
 	/* ncclBcast is made through ncclBroadcast: one broadcast, as the program called it. */
 	CALL(ncclBcast, PTR(f64), n, ncclFloat64, 0, comm, stream);
-	did("broadcast", n * 8, 1);
+	did_nothing("broadcast", n * 8);
 	CALL(ncclReduce, PTR(i64), PTR(big), n, ncclInt64, ncclMax, 0, comm, stream);
-	did("reduce", n * 8, 1);
+	did("reduce", n * 8, 0, 1);
 	CALL(ncclAllGather, PTR(f32a), PTR(big), n, ncclFloat32, comm, stream);
-	did("all_gather", n * 4, 1);
+	did("all_gather", n * 4, 0, 1);
 	CALL(ncclReduceScatter, PTR(big), PTR(f32b), n, ncclFloat32, ncclSum, comm, stream);
-	did("reduce_scatter", n * 4, 1);
+	did("reduce_scatter", n * 4, 0, 1);
+	CALL(ncclReduceScatter, PTR(big), PTR(f32b), n, ncclFloat32, ncclAvg, comm, stream);
+	did("reduce_scatter", n * 4, 1, 0);
 	CALL(ncclAlltoAll, PTR(bytes_buf), PTR(big), n, ncclUint8, comm, stream);
-	did("all_to_all", n, 1);
+	did("all_to_all", n, 0, 1);
 	CALL(ncclGather, PTR(f32a), PTR(big), n, ncclInt32, 0, comm, stream);
-	did("gather", n * 4, 1);
+	did("gather", n * 4, 0, 1);
 	CALL(ncclScatter, PTR(big), PTR(f32b), n, ncclInt32, 0, comm, stream);
-	did("scatter", n * 4, 1);
+	did("scatter", n * 4, 0, 1);
 	/* A send to itself and its receive, in flight together: one kernel at the group's end. */
 	CALL(ncclGroupStart);
-	did("group_start", 0, 0);
+	did("group_start", 0, 0, 0);
 	CALL(ncclSend, PTR(f32a), n, ncclFloat16, 0, comm, stream);
-	did("send", n * 2, 0);
+	did("send", n * 2, 0, 0);
 	CALL(ncclRecv, PTR(f32b), n, ncclFloat16, 0, comm, stream);
-	did("recv", n * 2, 0);
+	did("recv", n * 2, 0, 0);
 	CALL(ncclGroupEnd);
-	did("group_end", 0, 1);
-	/* Two collectives fused by a group (one nested in another: one group). */
+	did("group_end", 0, 1, 0);
+	/* Two collectives in a group (one nested in another: one group): one rank does them at the call. */
 	CALL(ncclGroupStart);
-	did("group_start", 0, 0);
+	did("group_start", 0, 0, 0);
 	CALL(ncclAllReduce, PTR(f32a), PTR(f32b), n / 2, ncclBfloat16, ncclSum, comm, stream);
-	did("all_reduce", n / 2 * 2, 0);
+	did("all_reduce", n / 2 * 2, 0, 1);
 	CALL(ncclGroupStart);
-	did("group_start", 0, 0);
+	did("group_start", 0, 0, 0);
 	CALL(ncclAllReduce, PTR(f64), PTR(f64), n, ncclFloat64, ncclProd, comm, stream);
-	did("all_reduce", n * 8, 0);
+	did("all_reduce", n * 8, 0, 0);
 	CALL(ncclGroupEnd);
-	did("group_end", 0, 0);
+	did("group_end", 0, 0, 0);
 	CALL(ncclGroupEnd);
-	did("group_end", 0, 1);
+	did("group_end", 0, 0, 0);
 }
 
 /* A communicator of ranks ranks in this thread: each collective and the ring of sends in a group. */
@@ -187,27 +226,27 @@ static void all_ranks_round(ncclComm_t *comms, int ranks, CUstream stream, size_
 	int r;
 
 	CALL(ncclGroupStart);
-	did("group_start", 0, 0);
+	did("group_start", 0, 0, 0);
 	for (r = 0; r < ranks; r++) {
 		CALL(ncclAllReduce, PTR(send[r]), PTR(recv[r]), n, ncclFloat32, ncclSum, comms[r], stream);
-		did("all_reduce", n * 4, 0);
+		did("all_reduce", n * 4, 0, 0);
 	}
 	CALL(ncclGroupEnd);
-	did("group_end", 0, ranks);
+	did("group_end", 0, ranks, 0);
 	CALL(ncclGroupStart);
-	did("group_start", 0, 0);
+	did("group_start", 0, 0, 0);
 	for (r = 0; r < ranks; r++) {
 		CALL(ncclSend, PTR(send[r]), n, ncclInt32, (r + 1) % ranks, comms[r], stream);
-		did("send", n * 4, 0);
+		did("send", n * 4, 0, 0);
 		CALL(ncclRecv, PTR(recv[r]), n, ncclInt32, (r + ranks - 1) % ranks, comms[r], stream);
-		did("recv", n * 4, 0);
+		did("recv", n * 4, 0, 0);
 	}
 	for (r = 0; r < ranks; r++) {
 		CALL(ncclAllGather, PTR(send[r]), PTR(gathered[r]), n, ncclInt32, comms[r], stream);
-		did("all_gather", n * 4, 0);
+		did("all_gather", n * 4, 0, 0);
 	}
 	CALL(ncclGroupEnd);
-	did("group_end", 0, ranks);
+	did("group_end", 0, ranks, 0);
 }
 
 /* The data moved: rank r received rank r-1's values (the ring), and gathered every rank's in order. */
@@ -261,7 +300,7 @@ int main(int argc, char **argv)
 	int count, rank, cu_device, devlist[MAX_RANKS] = { 0 }, i;
 	CUdeviceptr f32a, f32b, big, i64, f64, bytes_buf, send[MAX_RANKS], recv[MAX_RANKS];
 	CUdeviceptr gathered[MAX_RANKS];
-	unsigned long long launches = 0, it;
+	unsigned long long launches = 0, copies = 0, it;
 	char *end;
 	size_t n;
 
@@ -315,7 +354,7 @@ int main(int argc, char **argv)
 
 	CALL(ncclGetUniqueId, &id);
 	CALL(ncclCommInitRank, &comm, 1, id, 0);
-	did("comm_init", 0, 0);
+	did("comm_init", 0, 0, 0);
 	CALL(ncclRedOpCreatePreMulSum, &premul, &scale, ncclFloat32, ncclScalarHostImmediate, comm);
 
 	if (wait_signal) {
@@ -340,11 +379,11 @@ int main(int argc, char **argv)
 	}
 	/* The queries: after a late attach, they tell the tracer what the communicator is. */
 	CALL(ncclCommCount, comm, &count);
-	did("comm_count", 0, 0);
+	did("comm_count", 0, 0, 0);
 	CALL(ncclCommUserRank, comm, &rank);
-	did("comm_user_rank", 0, 0);
+	did("comm_user_rank", 0, 0, 0);
 	CALL(ncclCommCuDevice, comm, &cu_device);
-	did("comm_cu_device", 0, 0);
+	did("comm_cu_device", 0, 0, 0);
 	if (count != 1 || rank != 0 || cu_device != 0) {
 		fprintf(stderr, "%s: the communicator says %d ranks, rank %d, device %d\n", program,
 			count, rank, cu_device);
@@ -355,11 +394,11 @@ int main(int argc, char **argv)
 
 	/* A split of the one-rank communicator, used once and destroyed. */
 	CALL(ncclCommSplit, comm, 0, 0, &child, NULL);
-	did("comm_split", 0, 0);
+	did("comm_split", 0, 0, 0);
 	CALL(ncclAllReduce, PTR(f32a), PTR(f32b), n, ncclFloat32, ncclMin, child, stream);
-	did("all_reduce", n * 4, 1);
+	did("all_reduce", n * 4, 0, 1);
 	CALL(ncclCommDestroy, child);
-	did("comm_destroy", 0, 0);
+	did("comm_destroy", 0, 0, 0);
 
 	if (ranks) {
 		for (i = 0; i < ranks; i++) {
@@ -370,34 +409,36 @@ int main(int argc, char **argv)
 		}
 		/* Every rank on the one simulated device. */
 		CALL(ncclCommInitAll, comms, (int)ranks, devlist);
-		did("comm_init_all", 0, 0);
+		did("comm_init_all", 0, 0, 0);
 		for (it = 0; it < iterations; it++)
 			all_ranks_round(comms, (int)ranks, stream, n, send, recv, gathered);
 		cuda_check(cuStreamSynchronize(stream), "cuStreamSynchronize");
 		check_ring(recv, gathered, (int)ranks, n);
 		for (i = 0; i < ranks; i++) {
 			CALL(ncclCommFinalize, comms[i]);
-			did("comm_finalize", 0, 0);
+			did("comm_finalize", 0, 0, 0);
 			CALL(ncclCommDestroy, comms[i]);
-			did("comm_destroy", 0, 0);
+			did("comm_destroy", 0, 0, 0);
 		}
 	}
 	cuda_check(cuStreamSynchronize(stream), "cuStreamSynchronize");
 	CALL(ncclRedOpDestroy, premul, comm);
 	CALL(ncclCommFinalize, comm);
-	did("comm_finalize", 0, 0);
+	did("comm_finalize", 0, 0, 0);
 	CALL(ncclCommDestroy, comm);
-	did("comm_destroy", 0, 0);
+	did("comm_destroy", 0, 0, 0);
 
 	for (i = 0; i < (int)op_count; i++) {
-		printf("%s: op=%s calls=%llu bytes=%llu launches=%llu\n", program, ops[i].name,
-		       ops[i].calls, ops[i].bytes, ops[i].launches);
+		printf("%s: op=%s calls=%llu bytes=%llu launches=%llu copies=%llu no_gpu_work=%llu\n",
+		       program, ops[i].name, ops[i].calls, ops[i].bytes, ops[i].launches, ops[i].copies,
+		       ops[i].no_gpu_work);
 		launches += ops[i].launches;
+		copies += ops[i].copies;
 	}
 	for (i = 0; i < (int)api_count; i++)
 		printf("%s: api=%s calls=%llu\n", program, apis[i].name, apis[i].calls);
-	printf("%s: pid=%d comm=0x%llx comm_id=0x%016" PRIx64 " ranks=%ld iterations=%llu elements=%zu launches=%llu result=ok\n",
+	printf("%s: pid=%d comm=0x%llx comm_id=0x%016" PRIx64 " ranks=%ld iterations=%llu elements=%zu launches=%llu copies=%llu result=ok\n",
 	       program, (int)getpid(), (unsigned long long)(uintptr_t)comm, id_hash(&id), ranks,
-	       iterations, n, launches);
+	       iterations, n, launches, copies);
 	return fflush(stdout) ? 1 : 0;
 }

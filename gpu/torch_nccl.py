@@ -6,22 +6,26 @@ One process, world size 1 (rendezvous on 127.0.0.1, init_process_group
 with device_id: the communicator is made at once). Each iteration makes,
 on tensors of E elements:
 
-    all_reduce       float32, SUM   (in place: one rank's NCCL does nothing)
-    all_reduce       float32, AVG   (NCCL's PreMulSum: one rank launches oneRankReduce)
+    all_reduce       float32, SUM   (in place)
+    all_reduce       float32, AVG
     broadcast        int32, src 0   (in place)
-    all_gather_into_tensor  bfloat16, E per rank (NCCL copies to the output)
-    reduce_scatter_tensor   float32, SUM, E per rank
-    reduce_scatter_tensor   float32, AVG (a kernel, as for all_reduce)
+    all_gather_into_tensor  bfloat16, E per rank (out of place)
+    reduce_scatter_tensor   float32, SUM, E per rank (out of place)
+    reduce_scatter_tensor   float32, AVG
 
-It prints, per NCCL operation as cuprobe names it:
+It prints, per NCCL operation as cuprobe names it, what it asked torch for:
 
-    torch_nccl: op=NAME calls=N bytes=B kernels=K
+    torch_nccl: op=NAME calls=N bytes=B
 
-(bytes as NCCL counts them: count x datatype size, the count as the call
-takes it; kernels: the launches one-rank NCCL makes for them), then
-"torch_nccl: pid=P ... result=ok". With --wait-file it does one uncounted
-iteration, prints "torch_nccl: ready pid=P" and waits for PATH to exist
-before the counted ones (a tracer attaches in between).
+(bytes as NCCL would count them: count x datatype size, the count as the
+call takes it), then "torch_nccl: pid=P ... result=ok". Whether torch hands
+each to NCCL is torch's choice: NCCL's own log (NCCL_DEBUG=INFO,
+NCCL_DEBUG_SUBSYS=COLL, on stdout) says which it did; the counted
+iterations lie between the lines "torch_nccl: window begin" and
+"torch_nccl: window end", flushed so that NCCL's lines fall between them.
+With --wait-file it does one uncounted iteration, prints "torch_nccl: ready
+pid=P" and waits for PATH to exist before the counted ones (a tracer
+attaches in between).
 """
 import argparse
 import os
@@ -61,23 +65,23 @@ def main():
     scatter_out = torch.empty(e, device=device)
     counts = {}
 
-    def did(op, bytes_, kernels):
-        calls, total, k = counts.get(op, (0, 0, 0))
-        counts[op] = (calls + 1, total + bytes_, k + kernels)
+    def did(op, bytes_):
+        calls, total = counts.get(op, (0, 0))
+        counts[op] = (calls + 1, total + bytes_)
 
     def iteration():
         dist.all_reduce(f32, op=dist.ReduceOp.SUM)
-        did("all_reduce", e * 4, 0)
+        did("all_reduce", e * 4)
         dist.all_reduce(f32, op=dist.ReduceOp.AVG)
-        did("all_reduce", e * 4, 1)
+        did("all_reduce", e * 4)
         dist.broadcast(i32, src=0)
-        did("broadcast", e * 4, 0)
+        did("broadcast", e * 4)
         dist.all_gather_into_tensor(gathered, bf16)
-        did("all_gather", e * 2, 0)
+        did("all_gather", e * 2)
         dist.reduce_scatter_tensor(scatter_out, scatter_in, op=dist.ReduceOp.SUM)
-        did("reduce_scatter", e * 4, 0)
+        did("reduce_scatter", e * 4)
         dist.reduce_scatter_tensor(scatter_out, scatter_in, op=dist.ReduceOp.AVG)
-        did("reduce_scatter", e * 4, 1)
+        did("reduce_scatter", e * 4)
 
     if args.wait_file:
         iteration()
@@ -86,16 +90,18 @@ def main():
         print(f"torch_nccl: ready pid={os.getpid()}", flush=True)
         while not os.path.exists(args.wait_file):
             time.sleep(0.05)
+    print("torch_nccl: window begin", flush=True)
     start = time.monotonic_ns()
     for _ in range(args.iterations):
         iteration()
     torch.cuda.synchronize()
     end = time.monotonic_ns()
+    print("torch_nccl: window end", flush=True)
     if f32[0].item() != 1.0 or scatter_out[0].item() != 1.0 or gathered[0].item() != 1.0:
         print("torch_nccl: wrong results", file=sys.stderr)
         return 1
-    for op, (calls, total, kernels) in counts.items():
-        print(f"torch_nccl: op={op} calls={calls} bytes={total} kernels={kernels}")
+    for op, (calls, total) in counts.items():
+        print(f"torch_nccl: op={op} calls={calls} bytes={total}")
     print(f"torch_nccl: pid={os.getpid()} iterations={args.iterations} elements={e} "
           f"nccl={'.'.join(map(str, torch.cuda.nccl.version()))} window_start_ns={start} "
           f"window_end_ns={end} result=ok", flush=True)

@@ -148,6 +148,7 @@ Test(install, the_listed_files)
 	assert_regular(INSTALL_INCLUDEDIR "/cuprobe", "cuprobe.h", false);
 	assert_regular(INSTALL_INCLUDEDIR "/cuprobe", "cuprobe_events.h", false);
 	assert_regular(INSTALL_INCLUDEDIR "/cuprobe", "cuprobe_catalogue.h", false);
+	assert_regular(INSTALL_INCLUDEDIR "/cuprobe", "cuprobe_nccl_hash.h", false);
 	assert_regular(INSTALL_INCLUDEDIR "/cuprobe", "cuprobe.bpf.h", false);
 	assert_regular(INSTALL_INCLUDEDIR "/cuprobe", "vmlinux.h", false);
 	assert_regular(INSTALL_MANDIR "/man8", "cuprobe.8", false);

@@ -4,9 +4,11 @@
  * the simulated driver (nccl_loop says what it called):
  *  - trace: every operation's calls and bytes exactly, the communicators
  *    (rank, size, NCCL's commId hash), ncclBcast counted once though it is
- *    made through ncclBroadcast, every kernel linked to the collective (or
- *    the group) that launched it and each call's launch count right, the
- *    Perfetto trace's collective slices over their kernels;
+ *    made through ncclBroadcast, every kernel and copy linked to the
+ *    collective (or the group) that made it and each call's launch and copy
+ *    counts right, the calls that left nothing on the GPU (one rank, in
+ *    place) counted as such, the Perfetto trace's collective slices over
+ *    their kernels;
  *  - stats: the same per communicator and op, the API table's probe hits,
  *    and with --timeline every kernel's bound attributed;
  *  - a late attach (-p): exact from the attach on, the communicator learned
@@ -31,7 +33,7 @@
 
 struct op_count {
 	char op[32];
-	long long calls, bytes, launches;
+	long long calls, bytes, launches, copies, no_gpu_work;
 };
 
 struct run {
@@ -75,7 +77,7 @@ static void run_free(struct run *r)
 	free(r->summary);
 }
 
-/* The workload's "nccl_loop: op=NAME calls=N bytes=B launches=L" lines, and its summary. */
+/* The workload's "nccl_loop: op=NAME calls=N bytes=B launches=L copies=C no_gpu_work=I" lines, and its summary. */
 static void read_workload(struct run *r)
 {
 	const char *at = r->out_text;
@@ -84,8 +86,9 @@ static void read_workload(struct run *r)
 		struct op_count *o = &r->ops[r->op_count];
 
 		cr_assert_lt(r->op_count, MAX_OPS);
-		cr_assert_eq(sscanf(at, "nccl_loop: op=%31s calls=%lld bytes=%lld launches=%lld", o->op,
-				    &o->calls, &o->bytes, &o->launches), 4, "%.80s", at);
+		cr_assert_eq(sscanf(at, "nccl_loop: op=%31s calls=%lld bytes=%lld launches=%lld copies=%lld "
+				    "no_gpu_work=%lld", o->op, &o->calls, &o->bytes, &o->launches,
+				    &o->copies, &o->no_gpu_work), 6, "%.80s", at);
 		r->op_count++;
 		at++;
 	}
@@ -126,9 +129,17 @@ static bool nccl_of(json_t *ev, long long pid)
 	return !strcmp(jstr(ev, "type"), "nccl") && jint(ev, "pid") == pid;
 }
 
+/* A collective out of any group that launched and copied nothing: its record says so by both counts. */
+static bool no_gpu_work(json_t *ev)
+{
+	return json_object_get(ev, "bytes") && !jint(ev, "group") && !jint(ev, "launches") &&
+	       !jint(ev, "copies") && !jint(ev, "result");
+}
+
 /*
- * Per operation: the records' calls, bytes and launches are the workload's,
- * and no record of an operation it did not make.
+ * Per operation: the records' calls, bytes, launches, copies and calls that
+ * left nothing on the GPU are the workload's, and no record of an
+ * operation it did not make.
  */
 static void check_ops(struct run *r, long long pid)
 {
@@ -136,13 +147,15 @@ static void check_ops(struct run *r, long long pid)
 	json_t *ev;
 
 	for (i = 0; i < r->op_count; i++) {
-		long long calls = 0, bytes = 0, launches = 0;
+		long long calls = 0, bytes = 0, launches = 0, copies = 0, idle = 0;
 
 		json_array_foreach(r->json, j, ev) {
 			if (!nccl_of(ev, pid) || strcmp(jstr(ev, "op"), r->ops[i].op))
 				continue;
 			calls++;
 			launches += jint(ev, "launches");
+			copies += jint(ev, "copies");
+			idle += no_gpu_work(ev);
 			if (json_object_get(ev, "bytes"))
 				bytes += jint(ev, "bytes");
 			cr_assert_eq(jint(ev, "result"), 0, "%s failed", r->ops[i].op);
@@ -153,6 +166,10 @@ static void check_ops(struct run *r, long long pid)
 			     r->ops[i].bytes, bytes);
 		cr_assert_eq(launches, r->ops[i].launches, "%s: %lld launches, cuprobe linked %lld",
 			     r->ops[i].op, r->ops[i].launches, launches);
+		cr_assert_eq(copies, r->ops[i].copies, "%s: %lld copies, cuprobe linked %lld",
+			     r->ops[i].op, r->ops[i].copies, copies);
+		cr_assert_eq(idle, r->ops[i].no_gpu_work, "%s: %lld calls with no GPU work, cuprobe %lld",
+			     r->ops[i].op, r->ops[i].no_gpu_work, idle);
 	}
 	json_array_foreach(r->json, j, ev) {
 		bool known = false;
@@ -165,14 +182,43 @@ static void check_ops(struct run *r, long long pid)
 	}
 }
 
+/* The NCCL call of pid whose seq is link; fails the test when none. */
+static json_t *nccl_call_of(struct run *r, long long pid, long long link)
+{
+	json_t *owner;
+	size_t j;
+
+	json_array_foreach(r->json, j, owner)
+		if (nccl_of(owner, pid) && jint(owner, "seq") == link)
+			return owner;
+	cr_assert_fail("no NCCL call has seq %lld", link);
+	return NULL;
+}
+
+/* Records of type of pid that carry nccl_call link. */
+static long long linked_to(struct run *r, long long pid, const char *type, long long link)
+{
+	long long count = 0;
+	json_t *ev;
+	size_t j;
+
+	json_array_foreach(r->json, j, ev)
+		if (!strcmp(jstr(ev, "type"), type) && jint(ev, "pid") == pid &&
+		    json_object_get(ev, "nccl_call") && jint(ev, "nccl_call") == link)
+			count++;
+	return count;
+}
+
 /*
  * Every launch of the workload is NCCL's, linked to the call whose seq it
- * carries (a collective, or a group's ncclGroupStart), and each call's
- * launch count is the launches that name it.
+ * carries (a collective, or a group's ncclGroupStart), and so is every
+ * copy it made inside a collective (nccl_loop makes none of its own while
+ * one is in flight); each call's launch and copy counts are the records
+ * that name it.
  */
 static void check_links(struct run *r, long long pid)
 {
-	size_t i, j, linked = 0;
+	size_t i, linked = 0;
 	json_t *ev, *owner;
 
 	json_array_foreach(r->json, i, ev) {
@@ -183,13 +229,10 @@ static void check_links(struct run *r, long long pid)
 		cr_assert(json_object_get(ev, "nccl_call"), "a launch of %s linked to no NCCL call",
 			  jstr(ev, "kernel"));
 		link = jint(ev, "nccl_call");
-		cr_assert(!strncmp(jstr(ev, "kernel"), "ncclDevKernel_", 14), "%s", jstr(ev, "kernel"));
-		owner = NULL;
-		json_array_foreach(r->json, j, owner)
-			if (nccl_of(owner, pid) && jint(owner, "seq") == link)
-				break;
-		cr_assert_lt(j, json_array_size(r->json), "no NCCL call has seq %lld", link);
-		/* A collective's own kernel is named after it; a group's is Generic or SendRecv. */
+		cr_assert(!strncmp(jstr(ev, "kernel"), "ncclDevKernel_", 14) ||
+			  strstr(jstr(ev, "kernel"), "oneRankReduce"), "%s", jstr(ev, "kernel"));
+		owner = nccl_call_of(r, pid, link);
+		/* A collective's own kernel is named after it (one rank's: oneRankReduce); a group's is Generic or SendRecv. */
 		if (!strcmp(jstr(owner, "op"), "group_start"))
 			cr_assert(strstr(jstr(ev, "kernel"), "Generic") ||
 				  strstr(jstr(ev, "kernel"), "SendRecv"), "%s", jstr(ev, "kernel"));
@@ -200,21 +243,32 @@ static void check_links(struct run *r, long long pid)
 		linked++;
 	}
 	cr_assert_eq((long long)linked, line_value(r->summary, "launches"));
-	/* The other way: each call's count is what links to it. */
+	/* Copies: each inside a collective, on its stream. */
+	linked = 0;
+	json_array_foreach(r->json, i, ev) {
+		if (strcmp(jstr(ev, "type"), "copy") || jint(ev, "pid") != pid ||
+		    !json_object_get(ev, "nccl_call"))
+			continue;
+		owner = nccl_call_of(r, pid, jint(ev, "nccl_call"));
+		cr_assert(json_object_get(owner, "bytes"), "a copy inside %s", jstr(owner, "op"));
+		cr_assert_str_eq(jstr(owner, "stream"), jstr(ev, "stream"), "a collective's copy on another stream");
+		cr_assert_eq(jint(ev, "bytes"), jint(owner, "bytes"), "%s copied another size", jstr(owner, "op"));
+		linked++;
+	}
+	cr_assert_eq((long long)linked, line_value(r->summary, "copies"));
+	/* The other way: each call's counts are what links to it. */
 	json_array_foreach(r->json, i, owner) {
-		long long link, count = 0;
+		long long link;
 
-		if (!nccl_of(owner, pid) || !jint(owner, "launches"))
+		if (!nccl_of(owner, pid) || (!jint(owner, "launches") && !jint(owner, "copies")))
 			continue;
 		link = !strcmp(jstr(owner, "op"), "group_end") ? jint(owner, "group") : jint(owner, "seq");
 		cr_assert(strcmp(jstr(owner, "op"), "group_end") ||
 			  json_is_true(json_object_get(owner, "outermost")), "an inner group end launched");
-		json_array_foreach(r->json, j, ev)
-			if (!strcmp(jstr(ev, "type"), "launch") && jint(ev, "pid") == pid &&
-			    json_object_get(ev, "nccl_call") && jint(ev, "nccl_call") == link)
-				count++;
-		cr_assert_eq(count, jint(owner, "launches"), "%s seq %lld", jstr(owner, "op"),
-			     jint(owner, "seq"));
+		cr_assert_eq(linked_to(r, pid, "launch", link), jint(owner, "launches"), "%s seq %lld",
+			     jstr(owner, "op"), jint(owner, "seq"));
+		cr_assert_eq(linked_to(r, pid, "copy", link), jint(owner, "copies"), "%s seq %lld",
+			     jstr(owner, "op"), jint(owner, "seq"));
 	}
 }
 
@@ -297,12 +351,12 @@ Test(trace, every_operation_counted_linked_and_drawn_exactly, .timeout = 120)
 
 /* The stats report's "nccl" rows of one op, summed over communicators. */
 static void stats_op(json_t *stats, const char *op, long long *calls, long long *bytes,
-		     long long *launches, long long *kernels)
+		     long long *launches, long long *kernels, long long *copies, long long *idle)
 {
 	json_t *row;
 	size_t i;
 
-	*calls = *bytes = *launches = *kernels = 0;
+	*calls = *bytes = *launches = *kernels = *copies = *idle = 0;
 	json_array_foreach(json_object_get(stats, "nccl"), i, row) {
 		if (strcmp(jstr(row, "op"), op))
 			continue;
@@ -310,6 +364,8 @@ static void stats_op(json_t *stats, const char *op, long long *calls, long long 
 		*bytes += jint(row, "bytes");
 		*launches += jint(row, "launches");
 		*kernels += jint(row, "kernels");
+		*copies += jint(row, "copies");
+		*idle += jint(row, "no_gpu_work");
 	}
 }
 
@@ -317,7 +373,7 @@ Test(stats, per_communicator_and_op_with_the_kernels_bounds, .timeout = 120)
 {
 	char *argv[] = { NULL, "stats", "--json", "--timeline", "-o", NULL, "--",
 			 NCCL_LOOP, "2", "--ranks", "2", "--kernel-us", "20", NULL };
-	long long pid, calls, bytes, launches, kernels, all_launches = 0, all_kernels = 0;
+	long long pid, calls, bytes, launches, kernels, copies, idle, all_launches = 0, all_kernels = 0;
 	json_t *stats = NULL, *ev, *api;
 	size_t i;
 	struct run r;
@@ -332,8 +388,10 @@ Test(stats, per_communicator_and_op_with_the_kernels_bounds, .timeout = 120)
 			stats = ev;
 	cr_assert_not_null(stats, "no report for nccl_loop");
 	for (i = 0; i < r.op_count; i++) {
-		stats_op(stats, r.ops[i].op, &calls, &bytes, &launches, &kernels);
+		stats_op(stats, r.ops[i].op, &calls, &bytes, &launches, &kernels, &copies, &idle);
 		cr_assert_eq(calls, r.ops[i].calls, "%s calls", r.ops[i].op);
+		cr_assert_eq(copies, r.ops[i].copies, "%s copies", r.ops[i].op);
+		cr_assert_eq(idle, r.ops[i].no_gpu_work, "%s calls with no GPU work", r.ops[i].op);
 		cr_assert_eq(bytes, r.ops[i].bytes, "%s bytes", r.ops[i].op);
 		cr_assert_eq(launches, r.ops[i].launches, "%s launches", r.ops[i].op);
 		all_launches += launches;

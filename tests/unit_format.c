@@ -713,7 +713,7 @@ Test(formats, nccl_record_and_its_launch)
 			      "\"group\":10,\"comm\":\"0xc0\",\"comm_id\":\"0xfeed\",\"rank\":0,\"nranks\":2,"
 			      "\"device\":0,\"count\":1024,\"datatype\":\"int64\",\"bytes\":8192,"
 			      "\"redop\":\"max\",\"root\":1,\"stream\":\"0x5a\",\"launches\":1,"
-			      "\"entry_ns\":9000000123431789,\"duration_ns\":25000,\"result\":0}");
+			      "\"copies\":0,\"entry_ns\":9000000123431789,\"duration_ns\":25000,\"result\":0}");
 	cr_assert_str_eq(text_details(&ev, buf, sizeof(buf)),
 			 " reduce count=1024 int64 bytes=8192 op=max root=1 stream=0x5a comm=0xc0"
 			 " rank=0/2 id=0xfeed device=0 seq=12 group=10 launches=1 took=25us");

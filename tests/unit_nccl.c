@@ -3,12 +3,15 @@
  * NCCL calls joined to their kernels (userspace/nccl.c) fed records and
  * intervals by hand: a collective by its seq, a group by its group's, its
  * calls summed; a kernel's bound added to its call; the table's bound.
+ * And the communicator id: NCCL's hash of a ncclUniqueId
+ * (bpf/cuprobe_nccl_hash.h) against values worked out from NCCL's getHash.
  */
 #include <string.h>
 
 #include <criterion/criterion.h>
 
 #include "cuprobe_internal.h"
+#include "cuprobe_nccl_hash.h"
 #include "helpers.h"
 
 #define PID 4242u
@@ -137,4 +140,41 @@ Test(nccl_calls, bounded_the_oldest_go_first_and_a_process_is_forgotten)
 	cp_nccl_calls__forget_pid(calls, PID);
 	cr_assert_null(cp_nccl_calls__find(calls, PID, 8));
 	cp_nccl_calls__free(calls);
+}
+
+/* The hash of 128 id bytes, word by word as the probe reads them. */
+static uint64_t id_hash(const unsigned char id[CP_NCCL_UNIQUE_ID_BYTES])
+{
+	struct cp_nccl_hash h;
+	uint64_t word;
+	size_t i;
+
+	cp_nccl_hash_begin(&h, CP_NCCL_UNIQUE_ID_BYTES);
+	for (i = 0; i < CP_NCCL_UNIQUE_ID_BYTES; i += 8) {
+		memcpy(&word, id + i, sizeof(word));
+		cp_nccl_hash_word(&h, word);
+	}
+	return cp_nccl_hash_end(&h);
+}
+
+/*
+ * Expected values worked out from NCCL's getHash (its bitops.h) apart from
+ * cuprobe: acc = {1, 1}; acc[0] ^= 128; per 8 bytes (little-endian) mix
+ * then add; digest. Byte i of the second id is (37 i + 0x80) mod 256,
+ * half of them 0x80 or more, where a signed char would change the sum:
+ * the old hashUniqueId of the same bytes, 0x33d64fb4c8961eb7, is not it.
+ */
+Test(nccl_id, hash_is_nccls_get_hash_of_the_unique_id)
+{
+	unsigned char id[CP_NCCL_UNIQUE_ID_BYTES] = { 0 };
+	size_t i;
+
+	cr_assert_eq(id_hash(id), 0xcc976ec6c24bb53cull, "all zero: 0x%llx",
+		     (unsigned long long)id_hash(id));
+	for (i = 0; i < sizeof(id); i++)
+		id[i] = (unsigned char)(37 * i + 0x80);
+	cr_assert_eq(id[0], 0x80);
+	cr_assert_eq(id[1], 0xa5);
+	cr_assert_eq(id_hash(id), 0x6cae82980cb42130ull, "0x%llx", (unsigned long long)id_hash(id));
+	cr_assert_neq(id_hash(id), 0x33d64fb4c8961eb7ull);
 }

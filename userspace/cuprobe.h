@@ -494,6 +494,8 @@ struct cp_nccl_row {
 	uint64_t bytes;           /* count x datatype size, summed */
 	uint64_t enqueue_ns;      /* entry to return, summed */
 	uint64_t launches;        /* launches made inside the calls */
+	uint64_t copies;          /* copies made inside the calls (one-rank NCCL's) */
+	uint64_t no_gpu_work;     /* ungrouped collectives that launched and copied nothing */
 };
 
 /* One process's copies in one direction, issued with a device current. */

@@ -184,7 +184,8 @@ static int nccl_rows(const struct cp_tracer *tracer, uint32_t pid, struct cp_sta
 			.nranks = images[i].stat.nranks, .device = images[i].stat.device,
 			.calls = images[i].stat.calls, .errors = images[i].stat.errors,
 			.bytes = images[i].stat.bytes, .enqueue_ns = images[i].stat.enqueue_ns,
-			.launches = images[i].stat.launches,
+			.launches = images[i].stat.launches, .copies = images[i].stat.copies,
+			.no_gpu_work = images[i].stat.no_gpu_work,
 		};
 	out->nccl_count = count;
 	free(images);

@@ -233,6 +233,7 @@ static CUresult run_nccl_kernel(const struct sim_launch_dims *dims, void **param
 static const struct sim_kernel_impl kernel_impls[] = {
 	{ "vec_add", run_vec_add, false },
 	{ "ncclDevKernel_", run_nccl_kernel, true },
+	{ "oneRankReduce", run_nccl_kernel, true }, /* one-rank NCCL's pre-multiplied sum */
 };
 
 static bool range_is_allocated(uintptr_t address, size_t bytes,

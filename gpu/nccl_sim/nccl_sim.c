@@ -17,7 +17,12 @@
  * through the driver (cuLaunchKernelEx): one per ungrouped collective
  * (ncclDevKernel_<Function>), one per communicator at ncclGroupEnd
  * (ncclDevKernel_Generic, or ncclDevKernel_SendRecv for point to point
- * alone). The simulated driver gives each its time on the stream.
+ * alone). The simulated driver gives each its time on the stream. A
+ * collective of a one-rank communicator is done at the call, grouped or
+ * not, as NCCL's ncclLaunchOneRank does it: a pre-multiplied sum (avg on a
+ * floating type, or a ncclRedOpCreatePreMulSum op) launches oneRankReduce,
+ * any other copies the buffer when out of place (cuMemcpyAsync on the
+ * stream) and does nothing in place, and a count of 0 does nothing.
  *
  * What it does like NCCL: ncclBcast calls ncclBroadcast; pnccl* are ELF
  * aliases of the nccl* functions; groups nest and belong to their thread;
@@ -76,6 +81,7 @@ enum sim_kernel {
 	SIM_KERNEL_SCATTER,
 	SIM_KERNEL_SEND_RECV,
 	SIM_KERNEL_GENERIC,
+	SIM_KERNEL_ONE_RANK_REDUCE,
 	SIM_KERNEL_COUNT,
 };
 
@@ -83,7 +89,7 @@ static const char *const kernel_names[SIM_KERNEL_COUNT] = {
 	"ncclDevKernel_AllReduce", "ncclDevKernel_Broadcast", "ncclDevKernel_Reduce",
 	"ncclDevKernel_AllGather", "ncclDevKernel_ReduceScatter", "ncclDevKernel_AlltoAll",
 	"ncclDevKernel_Gather", "ncclDevKernel_Scatter", "ncclDevKernel_SendRecv",
-	"ncclDevKernel_Generic",
+	"ncclDevKernel_Generic", "oneRankReduce",
 };
 
 #define SIM_KERNEL_THREADS 512
@@ -96,6 +102,11 @@ static CUfunction kernels[SIM_KERNEL_COUNT];
 /* "_Z<len>NAME24ncclDevKernelArgsStorageILm4096EE": NAME(ncclDevKernelArgsStorage<4096ul>). */
 static void mangled(enum sim_kernel kernel, char *out, size_t size)
 {
+	/* NCCL's one-rank kernel: oneRankReduce<FuncPreMulSum<float>>(void*, void*, unsigned long, unsigned long, bool). */
+	if (kernel == SIM_KERNEL_ONE_RANK_REDUCE) {
+		snprintf(out, size, "_Z13oneRankReduceI13FuncPreMulSumIfEEvPvS2_mmb");
+		return;
+	}
 	snprintf(out, size, "_Z%zu%s24ncclDevKernelArgsStorageILm4096EE",
 		 strlen(kernel_names[kernel]), kernel_names[kernel]);
 }
@@ -480,9 +491,39 @@ static enum sim_kernel kernel_of(enum sim_func func)
 	return of[func];
 }
 
+/* A pre-multiplied sum: what NCCL makes of avg on floating types and of ncclRedOpCreatePreMulSum ops. */
+static bool premul_sum(const struct sim_op *call)
+{
+	bool reduces = call->func == SIM_ALL_REDUCE || call->func == SIM_REDUCE ||
+		       call->func == SIM_REDUCE_SCATTER;
+	bool floating = call->type == ncclFloat16 || call->type == ncclFloat32 ||
+			call->type == ncclFloat64 || call->type == ncclBfloat16 ||
+			call->type == ncclFloat8e4m3 || call->type == ncclFloat8e5m2;
+
+	return reduces && (call->op >= ncclNumOps || (call->op == ncclAvg && floating));
+}
+
+/* A collective of a one-rank communicator, at the call (see the top of this file). */
+static ncclResult_t one_rank(const struct sim_op *call)
+{
+	size_t bytes = call->count * type_size(call->type);
+
+	if (!call->count)
+		return ncclSuccess;
+	if (premul_sum(call)) {
+		reduce_into(call->recv, call->send, call->count, call->type, call->op, call->comm, true);
+		return launch(SIM_KERNEL_ONE_RANK_REDUCE, call->stream);
+	}
+	if (call->send == call->recv)
+		return ncclSuccess;
+	return cuMemcpyAsync((CUdeviceptr)(uintptr_t)call->recv, (CUdeviceptr)(uintptr_t)call->send,
+			     bytes, call->stream) == CUDA_SUCCESS ? ncclSuccess : ncclUnhandledCudaError;
+}
+
 /*
  * Every collective and send/recv: its arguments checked (as NCCL's argcheck
- * does), then held by the thread's group or due now, with its kernel.
+ * does), then done now by one rank, held by the thread's group, or due now
+ * with its kernel.
  */
 static ncclResult_t enqueue(const struct sim_op *call)
 {
@@ -509,6 +550,8 @@ static ncclResult_t enqueue(const struct sim_op *call)
 	    (call->func == SIM_ALL_REDUCE || call->func == SIM_REDUCE ||
 	     call->func == SIM_REDUCE_SCATTER))
 		return ncclInvalidArgument;
+	if (call->comm->nranks == 1 && call->func != SIM_SEND && call->func != SIM_RECV)
+		return one_rank(call);
 	op = malloc(sizeof(*op));
 	if (!op)
 		return ncclSystemError;

@@ -150,6 +150,8 @@ static bool json_copy(struct cp_sink *out, const union cp_event *event,
 		put(out, ",\"bytes_unknown\":true");
 	if (e->flags & CP_COPY_TRUNCATED)
 		put(out, ",\"bytes_of_first\":%u", CP_COPY_BATCH_READ_MAX);
+	if (e->nccl_call)
+		put_json_u64(out, "nccl_call", e->nccl_call);
 	return false;
 }
 
@@ -343,6 +345,7 @@ static bool json_nccl(struct cp_sink *out, const union cp_event *event,
 	if (e->parent)
 		put_json_hex(out, "parent", e->parent);
 	put_json_u64(out, "launches", e->launches);
+	put_json_u64(out, "copies", e->copies);
 	put_json_u64(out, "entry_ns", e->entry_ns);
 	put_json_u64(out, "duration_ns", e->hdr.time_ns - e->entry_ns);
 	put_json_i64(out, "result", e->result);
@@ -564,12 +567,14 @@ static void json_report(struct cp_sink *out, const struct cp_report *r, struct c
 
 			put(out, "%s{\"comm\":\"0x%llx\",\"comm_id\":\"0x%llx\",\"rank\":%d,\"nranks\":%d,"
 			    "\"device\":%d,\"op\":\"%s\",\"calls\":%llu,\"errors\":%llu,\"bytes\":%llu,"
-			    "\"enqueue_ns\":%llu,\"launches\":%llu", i ? "," : "",
+			    "\"enqueue_ns\":%llu,\"launches\":%llu,\"copies\":%llu,\"no_gpu_work\":%llu",
+			    i ? "," : "",
 			    (unsigned long long)row->comm, (unsigned long long)row->comm_id, row->rank,
 			    row->nranks, row->device, cp_nccl_op__name(row->op),
 			    (unsigned long long)row->calls, (unsigned long long)row->errors,
 			    (unsigned long long)row->bytes, (unsigned long long)row->enqueue_ns,
-			    (unsigned long long)row->launches);
+			    (unsigned long long)row->launches, (unsigned long long)row->copies,
+			    (unsigned long long)row->no_gpu_work);
 			if (r->nccl_gpu)
 				put(out, ",\"kernels\":%llu,\"gpu_max_ns\":%llu,\"gpu_start_ns\":%llu,"
 				    "\"gpu_end_ns\":%llu", (unsigned long long)n->kernels,

@@ -109,6 +109,8 @@ static void text_copy(struct cp_sink *out, const union cp_event *event,
 	}
 	if (e->count != 1)
 		put(out, " count=%u", e->count);
+	if (e->nccl_call)
+		put_field_u64(out, "nccl", e->nccl_call);
 }
 
 static void text_sync(struct cp_sink *out, const union cp_event *event,
@@ -299,6 +301,8 @@ static void text_nccl(struct cp_sink *out, const union cp_event *event,
 		put_field_u64(out, "group", e->group);
 	if (e->launches)
 		put_field_u64(out, "launches", e->launches);
+	if (e->copies)
+		put_field_u64(out, "copies", e->copies);
 	put(out, " took=%lluus", (unsigned long long)((e->hdr.time_ns - e->entry_ns) / 1000));
 	if (e->result)
 		put_field_i64(out, "failed", e->result);
@@ -468,8 +472,8 @@ static void put_nccl_text(struct cp_sink *out, const struct cp_report *r)
 	uint64_t last_comm = ~0ull;
 	size_t i;
 
-	put(out, "  nccl calls:\n    %-44s %-15s %10s %11s %10s %9s", "communicator", "op", "calls",
-	    "bytes", "enqueue", "launches");
+	put(out, "  nccl calls:\n    %-44s %-15s %10s %11s %10s %9s %9s %9s", "communicator", "op",
+	    "calls", "bytes", "enqueue", "launches", "copies", "no-work");
 	if (r->nccl_gpu)
 		put(out, " %9s %10s", "kernels", "gpu<=");
 	put(out, "\n");
@@ -493,9 +497,11 @@ static void put_nccl_text(struct cp_sink *out, const struct cp_report *r)
 		}
 		cp_format__bytes(row->bytes, false, bytes, sizeof(bytes));
 		human_ns(row->calls ? row->enqueue_ns / row->calls : 0, enqueue, sizeof(enqueue));
-		put(out, "    %-44s %-15s %10llu %11s %10s %9llu", comm, cp_nccl_op__name(row->op),
-		    (unsigned long long)row->calls, CP_NCCL_MOVES_DATA(row->op) ? bytes : "-",
-		    enqueue, (unsigned long long)row->launches);
+		put(out, "    %-44s %-15s %10llu %11s %10s %9llu %9llu %9llu", comm,
+		    cp_nccl_op__name(row->op), (unsigned long long)row->calls,
+		    CP_NCCL_MOVES_DATA(row->op) ? bytes : "-", enqueue,
+		    (unsigned long long)row->launches, (unsigned long long)row->copies,
+		    (unsigned long long)row->no_gpu_work);
 		if (r->nccl_gpu) {
 			human_ns(n->gpu_max_ns, gpu, sizeof(gpu));
 			put(out, " %9llu %10s", (unsigned long long)n->kernels, n->kernels ? gpu : "-");
