@@ -184,6 +184,67 @@ static void emit_local_atomic(struct jit *j, size_t i, const char *addr, const c
 }
 
 /* The GPU's atomic: unordered without a result, fully ordered with one (as the kernel's). */
+/* %ga3: the lowest bit of mask (a b32 register), %ga4: its lane. */
+static void emit_lowest_lane(struct jit *j, const char *mask)
+{
+	cp_jit_emit(j, "neg.s32 %%ga3, %s;", mask);
+	cp_jit_emit(j, "and.b32 %%ga3, %%ga3, %s;", mask);
+	cp_jit_emit(j, "clz.b32 %%ga4, %%ga3;");
+	cp_jit_emit(j, "sub.u32 %%ga4, 31, %%ga4;");
+}
+
+/*
+ * An add without a result on GPU-visible memory, aggregated per warp: the
+ * lanes that add to the same address (match.any) sum their operands, and
+ * the lowest of them alone does the reduction. The maps are host memory the
+ * GPU reaches over the bus, where each atomic costs some 30 times what it
+ * costs in device memory; a warp whose lanes all count into one slot does
+ * one. Lanes adding to different addresses are grouped by address, each
+ * group summing over its own lanes (shfl.sync with the group as its member
+ * mask), so the result is the same as one reduction per lane.
+ */
+static void emit_warp_add(struct jit *j, size_t i, const char *value, int bits)
+{
+	cp_jit_emit(j, "{");
+	/* active, peers, left, lowest, source lane, lane, shuffled low/high, operand low/high */
+	cp_jit_emit(j, ".reg .b32 %%ga<10>;");
+	cp_jit_emit(j, ".reg .b64 %%gd<2>;");
+	cp_jit_emit(j, ".reg .pred %%gp<2>;");
+	cp_jit_emit(j, "activemask.b32 %%ga0;");
+	cp_jit_emit(j, "match.any.sync.b64 %%ga1, %%t6, %%ga0;");
+	cp_jit_emit(j, "mov.b32 %%ga2, %%ga1;");
+	cp_jit_emit(j, "mov.u64 %%gd0, 0;");
+	if (bits == 64)
+		cp_jit_emit(j, "mov.b64 {%%ga8, %%ga9}, %s;", value);
+	else
+		cp_jit_emit(j, "mov.b32 %%ga8, %s;", value);
+	/* Each peer's operand, lowest lane first, summed by every peer. */
+	fprintf(j->out, "$L%zu_sum:\n", i);
+	emit_lowest_lane(j, "%ga2");
+	cp_jit_emit(j, "shfl.sync.idx.b32 %%ga6, %%ga8, %%ga4, 31, %%ga1;");
+	if (bits == 64) {
+		cp_jit_emit(j, "shfl.sync.idx.b32 %%ga7, %%ga9, %%ga4, 31, %%ga1;");
+		cp_jit_emit(j, "mov.b64 %%gd1, {%%ga6, %%ga7};");
+	} else {
+		cp_jit_emit(j, "cvt.u64.u32 %%gd1, %%ga6;");
+	}
+	cp_jit_emit(j, "add.u64 %%gd0, %%gd0, %%gd1;");
+	cp_jit_emit(j, "xor.b32 %%ga2, %%ga2, %%ga3;");
+	cp_jit_emit(j, "setp.ne.u32 %%gp0, %%ga2, 0;");
+	cp_jit_emit(j, "@%%gp0 bra $L%zu_sum;", i);
+	/* The lowest peer adds the sum (modulo 2^bits, as the lanes' adds would). */
+	emit_lowest_lane(j, "%ga1");
+	cp_jit_emit(j, "mov.u32 %%ga5, %%laneid;");
+	cp_jit_emit(j, "setp.eq.u32 %%gp1, %%ga5, %%ga4;");
+	if (bits == 64) {
+		cp_jit_emit(j, "@%%gp1 red.add.u64 [%%t6], %%gd0;");
+	} else {
+		cp_jit_emit(j, "cvt.u32.u64 %%ga6, %%gd0;");
+		cp_jit_emit(j, "@%%gp1 red.add.u32 [%%t6], %%ga6;");
+	}
+	cp_jit_emit(j, "}");
+}
+
 static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const char *value,
 			       int bits)
 {
@@ -197,6 +258,11 @@ static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const 
 	case BPF_XOR: op = bits == 32 ? "xor.b32" : "xor.b64"; break;
 	case BPF_XCHG & ~BPF_FETCH: op = bits == 32 ? "exch.b32" : "exch.b64"; break;
 	default: op = bits == 32 ? "cas.b32" : "cas.b64"; break;
+	}
+	if (in->imm == BPF_ADD) {
+		/* The address in %t6: the emitter's callers put it there. */
+		emit_warp_add(j, i, value, bits);
+		return;
 	}
 	if (!(in->imm & BPF_FETCH)) {
 		cp_jit_emit(j, "red.%s %s, %s;", op, addr, value);
@@ -246,12 +312,16 @@ int cp_jit_emit_atomic(struct jit *j, size_t i)
 		cp_jit_emit(j, "cvt.u32.u64 %%w5, %%r%d;", s);
 		snprintf(value, sizeof(value), "%%w5");
 	}
-	if (global || local) {
-		(global ? emit_global_atomic : emit_local_atomic)(j, i, addr, value, bits);
+	if (local) {
+		emit_local_atomic(j, i, addr, value, bits);
+		return 0;
+	}
+	cp_jit_emit(j, "add.u64 %%t6, %%r%d, %d;", d, in->off);
+	if (global) {
+		emit_global_atomic(j, i, "[%t6]", value, bits);
 		return 0;
 	}
 	/* Where the analysis cannot tell (a pointer from memory, a caller's stack): asked. */
-	cp_jit_emit(j, "add.u64 %%t6, %%r%d, %d;", d, in->off);
 	cp_jit_emit(j, "isspacep.local %%p2, %%t6;");
 	cp_jit_emit(j, "@%%p2 bra $L%zu_local;", i);
 	emit_global_atomic(j, i, "[%t6]", value, bits);
