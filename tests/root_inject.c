@@ -603,7 +603,7 @@ Test(inject, a_module_the_rewriter_refuses_is_loaded_as_it_was)
 	old = path_join(r.dir, "old.ptx");
 	cr_assert(write_text(old, ".version 5.0\n.target sm_60\n.address_size 64\n"
 				  ".visible .entry vec_add(.param .u64 a)\n{\n\tret;\n}\n"));
-	expect_module_refused("vec_add", old, "not instrumentable: PTX ISA 5.0 is older than 6.0", "old PTX");
+	expect_module_refused("vec_add", old, "not instrumentable: PTX ISA 5.0 is older than 6.2", "old PTX");
 	free(old);
 	free_run(&r);
 }

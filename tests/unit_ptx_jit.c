@@ -479,8 +479,9 @@ Test(semantics, helpers)
 	assert_has(ptx, "setp.lt.u64 %p0, %t3, 12;");
 	assert_has(ptx, "mov.u64 %r0, %globaltimer;");
 	assert_has(ptx, "mov.u32 %w0, %smid;\n\tcvt.u64.u32 %r0, %w0;");
-	/* a counter in a map value: a reduction, no fence */
-	assert_has(ptx, "red.add.u64 [%r0+0], %r1;");
+	/* a counter in a map value: one reduction a warp (per address), no fence */
+	assert_has(ptx, "add.u64 %t6, %r0, 0;\n\t{\n");
+	assert_has(ptx, "@%gp1 red.add.u64 [%t6], %gd0;");
 	cr_assert(used[0] && used[1] && !used[2] && !used[3] && !used[4]);
 	free(ptx);
 }
@@ -489,14 +490,20 @@ Test(semantics, atomics_fetch_fenced_and_on_the_stack_plain)
 {
 	char *ptx = translate(atomic_program, sizeof(atomic_program) / sizeof(atomic_program[0]));
 
-	/* map value: red without a result, atom with one between fences, 32 bits zero-extended */
-	assert_has(ptx, "cvt.u32.u64 %w5, %r1;\n\tred.add.u32 [%r6+0], %w5;");
-	assert_has(ptx, "membar.gl;\n\tatom.add.u32 %w7, [%r6+0], %w5;\n\tcvt.u64.u32 %r1, %w7;\n\tmembar.gl;");
-	assert_has(ptx, "membar.gl;\n\tatom.or.b64 %r1, [%r6+0], %r1;\n\tmembar.gl;");
-	assert_has(ptx, "red.xor.b64 [%r6+0], %r1;");
-	assert_has(ptx, "atom.exch.b64 %r1, [%r6+0], %r1;");
-	assert_has(ptx, "atom.cas.b64 %r0, [%r6+0], %r0, %r1;");
-	assert_has(ptx, "cvt.u32.u64 %w6, %r0;\n\tatom.cas.b32 %w7, [%r6+0], %w6, %w5;\n\tcvt.u64.u32 %r0, %w7;");
+	/* map value: the address in %t6; an add without a result aggregated per warp, the others
+	 * red without a result, atom with one between fences, 32 bits zero-extended */
+	assert_has(ptx, "cvt.u32.u64 %w5, %r1;\n\tadd.u64 %t6, %r6, 0;\n\t{\n");
+	assert_has(ptx, "activemask.b32 %ga0;\n\tmatch.any.sync.b64 %ga1, %t6, %ga0;");
+	assert_has(ptx, "shfl.sync.idx.b32 %ga6, %ga8, %ga4, 31, %ga1;");
+	assert_has(ptx, "cvt.u32.u64 %ga6, %gd0;\n\t@%gp1 red.add.u32 [%t6], %ga6;\n\t}");
+	assert_has(ptx, "@%gp1 red.add.u64 [%t6], %gd0;\n\t}");
+	assert_has(ptx, "membar.gl;\n\tatom.add.u32 %w7, [%t6], %w5;\n\tcvt.u64.u32 %r1, %w7;\n\tmembar.gl;");
+	assert_has(ptx, "membar.gl;\n\tatom.or.b64 %r1, [%t6], %r1;\n\tmembar.gl;");
+	assert_has(ptx, "red.xor.b64 [%t6], %r1;");
+	assert_has(ptx, "atom.exch.b64 %r1, [%t6], %r1;");
+	assert_has(ptx, "atom.cas.b64 %r0, [%t6], %r0, %r1;");
+	assert_has(ptx, "cvt.u32.u64 %w6, %r0;\n\tatom.cas.b32 %w7, [%t6], %w6, %w5;\n\tcvt.u64.u32 %r0, %w7;");
+	assert_lacks(ptx, "red.add.u64 [%r6");
 	/* the stack: the thread's own, so a load, the operation and a store */
 	assert_has(ptx, "ld.u64 %t4, [%r6+0];\n\tadd.u64 %t3, %t4, %r1;\n\tst.u64 [%r6+0], %t3;\n"
 			"\tmov.b64 %r1, %t4;");
@@ -515,7 +522,8 @@ Test(semantics, an_atomic_on_memory_of_unknown_space_asks_the_hardware)
 				   ATOMIC(BPF_DW, 2, 3, 8, BPF_ADD), MOV64_IMM(0, 0), EXIT()));
 
 	assert_has(ptx, "add.u64 %t6, %r2, 8;\n\tisspacep.local %p2, %t6;\n\t@%p2 bra $L4_local;\n"
-			"\tred.add.u64 [%t6], %r3;\n\tbra.uni $L4_atomic;\n$L4_local:\n"
+			"\t{\n");
+	assert_has(ptx, "@%gp1 red.add.u64 [%t6], %gd0;\n\t}\n\tbra.uni $L4_atomic;\n$L4_local:\n"
 			"\tld.u64 %t4, [%t6];\n\tadd.u64 %t3, %t4, %r3;\n\tst.u64 [%t6], %t3;\n$L4_atomic:");
 	judge(ptx, "an atomic on unknown memory");
 	free(ptx);

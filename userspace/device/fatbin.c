@@ -12,7 +12,6 @@
  */
 #include <elf.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +21,7 @@
 #include <zstd.h>
 
 #include "fatbin.h"
+#include "inject_protocol.h"
 
 #define FATBIN_HEADER_SIZE 16u
 #define FATBIN_ENTRY_MIN_SIZE 64u
@@ -37,21 +37,6 @@ struct fatbin_wrapper {
 	const void *data;
 	const void *filename_or_fatbins;
 };
-
-static int fail(char *error, size_t error_size, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *error, size_t error_size, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (error && error_size) {
-		va_start(ap, fmt);
-		vsnprintf(error, error_size, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
 
 static uint16_t u16_at(const unsigned char *p)
 {
@@ -102,13 +87,13 @@ static int parse_fatbin(const unsigned char *data, size_t bound, struct cp_image
 	size_t count = 0, capacity = 0;
 
 	if (bound < FATBIN_HEADER_SIZE)
-		return fail(error, error_size, -EINVAL, "fatbin: shorter than its header");
+		return cp_device__fail(error, error_size, -EINVAL, "fatbin: shorter than its header");
 	if (u16_at(data + 4) != 1)
-		return fail(error, error_size, -EINVAL, "fatbin: version %u, not 1", u16_at(data + 4));
+		return cp_device__fail(error, error_size, -EINVAL, "fatbin: version %u, not 1", u16_at(data + 4));
 	header_size = u16_at(data + 6);
 	entries_size = u64_at(data + 8);
 	if (header_size < FATBIN_HEADER_SIZE || !fits(header_size, entries_size, bound))
-		return fail(error, error_size, -EINVAL,
+		return cp_device__fail(error, error_size, -EINVAL,
 			    "fatbin: header says %llu + %llu bytes, more than the image holds",
 			    (unsigned long long)header_size, (unsigned long long)entries_size);
 	end = header_size + entries_size;
@@ -121,13 +106,13 @@ static int parse_fatbin(const unsigned char *data, size_t bound, struct cp_image
 		uint64_t entry_header, stored, compressed;
 
 		if (!fits(at, FATBIN_ENTRY_MIN_SIZE, end))
-			return fail(error, error_size, -EINVAL, "fatbin: entry %zu cut short", count);
+			return cp_device__fail(error, error_size, -EINVAL, "fatbin: entry %zu cut short", count);
 		entry_header = u32_at(e + 4);
 		stored = u64_at(e + 8);
 		compressed = u32_at(e + 16);
 		if (entry_header < FATBIN_ENTRY_MIN_SIZE || entry_header > FATBIN_ENTRY_MAX_HEADER ||
 		    !fits(at + entry_header, stored, end))
-			return fail(error, error_size, -EINVAL,
+			return cp_device__fail(error, error_size, -EINVAL,
 				    "fatbin: entry %zu: header %llu and payload %llu bytes overrun the fatbin",
 				    count, (unsigned long long)entry_header, (unsigned long long)stored);
 		if (count == capacity) {
@@ -136,7 +121,7 @@ static int parse_fatbin(const unsigned char *data, size_t bound, struct cp_image
 			capacity = capacity ? capacity * 2 : 8;
 			grown = realloc(out->entries, capacity * sizeof(*grown));
 			if (!grown)
-				return fail(error, error_size, -ENOMEM, "out of memory");
+				return cp_device__fail(error, error_size, -ENOMEM, "out of memory");
 			out->entries = grown;
 		}
 		entry = &out->entries[count++];
@@ -148,7 +133,7 @@ static int parse_fatbin(const unsigned char *data, size_t bound, struct cp_image
 		entry->payload_size = stored;
 		if (entry->flags & (CP_FATBIN_FLAG_LZ4 | CP_FATBIN_FLAG_ZSTD)) {
 			if (!compressed || compressed > stored)
-				return fail(error, error_size, -EINVAL,
+				return cp_device__fail(error, error_size, -EINVAL,
 					    "fatbin: entry %zu: compressed size %llu outside its %llu bytes",
 					    count - 1, (unsigned long long)compressed,
 					    (unsigned long long)stored);
@@ -227,21 +212,21 @@ int cp_image__parse(const void *image, size_t bound, struct cp_image *out, char 
 	if (error && error_size)
 		error[0] = '\0';
 	if (!image || bound < 4)
-		return fail(error, error_size, -ENOEXEC, "empty image");
+		return cp_device__fail(error, error_size, -ENOEXEC, "empty image");
 	if (u32_at(data) == CP_FATBIN_WRAPPER_MAGIC) {
 		struct fatbin_wrapper wrapper;
 
 		/* Its pointer means something only in the process that handed it to the driver. */
 		if (bound != SIZE_MAX)
-			return fail(error, error_size, -EINVAL,
+			return cp_device__fail(error, error_size, -EINVAL,
 				    "fatbin wrapper: holds a pointer, so only a driver call's image can be one");
 		memcpy(&wrapper, data, sizeof(wrapper));
 		if (wrapper.version != 1 && wrapper.version != 2)
-			return fail(error, error_size, -EINVAL, "fatbin wrapper: version %u, not 1 or 2",
+			return cp_device__fail(error, error_size, -EINVAL, "fatbin wrapper: version %u, not 1 or 2",
 				    wrapper.version);
 		/* What it points at lies outside the bound given: only its own header bounds it. */
 		if (!wrapper.data || u32_at(wrapper.data) != CP_FATBIN_MAGIC)
-			return fail(error, error_size, -EINVAL, "fatbin wrapper: does not point at a fatbin");
+			return cp_device__fail(error, error_size, -EINVAL, "fatbin wrapper: does not point at a fatbin");
 		err = parse_fatbin(wrapper.data, SIZE_MAX, out, error, error_size);
 		if (!err)
 			out->kind = CP_IMAGE_FATBIN_WRAPPER;
@@ -252,7 +237,7 @@ int cp_image__parse(const void *image, size_t bound, struct cp_image *out, char 
 
 		err = elf_extent(data, bound, &size);
 		if (err)
-			return fail(error, error_size, err, "ELF image: %s",
+			return cp_device__fail(error, error_size, err, "ELF image: %s",
 				    err == -ENOTSUP ? "not 64-bit little-endian" : "headers beyond the image");
 		out->kind = CP_IMAGE_ELF;
 		out->data = data;
@@ -264,7 +249,7 @@ int cp_image__parse(const void *image, size_t bound, struct cp_image *out, char 
 		const unsigned char *nul = memchr(data, '\0', bound == SIZE_MAX ? strlen(image) + 1 : bound);
 
 		if (!nul)
-			return fail(error, error_size, -ENOEXEC, "not a module image (no NUL-terminated text)");
+			return cp_device__fail(error, error_size, -ENOEXEC, "not a module image (no NUL-terminated text)");
 		out->kind = CP_IMAGE_PTX;
 		out->data = data;
 		out->size = (size_t)(nul - data) + 1;

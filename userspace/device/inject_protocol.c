@@ -340,3 +340,15 @@ int cp_inject_report__decode(const void *in, size_t len, struct cp_inject_report
 		return -EINVAL;
 	return 0;
 }
+
+int cp_device__fail(char *error, size_t error_size, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (error && error_size) {
+		va_start(ap, fmt);
+		vsnprintf(error, error_size, fmt, ap);
+		va_end(ap);
+	}
+	return err;
+}

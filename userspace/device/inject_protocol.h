@@ -124,6 +124,10 @@ size_t cp_inject_report__encode(const struct cp_inject_report *report, void *buf
 int cp_inject_report__decode(const void *buf, size_t len, struct cp_inject_report *report,
 			     char *strings, size_t strings_size);
 
+/* One line into error (when there is room for it): returns err, for `return cp_device__fail(...)`. */
+int cp_device__fail(char *error, size_t error_size, int err, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,7 +5,6 @@
  * the translator numbers them.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,21 +13,6 @@
 
 #include "cuprobe_internal.h"
 #include "device.h"
-
-static int fail(char *error, size_t error_size, int err, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-static int fail(char *error, size_t error_size, int err, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (error && error_size) {
-		va_start(ap, fmt);
-		vsnprintf(error, error_size, fmt, ap);
-		va_end(ap);
-	}
-	return err;
-}
 
 /* The programs' PTX, one after the other: every .func of the plan. */
 static int add_functions(char **functions, size_t *len, const char *ptx)
@@ -84,7 +68,7 @@ int cp_device_plan__build(const struct cp_program *program, const struct cp_devi
 		return -EINVAL;
 	memset(plan, 0, sizeof(*plan));
 	if (count > CP_INJECT_MAX_PROGRAMS)
-		return fail(error, error_size, -E2BIG, "%zu device programs: at most %u", count,
+		return cp_device__fail(error, error_size, -E2BIG, "%zu device programs: at most %u", count,
 			    CP_INJECT_MAX_PROGRAMS);
 	plan->magic = opts->magic;
 	plan->report_fd = opts->report_fd;
@@ -94,7 +78,7 @@ int cp_device_plan__build(const struct cp_program *program, const struct cp_devi
 	plan->maps = calloc(CP_INJECT_MAX_MAPS, sizeof(*plan->maps));
 	plan->functions = strdup("");
 	if (!plan->programs || !plan->maps || !plan->functions) {
-		err = fail(error, error_size, -ENOMEM, "out of memory");
+		err = cp_device__fail(error, error_size, -ENOMEM, "out of memory");
 		goto out;
 	}
 	for (i = 0; !err && i < count; i++) {
@@ -106,7 +90,7 @@ int cp_device_plan__build(const struct cp_program *program, const struct cp_devi
 		if (!err)
 			err = add_functions(&plan->functions, &functions_len, info.ptx);
 		if (err)
-			err = fail(error, error_size, err, "%s", err == -ENOMEM ? "out of memory" :
+			err = cp_device__fail(error, error_size, err, "%s", err == -ENOMEM ? "out of memory" :
 				   "a device program cannot be read back");
 	}
 	/* The maps some program uses: the translator refused any other kind already. */
@@ -114,18 +98,18 @@ int cp_device_plan__build(const struct cp_program *program, const struct cp_devi
 		struct cp_device_map_info info;
 
 		if (cp_program__device_map(program, i, &info))
-			err = fail(error, error_size, -EINVAL, "a device map cannot be read back");
+			err = cp_device__fail(error, error_size, -EINVAL, "a device map cannot be read back");
 		else if (!info.used)
 			continue;
 		else if (plan->map_count == CP_INJECT_MAX_MAPS)
-			err = fail(error, error_size, -E2BIG, "device programs use more than %u maps",
+			err = cp_device__fail(error, error_size, -E2BIG, "device programs use more than %u maps",
 				   CP_INJECT_MAX_MAPS);
 		else if (i >= CP_INJECT_MAX_MAP_INDEX)
-			err = fail(error, error_size, -E2BIG,
+			err = cp_device__fail(error, error_size, -E2BIG,
 				   "map %s is the object's map number %zu: device programs reach the first %u",
 				   info.name, i, CP_INJECT_MAX_MAP_INDEX);
 		else if (add_map(plan, i, &info))
-			err = fail(error, error_size, -ENOMEM, "out of memory");
+			err = cp_device__fail(error, error_size, -ENOMEM, "out of memory");
 	}
 out:
 	if (err)

@@ -23,8 +23,8 @@
 /* The longest program translated (the kernel takes more; the GPU's programs are short). */
 #define CP_PTX_MAX_INSNS 65536
 /* The PTX the output needs at least, and the target it declares (--ptx's module). */
-#define CP_PTX_VERSION "6.0"
-#define CP_PTX_TARGET "sm_60"
+#define CP_PTX_VERSION "6.2"
+#define CP_PTX_TARGET "sm_70"
 
 /* A map of the object, as the instructions name it. Index i is __cuprobe_map_<i>. */
 struct cp_ptx_map {
@@ -55,7 +55,7 @@ struct cp_ptx_program {
  * where __cuprobe_launch is the generic address of the launch's slot (a
  * __u64 holding its sequence number; 0 when there is none). A map is
  * reached through `__cuprobe_map_<i>` (cp_ptx__map_declarations), i its
- * index in prog->maps. Only PTX ISA 6.0 instructions for sm_60 and later.
+ * index in prog->maps. Only PTX ISA 6.2 instructions for sm_70 and later (match.any.sync for the warp aggregation).
  *
  * Returns 0 with *ptx malloc'd (NUL-terminated) and maps_used[i] set for
  * each map it references (maps_used: map_count entries, or NULL); or
@@ -87,7 +87,7 @@ struct cp_ptx_function {
 
 /*
  * A standalone module that ptxas accepts: the header (.version, .target
- * sm_60, 64-bit addresses), the declarations of the maps with maps_used[i]
+ * sm_70, 64-bit addresses), the declarations of the maps with maps_used[i]
  * (all when NULL) at address 0, named in a comment, the functions, and an
  * entry `__cuprobe_check` calling each with no launch slot. What `cuprobe
  * run PROG --ptx` prints. 0 with *ptx malloc'd, or -EINVAL/-ENOMEM.

@@ -30,10 +30,10 @@ extern "C" {
 /* Probes one module can take: a kernel's matches are a bit mask. */
 #define CP_PTX_MAX_PROBES 64
 
-/* The oldest PTX the inserted code may join (the translator emits ISA 6.0, sm_60 code). */
+/* The oldest PTX the inserted code may join (the translator emits ISA 6.2, sm_70 code). */
 #define CP_PTX_MIN_VERSION_MAJOR 6
-#define CP_PTX_MIN_VERSION_MINOR 0
-#define CP_PTX_MIN_ARCH 60
+#define CP_PTX_MIN_VERSION_MINOR 2
+#define CP_PTX_MIN_ARCH 70
 
 /* The name of the parameter added to each instrumented kernel (and of the programs' one). */
 #define CP_PTX_LAUNCH_PARAM "__cuprobe_launch"

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/* Map declarations and the module --ptx prints (ptx_jit.h). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptx_jit_internal.h"
+
+bool cp_ptx_identifier(const char *name)
+{
+	size_t i;
+
+	if (!name || !((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') ||
+		       name[0] == '_' || name[0] == '$'))
+		return false;
+	for (i = 0; name[i]; i++)
+		if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= 'A' && name[i] <= 'Z') ||
+		      (name[i] >= '0' && name[i] <= '9') || name[i] == '_' || name[i] == '$'))
+			return false;
+	return i < 120;
+}
+
+/* One declaration; a comment after it when named. */
+static void declare_map(FILE *out, size_t index, uint64_t address, const struct cp_ptx_map *map)
+{
+	fprintf(out, ".const .align 8 .u64 __cuprobe_map_%zu = %llu;", index,
+		(unsigned long long)address);
+	if (map && map->name)
+		fprintf(out, "\t// %s: %u x %u bytes", map->name, map->max_entries, map->value_size);
+	fputc('\n', out);
+}
+
+int cp_ptx__map_declarations(const uint64_t *addresses, const bool *declare, size_t count,
+			     char **ptx)
+{
+	char *text = NULL;
+	size_t len = 0, i;
+	FILE *out;
+
+	if (!ptx || (count && !addresses))
+		return -EINVAL;
+	*ptx = NULL;
+	out = open_memstream(&text, &len);
+	if (!out)
+		return -ENOMEM;
+	for (i = 0; i < count; i++)
+		if (!declare || declare[i])
+			declare_map(out, i, addresses[i], NULL);
+	if (fclose(out)) {
+		free(text);
+		return -ENOMEM;
+	}
+	*ptx = text;
+	return 0;
+}
+
+int cp_ptx__module(const struct cp_ptx_function *functions, size_t count,
+		   const struct cp_ptx_map *maps, const bool *maps_used, size_t map_count,
+		   char **ptx)
+{
+	char *text = NULL;
+	size_t len = 0, i;
+	FILE *out;
+	int err = 0;
+
+	if (!ptx || (count && !functions) || (map_count && !maps))
+		return -EINVAL;
+	*ptx = NULL;
+	out = open_memstream(&text, &len);
+	if (!out)
+		return -ENOMEM;
+	fprintf(out,
+		"//\n// Device programs translated from verified BPF by cuprobe: the functions\n"
+		"// are what goes into the matching kernels; the maps' addresses (0 here) and\n"
+		"// the calls are the injection's.\n//\n\n"
+		".version " CP_PTX_VERSION "\n.target " CP_PTX_TARGET "\n.address_size 64\n\n");
+	for (i = 0; i < map_count; i++)
+		if (!maps_used || maps_used[i])
+			declare_map(out, i, 0, &maps[i]);
+	fputc('\n', out);
+	for (i = 0; i < count; i++) {
+		if (!functions[i].ptx || !cp_ptx_identifier(functions[i].name)) {
+			err = -EINVAL;
+			break;
+		}
+		fprintf(out, "// %s: SEC(\"%s\")\n%s", functions[i].name,
+			functions[i].section ? functions[i].section : "?", functions[i].ptx);
+	}
+	fputs("// Calls each function once, without a launch slot: for ptxas.\n"
+	      ".visible .entry __cuprobe_check ()\n{\n\t.reg .b64 %slot;\n\tmov.u64 %slot, 0;\n", out);
+	for (i = 0; !err && i < count; i++)
+		fprintf(out, "\t{\n\t.param .b64 __cuprobe_p;\n\tst.param.b64 [__cuprobe_p], %%slot;\n"
+			"\tcall %s, (__cuprobe_p);\n\t}\n", functions[i].name);
+	fputs("\tret;\n}\n", out);
+	if (fclose(out) && !err)
+		err = -ENOMEM;
+	if (err) {
+		free(text);
+		return err;
+	}
+	*ptx = text;
+	return 0;
+}
+
