@@ -54,6 +54,8 @@ const volatile __u32 xid_code_offset = 12;
 const volatile __u32 xid_msg_offset = 16;
 /* cuprobe run with device programs: the magic of the session's launch slot headers; 0: none. */
 const volatile __u64 launch_slot_magic = 0;
+/* Late attach (-p, system-wide): a handle's first launch reads its driver record. */
+const volatile bool name_late_handles = false;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -591,6 +593,51 @@ static __always_inline void note_launch_seq(const struct call *c, const struct c
 		*slot = seq; /* 0 when the count could not be kept: unknown */
 }
 
+/* Handles whose driver record a launch has read (name_late_handles): each once, the oldest forgotten. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct cuprobe_name_key);
+	__type(value, __u8);
+} driver_records_read SEC(".maps");
+
+/*
+ * A handle made before the attach was seen by no naming probe. Its first
+ * launch reads its name from the driver's record (the name pointer at
+ * offset 8, as driver 580 keeps it; userspace/names.c checks it against the
+ * probes' names) into a name record whose api is the launch's, while the
+ * process is inside the call: read later by the consumer, the process may
+ * have exited and taken the record with it. Before the launch's own record.
+ */
+static __always_inline void name_late_handle(struct call *c, __u64 handle)
+{
+	struct cuprobe_name_key key = { .pid = c->pid_tgid >> 32, .handle = handle };
+	struct cp_name_event *event;
+	__u64 name_ptr = 0;
+	__u8 read = 1;
+	long len;
+
+	if (!handle || bpf_map_lookup_elem(&driver_records_read, &key))
+		return;
+	bpf_map_update_elem(&driver_records_read, &key, &read, BPF_ANY);
+	if (bpf_probe_read_user(&name_ptr, sizeof(name_ptr), (void *)(handle + 8)) || name_ptr < 4096)
+		return;
+	event = reserve(c->slots, sizeof(*event));
+	if (!event)
+		return;
+	fill_header(&event->hdr, CP_EV_NAME, c->api, c->pid_tgid, c->now);
+	event->handle = handle;
+	event->alias_of = 0;
+	event->result = 0;
+	len = bpf_probe_read_user_str(event->name, sizeof(event->name), (void *)name_ptr);
+	if (len < 1) {
+		event->name[0] = '\0'; /* unreadable now: the consumer may still read it */
+		len = 1;
+	}
+	event->name_len = len - 1;
+	submit(event, c->now, false);
+}
+
 /* Every launch family entry point: kernels (cooperative, Ex), graphs, host functions, legacy. */
 SEC("uprobe")
 int BPF_KPROBE(launch)
@@ -616,6 +663,9 @@ int BPF_KPROBE(launch)
 	py_stack = python_stack(c.pid_tgid, c.api, c.now);
 	if (bench_omit & CP_OMIT_RECORD)
 		return 0;
+	/* Names are streamed in every mode (stats name its kernels too). */
+	if (name_late_handles && l.kind != CP_LAUNCH_KIND_GRAPH && l.kind != CP_LAUNCH_KIND_HOST_FUNC)
+		name_late_handle(&c, l.function);
 	event = call_record(&c, CP_EV_LAUNCH, sizeof(*event));
 	if (!event)
 		return 0;

@@ -11,7 +11,8 @@
  *    their kernels;
  *  - stats: the same per communicator and op, the API table's probe hits,
  *    and with --timeline every kernel's bound attributed;
- *  - a late attach (-p): exact from the attach on, the communicator learned
+ *  - a late attach (-p): exact from the attach on, the kernels looked up
+ *    before it named from the driver's records, the communicator learned
  *    from the queries the program makes;
  *  - cuprobe run with the nccl family (bpf/examples/nccl_bytes.bpf.c);
  *  - the exporter: calls and bytes per op and GPU, on /metrics.
@@ -449,6 +450,15 @@ Test(attach, late_attach_is_exact_from_the_attach_on, .timeout = 120)
 	pid = line_value(r.summary, "pid");
 	check_ops(&r, pid);
 	check_links(&r, pid);
+	/*
+	 * NCCL looked its kernels up before the attach: every launch is named
+	 * from the driver's record, read by the launch probe (the workload exits
+	 * right after, before cuprobe has read most of its launches).
+	 */
+	json_array_foreach(r.json, i, ev)
+		if (!strcmp(jstr(ev, "type"), "launch") && jint(ev, "pid") == pid)
+			cr_assert_str_eq(jstr(ev, "name_source"), "driver", "%s", jstr(ev, "kernel"));
+	cr_assert(strstr(r.err_text, " 0 of "), "launches left unnamed: %s", r.err_text);
 	/* Made before the attach, the communicator is learned from the queries: rank and size, no id. */
 	json_array_foreach(r.json, i, ev) {
 		if (!nccl_of(ev, pid) || !json_object_get(ev, "bytes") || jint(ev, "nranks") == -1)

@@ -251,7 +251,16 @@ Test(json, name_records)
 	cr_assert_eq(jint(obj, "result"), 0);
 	cr_assert_str_eq(jstr(obj, "name"), "rt_probe_kernel(float*, int)");
 	cr_assert_str_eq(jstr(obj, "mangled"), "_Z15rt_probe_kernelPfi");
+	cr_assert_null(json_object_get(obj, "source"), "a probe's name says no source");
 	json_decref(obj);
+
+	/* Read by the launch probe from the driver's record (a late attach): said so. */
+	ev.hdr.api = CP_API_cuLaunchKernel;
+	obj = to_json(&ev, NULL);
+	cr_assert_str_eq(jstr(obj, "mangled"), "_Z15rt_probe_kernelPfi");
+	cr_assert_str_eq(jstr(obj, "source"), "driver_record");
+	json_decref(obj);
+	ev.hdr.api = CP_API_cuModuleGetFunction;
 
 	/* A name with bytes JSON must escape still gives valid JSON, the same string back. */
 	strcpy(ev.name.name, "we\"ird\\name\twith\x01" "ctl");

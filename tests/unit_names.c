@@ -602,12 +602,25 @@ struct fake_kernel_record {
 	uint64_t more[4];
 };
 
+/* handle is named mangled from a driver record, the only one, after one launch left unnamed. */
+static void assert_driver_named_once(struct cp_names *names, uint32_t pid, uint64_t handle,
+				     const char *mangled)
+{
+	const struct cp_name_entry *entry = cp_names__lookup(names, pid, handle);
+	struct cp_names_stats stats;
+
+	cr_assert_not_null(entry);
+	cr_assert_str_eq(entry->mangled, mangled);
+	cr_assert_eq(entry->source, CP_NAME_FROM_DRIVER);
+	cp_names__stats(names, &stats);
+	cr_assert_eq(stats.driver_named, 1);
+	cr_assert_eq(stats.launches_unnamed, 1, "only the launch before the name is unnamed");
+}
+
 Test(driver_records, name_a_handle_from_before_the_attach)
 {
 	static struct fake_kernel_record record = { 1, "_Z6kernelPf", { 0 } };
 	struct cp_names *names = cp_names__new(NULL);
-	const struct cp_name_entry *entry;
-	struct cp_names_stats stats;
 	union cp_event launch = launch_event(getpid(), getpid(), (uintptr_t)&record, 0);
 
 	cr_assert_not_null(names);
@@ -615,13 +628,7 @@ Test(driver_records, name_a_handle_from_before_the_attach)
 	cr_assert_null(cp_names__lookup(names, getpid(), (uintptr_t)&record), "read while off");
 	cp_names__read_driver_records(names, true);
 	cp_names__observe(names, &launch);
-	entry = cp_names__lookup(names, getpid(), (uintptr_t)&record);
-	cr_assert_not_null(entry);
-	cr_assert_str_eq(entry->mangled, "_Z6kernelPf");
-	cr_assert_eq(entry->source, CP_NAME_FROM_DRIVER);
-	cp_names__stats(names, &stats);
-	cr_assert_eq(stats.driver_named, 1);
-	cr_assert_eq(stats.launches_unnamed, 1, "only the launch made before enabling is unnamed");
+	assert_driver_named_once(names, getpid(), (uintptr_t)&record, "_Z6kernelPf");
 	cp_names__free(names);
 }
 
@@ -693,5 +700,74 @@ Test(driver_records, an_alias_of_an_old_kernel_is_named_through_its_record)
 	cr_assert_not_null(entry, "the CUfunction from cuKernelGetFunction is unnamed");
 	cr_assert_str_eq(entry->mangled, "_Z4gemmv");
 	cr_assert_eq(entry->source, CP_NAME_FROM_DRIVER);
+	cp_names__free(names);
+}
+
+/*
+ * With name_late_handles the launch probe reads the record while the process
+ * is in the call: its name record (api: the launch's) names the handle even
+ * when the process is gone by the time the records are read. A pid that
+ * cannot be alive (past pid_max) stands for that process here.
+ */
+#define GONE_PID 0x7ffffff0u
+
+Test(driver_records, a_launch_probes_record_names_a_handle_of_a_process_gone_since)
+{
+	struct cp_names *names = cp_names__new(NULL);
+	union cp_event e;
+
+	cp_names__read_driver_records(names, true);
+	e = launch_event(GONE_PID, GONE_PID, 0xabc0, 0);
+	cp_names__observe(names, &e);
+	cr_assert_null(cp_names__lookup(names, GONE_PID, 0xabc0), "read from a process that is gone");
+	e = name_event(GONE_PID, CP_API_cuLaunchKernel, 0xabc0, "_Z6kernelPf");
+	cr_assert(cp_name_event__from_driver_record(&e.name));
+	cp_names__observe(names, &e);
+	e = launch_event(GONE_PID, GONE_PID, 0xabc0, 0);
+	cp_names__observe(names, &e);
+	assert_driver_named_once(names, GONE_PID, 0xabc0, "_Z6kernelPf");
+	/* Empty (unreadable in the probe) or not symbol-shaped: nothing taken. */
+	e = name_event(GONE_PID, CP_API_cuLaunchKernelEx, 0xabd0, "");
+	cp_names__observe(names, &e);
+	e = name_event(GONE_PID, CP_API_cuLaunchKernelEx, 0xabe0, "not a symbol");
+	cp_names__observe(names, &e);
+	cr_assert_null(cp_names__lookup(names, GONE_PID, 0xabd0));
+	cr_assert_null(cp_names__lookup(names, GONE_PID, 0xabe0));
+	/* Off: the records are not read, whoever read them. */
+	cp_names__read_driver_records(names, false);
+	e = name_event(GONE_PID, CP_API_cuLaunchKernel, 0xabf0, "_Z1fv");
+	cp_names__observe(names, &e);
+	cr_assert_null(cp_names__lookup(names, GONE_PID, 0xabf0));
+	cp_names__free(names);
+}
+
+Test(driver_records, a_launch_probes_record_checks_a_probes_name_and_never_replaces_it)
+{
+	struct cp_names *names = cp_names__new(NULL);
+	struct cp_names_stats stats;
+	union cp_event e;
+
+	cp_names__read_driver_records(names, true);
+	e = name_event(GONE_PID, CP_API_cuModuleGetFunction, 0x100, "_Z1av");
+	cp_names__observe(names, &e);
+	e = name_event(GONE_PID, CP_API_cuLaunchKernel, 0x100, "_Z1av");
+	cp_names__observe(names, &e);
+	cp_names__stats(names, &stats);
+	cr_assert_eq(stats.driver_checked, 1);
+	cr_assert_eq(stats.driver_mismatches, 0);
+	cr_assert_eq(cp_names__lookup(names, GONE_PID, 0x100)->source, CP_NAME_FROM_PROBE);
+	/* A record that disagrees with the probe: the probe's name stays, records are off. */
+	e = name_event(GONE_PID, CP_API_cuModuleGetFunction, 0x200, "_Z1bv");
+	cp_names__observe(names, &e);
+	e = name_event(GONE_PID, CP_API_cuLaunchKernel, 0x200, "_Z1xv");
+	cp_names__observe(names, &e);
+	cr_assert_str_eq(cp_names__lookup(names, GONE_PID, 0x200)->mangled, "_Z1bv");
+	e = name_event(GONE_PID, CP_API_cuLaunchKernel, 0x300, "_Z1cv");
+	cp_names__observe(names, &e);
+	cr_assert_null(cp_names__lookup(names, GONE_PID, 0x300), "taken after a disagreement");
+	cp_names__stats(names, &stats);
+	cr_assert_eq(stats.driver_checked, 2);
+	cr_assert_eq(stats.driver_mismatches, 1);
+	cr_assert_eq(stats.driver_named, 0);
 	cp_names__free(names);
 }

@@ -495,6 +495,8 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	tracer_opts->attach_events = !s->program_load_only; /* run --ptx: PROG loaded, nothing else */
 	tracer_opts->hold_new_mappers = !tracer_opts->system_wide && !s->program_load_only;
 	tracer_opts->runtime_attach = s->runtime;
+	/* Processes already running made handles no naming probe saw: their first launches name them. */
+	tracer_opts->name_late_handles = opts->pid_count || tracer_opts->system_wide;
 	/* --python: COMMAND's processes are held until their interpreter and each new stack are read. */
 	tracer_opts->python_stacks = opts->python;
 	if (opts->python && opts->command)

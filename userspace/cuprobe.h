@@ -248,6 +248,15 @@ struct cp_tracer_opts {
 	 */
 	uint32_t launch_slots;
 	uint64_t launch_slot_magic;
+	/*
+	 * For processes traced after they started (-p, system-wide): a handle's
+	 * first launch reads its name from the driver's record while the
+	 * process is inside the call, into a CP_EV_NAME record whose api is the
+	 * launch's (cp_names__observe checks it), so a handle made before the
+	 * attach is named even when its process exits before its records are
+	 * read. One hash look-up per launch.
+	 */
+	bool name_late_handles;
 };
 
 /* opts may be NULL: every option zero. */

@@ -177,6 +177,8 @@ struct cp_name_forms {
 	size_t text_display_len;
 };
 const struct cp_name_forms *cp_names__forms(const struct cp_name_entry *entry);
+/* A name the launch probe read from the driver's record (cp_tracer_opts.name_late_handles). */
+bool cp_name_event__from_driver_record(const struct cp_name_event *event);
 
 /*
  * The one decoder of a wait status (waitpid's, or exit_code as the kernel

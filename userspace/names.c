@@ -317,6 +317,17 @@ static const struct cp_name_entry *name_from_driver(struct cp_names *names, uint
 	return cp_names__lookup(names, pid, handle);
 }
 
+/* A driver record's name against a probe's, for the same handle: one disagreement, no more reading. */
+static void compare_driver_name(struct cp_names *names, const char *driver_name,
+				const char *probe_name)
+{
+	names->stats.driver_checked++;
+	if (strcmp(driver_name, probe_name)) {
+		names->stats.driver_mismatches++;
+		names->driver_records = false; /* the layout is not what was measured: stop */
+	}
+}
+
 /* A probe named a CUkernel: does the driver's record say the same? */
 static void check_driver_record(struct cp_names *names, uint32_t pid, uint64_t handle,
 				const char *probe_name)
@@ -325,11 +336,35 @@ static void check_driver_record(struct cp_names *names, uint32_t pid, uint64_t h
 
 	if (!names->driver_records || read_driver_name((pid_t)pid, handle, name, sizeof(name)))
 		return;
-	names->stats.driver_checked++;
-	if (strcmp(name, probe_name)) {
-		names->stats.driver_mismatches++;
-		names->driver_records = false; /* the layout is not what was measured: stop */
+	compare_driver_name(names, name, probe_name);
+}
+
+bool cp_name_event__from_driver_record(const struct cp_name_event *event)
+{
+	return cp_api__family(event->hdr.api) == CP_FAMILY_launch;
+}
+
+/*
+ * The launch probe read the handle's driver record at its first launch
+ * (cp_tracer_opts.name_late_handles): a name where no probe gave one, a
+ * check where one did. An empty or odd one leaves the handle to
+ * name_from_driver.
+ */
+static void observe_driver_record(struct cp_names *names, const struct cp_name_event *event)
+{
+	const struct cp_name_entry *known = cp_names__lookup(names, event->hdr.pid, event->handle);
+
+	if (!names->driver_records || !event->handle || event->name_len >= CP_NAME_MAX ||
+	    !looks_like_symbol(event->name, event->name_len))
+		return;
+	if (known) {
+		if (known->source == CP_NAME_FROM_PROBE)
+			compare_driver_name(names, event->name, known->mangled);
+		return;
 	}
+	if (!set_name_from(names, event->hdr.pid, KEY_HANDLE, event->handle, event->name,
+			   CP_NAME_FROM_DRIVER))
+		names->stats.driver_named++;
 }
 
 int cp_names__set(struct cp_names *names, uint32_t pid, uint64_t handle, const char *mangled)
@@ -410,6 +445,10 @@ static void observe_name(struct cp_names *names, const struct cp_name_event *eve
 
 	if (event->result != 0 || !event->handle)
 		return;
+	if (cp_name_event__from_driver_record(event)) {
+		observe_driver_record(names, event);
+		return;
+	}
 	if (event->hdr.api == CP_API_cuKernelGetFunction) {
 		/* cuBLAS asks again for every GEMM: an alias already known is done with. */
 		const struct cp_name_entry *known = cp_names__lookup(names, event->hdr.pid, event->handle);

@@ -275,6 +275,8 @@ static bool json_name(struct cp_sink *out, const union cp_event *event,
 	cp_demangle(e->name, display, sizeof(display));
 	put_json_string(out, "name", display);
 	put_json_string(out, "mangled", e->name);
+	if (cp_name_event__from_driver_record(e))
+		put_json_string(out, "source", "driver_record");
 	return true;
 }
 

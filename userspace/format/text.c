@@ -231,6 +231,8 @@ static void text_name(struct cp_sink *out, const union cp_event *event,
 	cp_demangle(e->name, display, sizeof(display));
 	put(out, " handle=0x%llx ", (unsigned long long)e->handle);
 	put_text_string(out, display);
+	if (cp_name_event__from_driver_record(e))
+		put(out, " (the driver's record)");
 }
 
 static void text_proc(struct cp_sink *out, const union cp_event *event,
