@@ -22,7 +22,7 @@
 # in BUNDLE (default gpu-bundle/ of this checkout; tests/gpu/README.md says
 # how): BUNDLE/bin/{cuprobe,vec_add,drv_launch},
 # BUNDLE/examples/{device_count,gpu_threads}.bpf.o
-# Writes results-device-smoke.md to OUT (default /tmp/cuprobe-device-smoke),
+# Writes results-device-smoke-h200.md to OUT (default /tmp/cuprobe-device-smoke),
 # prints the table last, exits 1 when a check fails.
 set -u
 . "$(dirname "$0")/common.sh" device-smoke
@@ -93,7 +93,7 @@ for name, what, maps in cases:
             f"{'/'.join(apis) or 'none'}, {'/'.join(ways) or 'a fatbin'}",
             "cuLibraryLoadData, a fatbin or by address",
             apis == ["cuLibraryLoadData"] and ways in ([], ["by address"]))
-finish(f"{out}/results-device-smoke.md", "Device programs: a first smoke on the GPU",
+finish(f"{out}/results-device-smoke-h200.md", "Device programs: a first smoke on the GPU",
        "Counters at the entry and exits of vec_add, per way a kernel reaches the GPU; "
        f"{iterations} launches of {elements} elements, blocks of {block}.")
 PY
