@@ -513,16 +513,11 @@ int cp_cmd_run(const union cp_options *options)
 		cp_device__command_started(&device);
 	if (exit_code)
 		goto cleanup;
-	if (cp_verbosity)
-		cp_say("running %s (%u probes, %u links); Ctrl-C stops", opts->program,
-		       cp_tracer__probe_count(session.tracer), cp_tracer__link_count(session.tracer));
 	hooks.tick_ms = opts->interval_ms;
 	hooks.tick = on_tick;
 	hooks.ctx = &run;
-	cp_session__wait(&session, &hooks);
-
-	/* Every record committed is printed first, then the maps as they ended. */
-	cp_session__stop_agent(&session);
+	/* Every record committed is printed first (the run drains), then the maps as they ended. */
+	cp_session__run(&session, &hooks, "running %s", opts->program);
 	print_maps(&run, true);
 	if (run.not_printed)
 		cp_say("%llu map entries not printed (at most %zu a map: --max-entries 0 prints them all)",
