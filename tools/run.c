@@ -487,12 +487,12 @@ int cp_cmd_run(const union cp_options *options)
 	if (!exit_code && opts->ptx)
 		exit_code = print_ptx(&session, opts);
 	if (!exit_code && has_device)
-		exit_code = cp_device__prepare(&device, &session, magic, opts->common.json, &run.lock);
+		exit_code = cp_device__prepare(&device, &session, magic, opts->common.format == CP_FORMAT_JSON, &run.lock);
 	if (exit_code || opts->ptx)
 		goto cleanup;
 	run.session = &session;
 	run.btf = cp_program__btf(session.program);
-	run.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
+	run.format = opts->common.format;
 	run.start_ns = monotonic_ns();
 	run.max_entries = opts->max_entries_set ? opts->max_entries : RUN_MAX_ENTRIES;
 	if (set_up_rings(&run, &session_rings)) {

@@ -586,10 +586,10 @@ int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ct
 	return 0;
 }
 
-/* JSON on a stdout COMMAND shares: the command's own stdout goes to stderr. */
+/* Records for a program (JSON, ...) on a stdout COMMAND shares: the command's own stdout goes to stderr. */
 static bool command_output_to_stderr(const struct cp_session *s)
 {
-	return s->opts->json && !s->opts->output;
+	return s->opts->format != CP_FORMAT_TEXT && !s->opts->output;
 }
 
 int cp_session__start_command(struct cp_session *s)

@@ -485,7 +485,7 @@ int cp_cmd_stats(const union cp_options *options)
 		}
 	}
 	ctx.session = &session;
-	ctx.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
+	ctx.format = opts->common.format;
 	ctx.latency = opts->latency;
 	ctx.stacks = opts->stacks;
 	exit_code = cp_session__open(&session, &opts->common);

@@ -239,7 +239,7 @@ int cp_cmd_trace(const union cp_options *options)
 	if (exit_code)
 		goto cleanup;
 	output.session = &session;
-	output.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
+	output.format = opts->common.format;
 	output.intervals = opts->timeline;
 	output.start_ns = monotonic_ns();
 	{
