@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from workload import add_loop_arguments, positive_int, say, say_done, say_ready
+from workload import add_loop_arguments, cuda_device, positive_int, say, say_done, say_ready
 
 # Bounds how far the CPU may queue ahead of the GPU, so --duration is honest.
 SYNC_EVERY = 64
@@ -35,11 +35,9 @@ def parse_args():
 
 def main():
     args = parse_args()
-    if not torch.cuda.is_available():
-        say("torch_matmul", "no CUDA device available", error=True)
+    device = cuda_device("torch_matmul")
+    if device is None:
         return 1
-
-    device = torch.device("cuda")
     dtype = DTYPES[args.dtype]
     a = torch.randn(args.size, args.size, device=device, dtype=dtype)
     b = torch.randn(args.size, args.size, device=device, dtype=dtype)

@@ -20,7 +20,7 @@ import time
 import torch
 from torch import nn
 
-from workload import add_loop_arguments, positive_int, say, say_done, say_ready
+from workload import add_loop_arguments, cuda_device, positive_int, say, say_done, say_ready
 
 INPUT_FEATURES = 512
 CLASSES = 10
@@ -41,11 +41,9 @@ def parse_args():
 
 def main():
     args = parse_args()
-    if not torch.cuda.is_available():
-        say("torch_mlp", "no CUDA device available", error=True)
+    device = cuda_device("torch_mlp")
+    if device is None:
         return 1
-
-    device = torch.device("cuda")
     model = nn.Sequential(
         nn.Linear(INPUT_FEATURES, args.hidden),
         nn.ReLU(),

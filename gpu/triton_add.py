@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from workload import positive_int, say, say_done, say_ready
+from workload import cuda_device, positive_int, say, say_done, say_ready
 
 
 @triton.jit
@@ -29,11 +29,11 @@ def main():
     parser.add_argument("--iterations", type=positive_int, default=1000)
     parser.add_argument("--size", type=positive_int, default=1 << 16)
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        say("triton_add", "no CUDA device available", error=True)
+    device = cuda_device("triton_add")
+    if device is None:
         return 1
-    x = torch.rand(args.size, device="cuda")
-    y = torch.rand(args.size, device="cuda")
+    x = torch.rand(args.size, device=device)
+    y = torch.rand(args.size, device=device)
     out = torch.empty_like(x)
     grid = (triton.cdiv(args.size, 1024),)
     add_kernel[grid](x, y, out, args.size, BLOCK=1024)  # compile + first launch

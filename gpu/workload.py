@@ -31,6 +31,16 @@ def add_loop_arguments(parser, iterations_help):
                         help="seconds to wait after the ready line (default 0)")
 
 
+def cuda_device(name):
+    """The CUDA device torch uses, or None (said on stderr) when there is none."""
+    import torch  # here: what parses arguments needs no torch
+
+    if not torch.cuda.is_available():
+        say(name, "no CUDA device available", error=True)
+        return None
+    return torch.device("cuda")
+
+
 def say(name, *fields, error=False):
     """One line "NAME: FIELD FIELD ...", flushed (stderr when error)."""
     print(f"{name}: " + " ".join(str(field) for field in fields),
