@@ -71,11 +71,15 @@ static struct contender contenders[] = {
 	{ .name = "cuprobe", .ops = &contender_cuprobe_ops },
 	{ .name = "cuprobe-wake250us", .ops = &contender_cuprobe_ops, .wakeup_ns = 250000 },
 	{ .name = "exporter", .ops = &contender_exporter_ops },
-	{ .name = "preload-poll1ms", .ops = &contender_preload_ops, .so_name = "libcp_preload_poll1ms.so" },
-	{ .name = "preload-busy", .ops = &contender_preload_ops, .so_name = "libcp_preload_busy.so" },
-	{ .name = "preload-eventfd", .ops = &contender_preload_ops, .so_name = "libcp_preload_eventfd.so" },
+	{ .name = "preload-poll1ms", .ops = &contender_interposer_ops, .so_name = "libcp_preload_poll1ms.so",
+	  .so_variable = "LD_PRELOAD" },
+	{ .name = "preload-busy", .ops = &contender_interposer_ops, .so_name = "libcp_preload_busy.so",
+	  .so_variable = "LD_PRELOAD" },
+	{ .name = "preload-eventfd", .ops = &contender_interposer_ops, .so_name = "libcp_preload_eventfd.so",
+	  .so_variable = "LD_PRELOAD" },
 	{ .name = "bpftrace", .ops = &contender_bpftrace_ops },
-	{ .name = "cupti", .ops = &contender_cupti_ops, .so_name = "libcp_cupti_subscriber.so" },
+	{ .name = "cupti", .ops = &contender_interposer_ops, .so_name = "libcp_cupti_subscriber.so",
+	  .so_variable = CUPTI_INJECTION_VARIABLE },
 };
 #define N_CONTENDERS (sizeof(contenders) / sizeof(contenders[0]))
 static struct contender *const baseline = &contenders[0];
@@ -173,6 +177,12 @@ void contender_count(struct contender *c, uint64_t produced, uint64_t delivered,
 	if (produced > lost + delivered)
 		c->undelivered += produced - lost - delivered;
 	c->cpu_ns += cpu_ns;
+}
+
+void contender_exit_shortfall(struct contender *c, uint64_t expected, uint64_t delivered)
+{
+	if (delivered < expected)
+		c->exit_undelivered += expected - delivered;
 }
 
 /* ---- children (compare.h) ---------------------------------------------------- */

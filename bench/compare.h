@@ -32,6 +32,8 @@
 /* The exporter contender: its default interval, and its idle run (two intervals). */
 #define EXPORTER_INTERVAL "5"
 #define EXPORTER_IDLE_MS 10000
+/* What loads a CUPTI subscriber: read by the real driver only (the simulated one has no CUPTI). */
+#define CUPTI_INJECTION_VARIABLE "CUDA_INJECTION64_PATH"
 
 struct options {
 	const char *workload;
@@ -136,6 +138,7 @@ struct contender {
 	const char *name;
 	const struct contender_ops *ops;
 	const char *so_name;   /* preload/cupti: file in the lib dir */
+	const char *so_variable; /* ... and the variable that loads it (LD_PRELOAD, CUPTI_INJECTION_VARIABLE) */
 	uint64_t wakeup_ns;    /* cuprobe: the tracer's wakeup latency bound; 0 = its default */
 	char so_path[PATH_MAX];
 	char skip[200];        /* why it did not run; "" when it did */
@@ -161,8 +164,7 @@ struct contender {
 extern const struct contender_ops contender_uprobe_ops;     /* contender_uprobe.c */
 extern const struct contender_ops contender_cuprobe_ops;    /* contender_cuprobe.c */
 extern const struct contender_ops contender_exporter_ops;   /* contender_exporter.c */
-extern const struct contender_ops contender_preload_ops;    /* contender_interposers.c */
-extern const struct contender_ops contender_cupti_ops;      /* contender_interposers.c */
+extern const struct contender_ops contender_interposer_ops; /* contender_interposers.c */
 extern const struct contender_ops contender_bpftrace_ops;   /* contender_bpftrace.c */
 
 /* Marks it not run, keeping the first reason. */
@@ -170,6 +172,8 @@ void note_skip(struct contender *c, const char *why);
 /* Adds a measured run's records (undelivered: produced - lost - delivered) and consumer CPU. */
 void contender_count(struct contender *c, uint64_t produced, uint64_t delivered, uint64_t lost,
 		     uint64_t cpu_ns);
+/* Exit races: what fell short of the records expected (delivered < expected) is undelivered. */
+void contender_exit_shortfall(struct contender *c, uint64_t expected, uint64_t delivered);
 
 /* ---- small helpers ---------------------------------------------------------- */
 

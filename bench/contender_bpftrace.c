@@ -218,8 +218,7 @@ static void bpftrace_after_exit_races(struct contender *c, const struct options 
 
 	bpftrace_drain(c->run, expected);
 	alive = bpftrace_close(c, &lines, &lost);
-	if (lines < expected)
-		c->exit_undelivered += expected - lines;
+	contender_exit_shortfall(c, expected, lines);
 	snprintf(c->exit_note, sizeof(c->exit_note), "one bpftrace for all runs, %s at the end",
 		 alive ? "alive" : "dead");
 }

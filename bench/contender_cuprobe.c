@@ -163,21 +163,16 @@ static void cuprobe_after_exit_run(struct contender *c, const struct options *op
 				   const struct child *child)
 {
 	/* "cuprobe: N events delivered, L lost, ..." */
-	const char *line = strstr(child->out, "events delivered");
+	const char *line = strstr(child->out, "events delivered"), *start = line;
+	uint64_t got = 0;
 
 	if (line) {
-		const char *start = line;
-		unsigned long long got;
-
 		while (start > child->out && start[-1] != ':' && start[-1] != '\n')
 			start--;
 		got = strtoull(start, NULL, 10);
-		/* setup and exit records come on top of the launches */
-		if (got < (unsigned long long)opt->exit_calls)
-			c->exit_undelivered += (uint64_t)opt->exit_calls - got;
-	} else {
-		c->exit_undelivered += (uint64_t)opt->exit_calls;
 	}
+	/* Setup and exit records come on top of the launches: none said is all lost. */
+	contender_exit_shortfall(c, (uint64_t)opt->exit_calls, got);
 }
 
 const struct contender_ops contender_cuprobe_ops = {

@@ -268,8 +268,7 @@ static void exporter_after_exit_races(struct contender *c, const struct options 
 		uint64_t got = exporter_wait_launches(run, run->race_pids[i], (uint64_t)opt->exit_calls,
 						      i ? 1000 : EXPORTER_WAIT_MS);
 
-		if (got < (uint64_t)opt->exit_calls)
-			c->exit_undelivered += (uint64_t)opt->exit_calls - got;
+		contender_exit_shortfall(c, (uint64_t)opt->exit_calls, got);
 	}
 	snprintf(c->exit_note, sizeof(c->exit_note), "one exporter for all runs, %s",
 		 exporter_close(c) ? "exited 0 at SIGTERM" : "did not exit 0 at SIGTERM");

@@ -96,38 +96,22 @@ static void interposer_prepare(struct contender *c, const struct options *opt)
 		snprintf(why, sizeof(why), "%s not built (no CUPTI headers/library?)", c->so_name);
 		note_skip(c, why);
 	}
+	if (opt->sim && !strcmp(c->so_variable, CUPTI_INJECTION_VARIABLE))
+		note_skip(c, "needs the real driver: the simulated one has no CUPTI");
 }
 
-/* The library through variable, and where its stats go (emptied first). */
-static void interposer_env(struct contender *c, const struct options *opt, struct workload_env *env,
-			   const char *variable)
+/* The library through its variable, and where its stats go (emptied first). */
+static void interposer_env(struct contender *c, const struct options *opt, struct workload_env *env)
 {
 	char path[PATH_MAX + 32];
 
 	stats_path(opt, path, sizeof(path));
 	unlink(path);
-	snprintf(env->room[0], sizeof(env->room[0]), "%s=%s", variable, c->so_path);
+	snprintf(env->room[0], sizeof(env->room[0]), "%s=%s", c->so_variable, c->so_path);
 	snprintf(env->room[1], sizeof(env->room[1]), "CP_BENCH_STATS=%s", path);
 	env->vars[0] = env->room[0];
 	env->vars[1] = env->room[1];
 	env->vars[2] = NULL;
-}
-
-static void preload_env(struct contender *c, const struct options *opt, struct workload_env *env)
-{
-	interposer_env(c, opt, env, "LD_PRELOAD");
-}
-
-static void cupti_env(struct contender *c, const struct options *opt, struct workload_env *env)
-{
-	interposer_env(c, opt, env, "CUDA_INJECTION64_PATH");
-}
-
-static void cupti_prepare(struct contender *c, const struct options *opt)
-{
-	interposer_prepare(c, opt);
-	if (opt->sim)
-		note_skip(c, "needs the real driver: the simulated one has no CUPTI");
 }
 
 static void interposer_after_measured(struct contender *c, const struct options *opt,
@@ -160,23 +144,16 @@ static void interposer_after_exit_run(struct contender *c, const struct options 
 	struct stats_line stats;
 
 	read_stats(opt, child->pid, &stats);
-	if (stats.found && stats.produced > stats.delivered)
-		c->exit_undelivered += stats.produced - stats.delivered;
-	else if (!stats.found)
-		c->exit_undelivered += (uint64_t)opt->exit_calls;
+	/* No stats line: nothing of the run was delivered. */
+	if (stats.found)
+		contender_exit_shortfall(c, stats.produced, stats.delivered);
+	else
+		contender_exit_shortfall(c, (uint64_t)opt->exit_calls, 0);
 }
 
-const struct contender_ops contender_preload_ops = {
+const struct contender_ops contender_interposer_ops = {
 	.prepare = interposer_prepare,
-	.workload_env = preload_env,
-	.after_measured = interposer_after_measured,
-	.after_idle = interposer_after_idle,
-	.after_exit_run = interposer_after_exit_run,
-};
-
-const struct contender_ops contender_cupti_ops = {
-	.prepare = cupti_prepare,
-	.workload_env = cupti_env,
+	.workload_env = interposer_env,
 	.after_measured = interposer_after_measured,
 	.after_idle = interposer_after_idle,
 	.after_exit_run = interposer_after_exit_run,

@@ -94,91 +94,30 @@ struct {
  * Per process, with device programs: its kernel and graph launches so far
  * (the timeline's seq); gone when the process exits.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);
-	__type(value, __u64);
-} launch_seqs SEC(".maps");
+CUPROBE_LRU_HASH(launch_seqs, __u32, __u64, 16384);
 
 /* When the consumer was last woken; shared by all CPUs, races are harmless. */
 __u64 last_wakeup_ns = 0;
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct cp_kernel_key);
-	__type(value, struct cp_kernel_stat);
-} kernel_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, struct cp_api_key);
-	__type(value, struct cp_api_stat);
-} api_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, struct cp_mem_stat);
-} mem_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct cp_alloc_key);
-	__type(value, struct cp_alloc_info);
-} live_allocs SEC(".maps");
+CUPROBE_HASH(kernel_stats, struct cp_kernel_key, struct cp_kernel_stat, 16384);
+CUPROBE_HASH(api_stats, struct cp_api_key, struct cp_api_stat, 8192);
+CUPROBE_HASH(mem_stats, __u32, struct cp_mem_stat, 4096);
+CUPROBE_HASH(live_allocs, struct cp_alloc_key, struct cp_alloc_info, 65536);
 
 /* Per (process, device): allocations and live bytes; copies by direction. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, struct cp_device_key);
-	__type(value, struct cp_device_mem_stat);
-} device_mem_stats SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct cp_copy_key);
-	__type(value, struct cp_copy_stat);
-} copy_stats SEC(".maps");
+CUPROBE_HASH(device_mem_stats, struct cp_device_key, struct cp_device_mem_stat, 8192);
+CUPROBE_HASH(copy_stats, struct cp_copy_key, struct cp_copy_stat, 16384);
 
 /* VMM: physical handles, mappings and reserved ranges of traced processes. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct cp_vmm_key);
-	__type(value, struct cp_vmm_handle);
-} vmm_handles SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct cp_vmm_key);
-	__type(value, struct cp_vmm_mapping);
-} vmm_mappings SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct cp_vmm_key);
-	__type(value, __u64);
-} vmm_ranges SEC(".maps");
+CUPROBE_HASH(vmm_handles, struct cp_vmm_key, struct cp_vmm_handle, 65536);
+CUPROBE_HASH(vmm_mappings, struct cp_vmm_key, struct cp_vmm_mapping, 65536);
+CUPROBE_HASH(vmm_ranges, struct cp_vmm_key, __u64, 16384);
 
 /*
  * The built-in programs' entry state, deleted at the return that reads it
  * (users' return programs read cuprobe_calls, which call_stash fills).
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct cuprobe_call_key);
-	__type(value, struct cuprobe_call);
-} pending SEC(".maps");
+CUPROBE_LRU_HASH(pending, struct cuprobe_call_key, struct cuprobe_call, 16384);
 
 /* When each thread entered the call being timed (measure_latency). */
 struct call_start {
@@ -187,43 +126,23 @@ struct call_start {
 	__u32 pad;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct cuprobe_call_key);
-	__type(value, struct call_start);
-} call_starts SEC(".maps");
+CUPROBE_LRU_HASH(call_starts, struct cuprobe_call_key, struct call_start, 16384);
 
 /*
  * CUDA library files already probed (or known to need none), filled by the
  * agent: a mapping of one of them is not an attach event.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192);
-	__type(key, struct cp_file_key);
-	__type(value, __u8);
-} covered_files SEC(".maps");
+CUPROBE_LRU_HASH(covered_files, struct cp_file_key, __u8, 8192);
 
 /* Processes stopped by hold_new_mappers, until the agent (or its guardian) continues them. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 1024);
-	__type(key, __u32);
-	__type(value, struct cp_file_key);
-} held_pids SEC(".maps");
+CUPROBE_HASH(held_pids, __u32, struct cp_file_key, 1024);
 
 /*
  * Processes whose memory map the agent read after their last executable
  * mapping (hold_for_stacks): their stacks can be named even if they exit
  * before the agent reads the records.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u32);
-	__type(value, __u8);
-} maps_read SEC(".maps");
+CUPROBE_LRU_HASH(maps_read, __u32, __u8, 8192);
 
 /*
  * NCCL: each thread's NCCL calls in flight (an export can call another:
@@ -255,19 +174,9 @@ struct nccl_thread {
 	struct nccl_open_call calls[NCCL_DEPTH];
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct nccl_thread);
-} nccl_threads SEC(".maps");
+CUPROBE_TASK_STORAGE(nccl_threads, struct nccl_thread);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, struct cp_nccl_key);
-	__type(value, struct cp_nccl_stat);
-} nccl_stats SEC(".maps");
+CUPROBE_HASH(nccl_stats, struct cp_nccl_key, struct cp_nccl_stat, 8192);
 
 /* The last seq handed out (all processes: a record is told apart by its pid and seq). */
 __u64 nccl_last_seq = 0;
@@ -900,7 +809,6 @@ int BPF_KPROBE(event)
 }
 
 /* ---- calls whose result is read on return ---------------------------------- */
-
 
 /*
  * hold_for_stacks: the first stack of a process whose memory map the agent

@@ -70,8 +70,34 @@
 #define PT_REGS_PARM6(x) ((x)->r9) /* x86-64; libbpf before 1.2 stops at five */
 #endif
 
-/* ---- what the runtime shares with every program (types in cuprobe_events.h) ---- */
+/*
+ * A hash map of value_type by key_type, at most entries of them: the map a
+ * program counts in (with cuprobe_lookup_or_init), printed at exit and
+ * every -i seconds. CUPROBE_LRU_HASH: one that, full, makes room by
+ * dropping its least recently used entry (state kept per process or call).
+ */
+#define CUPROBE_HASH(name, key_type, value_type, entries) \
+	CUPROBE_KEYED_MAP(BPF_MAP_TYPE_HASH, name, key_type, value_type, entries)
+#define CUPROBE_LRU_HASH(name, key_type, value_type, entries) \
+	CUPROBE_KEYED_MAP(BPF_MAP_TYPE_LRU_HASH, name, key_type, value_type, entries)
+#define CUPROBE_KEYED_MAP(map_type, name, key_type, value_type, entries)		\
+	struct {								\
+		__uint(type, map_type);						\
+		__uint(max_entries, entries);					\
+		__type(key, key_type);						\
+		__type(value, value_type);					\
+	} name SEC(".maps")
 
+/* Per-thread state of value_type (bpf_task_storage_get), made at a thread's first use. */
+#define CUPROBE_TASK_STORAGE(name, value_type)					\
+	struct {								\
+		__uint(type, BPF_MAP_TYPE_TASK_STORAGE);			\
+		__uint(map_flags, BPF_F_NO_PREALLOC);				\
+		__type(key, int);						\
+		__type(value, value_type);					\
+	} name SEC(".maps")
+
+/* ---- what the runtime shares with every program (types in cuprobe_events.h) ---- */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -80,64 +106,26 @@ struct {
 	__type(value, struct cuprobe_config);
 } cuprobe_config SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);   /* thread group id */
-	__type(value, __u8);
-} cuprobe_targets SEC(".maps");
+CUPROBE_HASH(cuprobe_targets, __u32 /* thread group id */, __u8, 4096);
 
+CUPROBE_LRU_HASH(cuprobe_kernel_names, struct cuprobe_name_key, struct cuprobe_kernel_name, 16384);
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct cuprobe_name_key);
-	__type(value, struct cuprobe_kernel_name);
-} cuprobe_kernel_names SEC(".maps");
+CUPROBE_LRU_HASH(cuprobe_calls, struct cuprobe_call_key, struct cuprobe_call, 16384);
 
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct cuprobe_call_key);
-	__type(value, struct cuprobe_call);
-} cuprobe_calls SEC(".maps");
-
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct cuprobe_context_key);
-	__type(value, __s32); /* device ordinal */
-} cuprobe_contexts SEC(".maps");
+CUPROBE_HASH(cuprobe_contexts, struct cuprobe_context_key, __s32 /* device ordinal */, 4096);
 
 /* Each thread's context stack: task-local storage, read without hashing at every launch. */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct cuprobe_thread_context);
-} cuprobe_thread_contexts SEC(".maps");
+CUPROBE_TASK_STORAGE(cuprobe_thread_contexts, struct cuprobe_thread_context);
 
 /*
  * NCCL communicators of traced processes, by (pid, ncclComm_t): rank, size,
  * device and NCCL's id, filled when a call made them returned (or a query
  * answered), removed when one destroying them returned.
  */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct cuprobe_nccl_comm_key);
-	__type(value, struct cuprobe_nccl_comm);
-} cuprobe_nccl_comms SEC(".maps");
+CUPROBE_HASH(cuprobe_nccl_comms, struct cuprobe_nccl_comm_key, struct cuprobe_nccl_comm, 4096);
 
 /* The context a process made or retained last: its device when a thread has none set. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32); /* thread group id */
-	__type(value, struct cuprobe_process_context);
-} cuprobe_process_contexts SEC(".maps");
+CUPROBE_HASH(cuprobe_process_contexts, __u32 /* thread group id */, struct cuprobe_process_context, 4096);
 
 /*
  * Kernel handles cuprobe_kernel_name() found unnamed: the runtime reads

@@ -28,12 +28,7 @@
 #define CUPROBE_PYTHON_BPF_H
 
 /* The processes found to be Python, and how to read them (the agent fills it). */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u32); /* thread group id */
-	__type(value, struct cp_py_proc);
-} py_procs SEC(".maps");
+CUPROBE_HASH(py_procs, __u32 /* thread group id */, struct cp_py_proc, 8192);
 
 /* What is kept of a stack already sent: enough to tell two stacks of one id apart. */
 struct py_seen {
@@ -43,12 +38,7 @@ struct py_seen {
 };
 
 /* Stack ids already sent. LRU: a stack that comes back after eviction is sent again. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, struct py_seen);
-} py_stacks_seen SEC(".maps");
+CUPROBE_LRU_HASH(py_stacks_seen, __u64, struct py_seen, 16384);
 
 /* Each thread's Python thread state, as last found. */
 struct py_thread {
@@ -57,12 +47,7 @@ struct py_thread {
 	__u64 head;   /* ... while the thread list began here */
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct py_thread);
-} py_threads SEC(".maps");
+CUPROBE_TASK_STORAGE(py_threads, struct py_thread);
 
 /* A frame's fields are read at once into chunk (a power of two: offsets are masked by it). */
 #define PY_CHUNK CP_PY_FRAME_READ_MAX

@@ -41,6 +41,7 @@
 
 #include "cuda_setup.h"
 #include "vec_add_ptx.h"
+#include "workload_args.h"
 
 struct options {
 	long iterations;
@@ -161,21 +162,6 @@ static void check_or_fail(CUresult rc, const char *call)
 {
 	if (!cu_ok(rc, call))
 		fail();
-}
-
-static bool parse_long(const char *text, long min, long max, long *out)
-{
-	char *end;
-	long value;
-
-	if (!text || !*text)
-		return false;
-	errno = 0;
-	value = strtol(text, &end, 10);
-	if (errno || *end || value < min || value > max)
-		return false;
-	*out = value;
-	return true;
 }
 
 static void bad_arguments(const char *why, const char *arg)

@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "workload_args.h"
+
 static void check_cuda(cudaError_t rc, const char *call)
 {
 	if (rc == cudaSuccess)
@@ -31,19 +33,6 @@ static void check_cublas(cublasStatus_t rc, const char *call)
 		return;
 	fprintf(stderr, "gemm_loop: %s failed: cublasStatus %d\n", call, (int)rc);
 	exit(EXIT_FAILURE);
-}
-
-static bool parse_long(const char *text, long min, long max, long *out)
-{
-	char *end;
-	long value;
-
-	errno = 0;
-	value = strtol(text, &end, 10);
-	if (!*text || errno || *end || value < min || value > max)
-		return false;
-	*out = value;
-	return true;
 }
 
 int main(int argc, char **argv)

@@ -11,11 +11,12 @@ to attach before the measured loop starts. It then runs N matmuls, or with
 "torch_matmul: pid=P iterations=N size=S".
 """
 import argparse
-import os
 import sys
 import time
 
 import torch
+
+from workload import add_loop_arguments, cuda_device, positive_int, say, say_done, say_ready
 
 # Bounds how far the CPU may queue ahead of the GPU, so --duration is honest.
 SYNC_EVERY = 64
@@ -23,41 +24,20 @@ WARMUP_ITERATIONS = 3
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
-def positive_int(text):
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text}")
-    return value
-
-
-def non_negative_float(text):
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text}")
-    return value
-
-
 def parse_args():
     parser = argparse.ArgumentParser(description="PyTorch matmul loop on cuda")
-    parser.add_argument("--iterations", type=positive_int, default=100,
-                        help="matmuls to run (default 100)")
+    add_loop_arguments(parser, "matmuls to run")
     parser.add_argument("--size", type=positive_int, default=1024,
                         help="square matrix size (default 1024)")
-    parser.add_argument("--duration", type=non_negative_float,
-                        help="run for this many seconds instead of --iterations")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
-    parser.add_argument("--start-delay", type=non_negative_float, default=0.0,
-                        help="seconds to wait after the ready line (default 0)")
     return parser.parse_args()
 
 
 def main():
     args = parse_args()
-    if not torch.cuda.is_available():
-        print("torch_matmul: no CUDA device available", file=sys.stderr)
+    device = cuda_device("torch_matmul")
+    if device is None:
         return 1
-
-    device = torch.device("cuda")
     dtype = DTYPES[args.dtype]
     a = torch.randn(args.size, args.size, device=device, dtype=dtype)
     b = torch.randn(args.size, args.size, device=device, dtype=dtype)
@@ -66,7 +46,7 @@ def main():
     for _ in range(WARMUP_ITERATIONS):
         c = a @ b
     torch.cuda.synchronize()
-    print(f"torch_matmul: ready pid={os.getpid()}", flush=True)
+    say_ready("torch_matmul")
     if args.start_delay:
         time.sleep(args.start_delay)
 
@@ -85,10 +65,9 @@ def main():
     torch.cuda.synchronize()
 
     if not torch.isfinite(c.float()).all():
-        print("torch_matmul: non-finite result", file=sys.stderr)
+        say("torch_matmul", "non-finite result", error=True)
         return 1
-    print(f"torch_matmul: pid={os.getpid()} iterations={iterations} size={args.size}",
-          flush=True)
+    say_done("torch_matmul", iterations=iterations, size=args.size)
     return 0
 
 

@@ -14,42 +14,24 @@ with --release it frees its tensors and empties PyTorch's cache at the end
 and prints "torch_mlp: max_memory_reserved=B reserved_after_release=B".
 """
 import argparse
-import os
 import sys
 import time
 
 import torch
 from torch import nn
 
+from workload import add_loop_arguments, cuda_device, positive_int, say, say_done, say_ready
+
 INPUT_FEATURES = 512
 CLASSES = 10
 LEARNING_RATE = 1e-3
 
 
-def positive_int(text):
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text}")
-    return value
-
-
-def non_negative_float(text):
-    value = float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text}")
-    return value
-
-
 def parse_args():
     parser = argparse.ArgumentParser(description="small MLP training loop on cuda")
-    parser.add_argument("--iterations", type=positive_int, default=100,
-                        help="training steps (default 100)")
+    add_loop_arguments(parser, "training steps")
     parser.add_argument("--batch", type=positive_int, default=256)
     parser.add_argument("--hidden", type=positive_int, default=1024)
-    parser.add_argument("--duration", type=non_negative_float,
-                        help="train for this many seconds instead of --iterations")
-    parser.add_argument("--start-delay", type=non_negative_float, default=0.0,
-                        help="seconds to wait after the ready line (default 0)")
     parser.add_argument("--synchronize", type=int, default=0,
                         help="calls of torch.cuda.synchronize() after the loop")
     parser.add_argument("--release", action="store_true",
@@ -59,11 +41,9 @@ def parse_args():
 
 def main():
     args = parse_args()
-    if not torch.cuda.is_available():
-        print("torch_mlp: no CUDA device available", file=sys.stderr)
+    device = cuda_device("torch_mlp")
+    if device is None:
         return 1
-
-    device = torch.device("cuda")
     model = nn.Sequential(
         nn.Linear(INPUT_FEATURES, args.hidden),
         nn.ReLU(),
@@ -86,7 +66,7 @@ def main():
     # One step loads every kernel the loop uses before the tracer looks.
     step()
     torch.cuda.synchronize()
-    print(f"torch_mlp: ready pid={os.getpid()}", flush=True)
+    say_ready("torch_mlp")
     if args.start_delay:
         time.sleep(args.start_delay)
 
@@ -102,9 +82,8 @@ def main():
     torch.cuda.synchronize()
     elapsed = time.monotonic() - started
 
-    print(f"torch_mlp: pid={os.getpid()} iterations={iterations} batch={args.batch} "
-          f"hidden={args.hidden} loss={loss:.4f} us_per_step={elapsed * 1e6 / max(iterations, 1):.1f}",
-          flush=True)
+    say_done("torch_mlp", iterations=iterations, batch=args.batch, hidden=args.hidden,
+             loss=f"{loss:.4f}", us_per_step=f"{elapsed * 1e6 / max(iterations, 1):.1f}")
     for _ in range(args.synchronize):
         torch.cuda.synchronize()
     if args.release:
@@ -114,8 +93,8 @@ def main():
         # cuBLAS workspaces come from the caching allocator and stay cached per handle.
         torch._C._cuda_clearCublasWorkspaces()
         torch.cuda.empty_cache()
-        print(f"torch_mlp: max_memory_reserved={reserved_peak} "
-              f"reserved_after_release={torch.cuda.memory_reserved()}", flush=True)
+        say("torch_mlp", f"max_memory_reserved={reserved_peak}",
+            f"reserved_after_release={torch.cuda.memory_reserved()}")
     return 0
 
 

@@ -7,12 +7,13 @@ prints "triton_add: ready pid=P" after compiling, then
 "triton_add: pid=P launches=N kernel=add_kernel result=ok"
 """
 import argparse
-import os
 import sys
 
 import torch
 import triton
 import triton.language as tl
+
+from workload import cuda_device, positive_int, say, say_done, say_ready
 
 
 @triton.jit
@@ -25,30 +26,26 @@ def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 def main():
     parser = argparse.ArgumentParser(description="Triton vector add loop")
-    parser.add_argument("--iterations", type=int, default=1000)
-    parser.add_argument("--size", type=int, default=1 << 16)
+    parser.add_argument("--iterations", type=positive_int, default=1000)
+    parser.add_argument("--size", type=positive_int, default=1 << 16)
     args = parser.parse_args()
-    if args.iterations <= 0 or args.size <= 0:
-        print("triton_add: --iterations and --size must be > 0", file=sys.stderr)
-        return 2
-    if not torch.cuda.is_available():
-        print("triton_add: no CUDA device available", file=sys.stderr)
+    device = cuda_device("triton_add")
+    if device is None:
         return 1
-    x = torch.rand(args.size, device="cuda")
-    y = torch.rand(args.size, device="cuda")
+    x = torch.rand(args.size, device=device)
+    y = torch.rand(args.size, device=device)
     out = torch.empty_like(x)
     grid = (triton.cdiv(args.size, 1024),)
     add_kernel[grid](x, y, out, args.size, BLOCK=1024)  # compile + first launch
     torch.cuda.synchronize()
-    print(f"triton_add: ready pid={os.getpid()}", flush=True)
+    say_ready("triton_add")
     for _ in range(args.iterations):
         add_kernel[grid](x, y, out, args.size, BLOCK=1024)
     torch.cuda.synchronize()
     if not torch.allclose(out, x + y):
-        print("triton_add: wrong result", file=sys.stderr)
+        say("triton_add", "wrong result", error=True)
         return 1
-    print(f"triton_add: pid={os.getpid()} launches={args.iterations + 1} kernel=add_kernel result=ok",
-          flush=True)
+    say_done("triton_add", launches=args.iterations + 1, kernel="add_kernel", result="ok")
     return 0
 
 

@@ -17,6 +17,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "workload_args.h"
+
 #define BLOCK_THREADS 256
 #define DEFAULT_ELEMENTS 1024L
 #define MAX_ELEMENTS (1L << 26)
@@ -37,19 +39,6 @@ static void check(cudaError_t rc, const char *call)
 	fprintf(stderr, "vec_add: %s failed: %s: %s\n", call, cudaGetErrorName(rc),
 		cudaGetErrorString(rc));
 	exit(EXIT_FAILURE);
-}
-
-static bool parse_long(const char *text, long min, long max, long *out)
-{
-	char *end;
-	long value;
-
-	errno = 0;
-	value = strtol(text, &end, 10);
-	if (!*text || errno || *end || value < min || value > max)
-		return false;
-	*out = value;
-	return true;
 }
 
 int main(int argc, char **argv)

@@ -53,7 +53,7 @@ Test(cli, no_arguments_is_system_wide)
 	cr_assert_eq(parse((char *[]){ "trace", NULL }), CP_PARSE_OK);
 	cr_assert_eq(opts.common.pid_count, 0);
 	cr_assert_null(opts.common.command);
-	cr_assert_not(opts.common.json);
+	cr_assert_eq(opts.common.format, CP_FORMAT_TEXT);
 	cr_assert_null(opts.common.output);
 	cr_assert_eq(opts.common.duration_ms, 0);
 	cr_assert_eq(opts.common.ring_bytes, 0);
@@ -107,7 +107,7 @@ Test(cli, json_output_lib_runtime)
 {
 	cr_assert_eq(PARSE("--json", "-o", "/tmp/out.json", "--lib", "/a/libcuda.so.1",
 			   "--lib", "/b/libcuda.so.1", "--runtime"), CP_PARSE_OK);
-	cr_assert(opts.common.json);
+	cr_assert_eq(opts.common.format, CP_FORMAT_JSON);
 	cr_assert_str_eq(opts.common.output, "/tmp/out.json");
 	cr_assert_eq(opts.common.lib_count, 2);
 	cr_assert_str_eq(opts.common.libs[0], "/a/libcuda.so.1");
@@ -117,9 +117,20 @@ Test(cli, json_output_lib_runtime)
 
 	cr_assert_eq(PARSE("--output=/tmp/o2"), CP_PARSE_OK);
 	cr_assert_str_eq(opts.common.output, "/tmp/o2");
-	cr_assert_not(opts.common.json);
+	cr_assert_eq(opts.common.format, CP_FORMAT_TEXT);
 	assert_error(PARSE("-o", ""), NULL);
 	assert_error(PARSE("--lib", ""), NULL);
+}
+
+/* --format picks a format of CP_FORMATS by name; --json is --format json. */
+Test(cli, format_by_name)
+{
+	cr_assert_eq(PARSE("--format", "json"), CP_PARSE_OK);
+	cr_assert_eq(opts.common.format, CP_FORMAT_JSON);
+	cr_assert_eq(PARSE("--format=text"), CP_PARSE_OK);
+	cr_assert_eq(opts.common.format, CP_FORMAT_TEXT);
+	assert_error(PARSE("--format", "yaml"), "no format called 'yaml'");
+	assert_error(PARSE("--format", ""), "no format called ''");
 }
 
 Test(cli, cudart_implies_runtime)
@@ -292,7 +303,7 @@ Test(cli, command_after_dashdash_keeps_its_own_options)
 	char *argv[] = { "trace", "--json", "--", "cmd", "-x", "--json", "-p", "5", NULL };
 
 	cr_assert_eq(parse(argv), CP_PARSE_OK);
-	cr_assert(opts.common.json);
+	cr_assert_eq(opts.common.format, CP_FORMAT_JSON);
 	cr_assert_not_null(opts.common.command);
 	cr_assert_eq(opts.common.command_argc, 5);
 	cr_assert_str_eq(opts.common.command[0], "cmd");

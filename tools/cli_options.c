@@ -16,7 +16,7 @@
  * be true of it. A common value goes to opts->common; in[command] says where
  * a command keeps a value of its own.
  */
-enum { OPT_JSON = 1000, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
+enum { OPT_JSON = 1000, OPT_FORMAT, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
        OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
        OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED, OPT_WAKEUP_LATENCY,
        OPT_PTX, OPT_PYTHON, OPT_MAX_ENTRIES };
@@ -40,6 +40,10 @@ static const struct cp_option_doc option_docs[] = {
 	{ OPT_JSON, "json", 0, NULL, TRACE | STATS | RUN,
 	  "one JSON object per line (schema: docs/json.md); with a COMMAND and no -o,\n"
 	  "COMMAND's own standard output goes to standard error" },
+	{ OPT_FORMAT, "format", 0, "NAME", TRACE | STATS,
+	  "write records and reports in format NAME: text (the default), json (as\n"
+	  "--json), or another of the formats built in (userspace/format/); any\n"
+	  "but text sends COMMAND's own standard output to standard error, as --json" },
 	{ 'o', "output", 'o', "FILE", TRACE | STATS | RUN,
 	  "write to FILE (created as the invoking user, never through a symlink;\n"
 	  "an existing FILE is replaced only once tracing has started)",
@@ -428,7 +432,14 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 			common->pid_count++;
 			break;
 		case OPT_JSON:
-			common->json = true;
+			common->format = CP_FORMAT_JSON;
+			break;
+		case OPT_FORMAT:
+			common->format = cp_format__by_name(optarg);
+			if (common->format == CP_FORMAT_MAX) {
+				snprintf(error, error_len, "--format: no format called '%s'", optarg);
+				return CP_PARSE_ERROR;
+			}
 			break;
 		case 'o':
 			if (!*optarg) {

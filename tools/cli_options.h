@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "commands.h"
+#include "format/format.h"
 
 #define CP_CLI_MAX_PIDS 64
 #define CP_CLI_MAX_LIBS 16
@@ -27,7 +28,7 @@ struct cp_common_options {
 	size_t pid_count;
 	const char *libs[CP_CLI_MAX_LIBS];   /* --lib: extra libcuda files */
 	size_t lib_count;
-	bool json;
+	enum cp_format format; /* --format NAME (--json: json); CP_FORMAT_TEXT when not given */
 	const char *output;  /* -o FILE; NULL = stdout */
 	int verbose;
 	uint64_t duration_ms;/* -d SECONDS; 0 = until the target ends or a signal */

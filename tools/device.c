@@ -328,9 +328,7 @@ int cp_device__watch(struct cp_device_run *d)
 
 void cp_device__command_started(struct cp_device_run *d)
 {
-	if (d->child_report_fd >= 0)
-		close(d->child_report_fd);
-	d->child_report_fd = -1;
+	cp_fd__close(&d->child_report_fd);
 }
 
 /* "a, b, c and 4 more" */
@@ -387,14 +385,10 @@ void cp_device__close(struct cp_device_run *d)
 {
 	size_t i;
 
-	if (d->plan_fd >= 0)
-		close(d->plan_fd);
-	if (d->library_fd >= 0)
-		close(d->library_fd);
-	if (d->report_fd >= 0)
-		close(d->report_fd);
-	if (d->child_report_fd >= 0)
-		close(d->child_report_fd);
+	cp_fd__close(&d->plan_fd);
+	cp_fd__close(&d->library_fd);
+	cp_fd__close(&d->report_fd);
+	cp_fd__close(&d->child_report_fd);
 	for (i = 0; i < sizeof(d->env) / sizeof(d->env[0]); i++)
 		free(d->env[i]);
 	names_free(d->instrumented);

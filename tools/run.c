@@ -487,12 +487,12 @@ int cp_cmd_run(const union cp_options *options)
 	if (!exit_code && opts->ptx)
 		exit_code = print_ptx(&session, opts);
 	if (!exit_code && has_device)
-		exit_code = cp_device__prepare(&device, &session, magic, opts->common.json, &run.lock);
+		exit_code = cp_device__prepare(&device, &session, magic, opts->common.format == CP_FORMAT_JSON, &run.lock);
 	if (exit_code || opts->ptx)
 		goto cleanup;
 	run.session = &session;
 	run.btf = cp_program__btf(session.program);
-	run.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
+	run.format = opts->common.format;
 	run.start_ns = monotonic_ns();
 	run.max_entries = opts->max_entries_set ? opts->max_entries : RUN_MAX_ENTRIES;
 	if (set_up_rings(&run, &session_rings)) {
@@ -513,16 +513,11 @@ int cp_cmd_run(const union cp_options *options)
 		cp_device__command_started(&device);
 	if (exit_code)
 		goto cleanup;
-	if (cp_verbosity)
-		cp_say("running %s (%u probes, %u links); Ctrl-C stops", opts->program,
-		       cp_tracer__probe_count(session.tracer), cp_tracer__link_count(session.tracer));
 	hooks.tick_ms = opts->interval_ms;
 	hooks.tick = on_tick;
 	hooks.ctx = &run;
-	cp_session__wait(&session, &hooks);
-
-	/* Every record committed is printed first, then the maps as they ended. */
-	cp_session__stop_agent(&session);
+	/* Every record committed is printed first (the run drains), then the maps as they ended. */
+	cp_session__run(&session, &hooks, "running %s", opts->program);
 	print_maps(&run, true);
 	if (run.not_printed)
 		cp_say("%llu map entries not printed (at most %zu a map: --max-entries 0 prints them all)",

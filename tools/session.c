@@ -598,10 +598,10 @@ int cp_session__start_agent(struct cp_session *s, cp_event_fn on_event, void *ct
 	return 0;
 }
 
-/* JSON on a stdout COMMAND shares: the command's own stdout goes to stderr. */
+/* Records for a program (JSON, ...) on a stdout COMMAND shares: the command's own stdout goes to stderr. */
 static bool command_output_to_stderr(const struct cp_session *s)
 {
-	return s->opts->json && !s->opts->output;
+	return s->opts->format != CP_FORMAT_TEXT && !s->opts->output;
 }
 
 int cp_session__start_command(struct cp_session *s)
@@ -851,6 +851,22 @@ void cp_session__stop_agent(struct cp_session *s)
 		cp_agent__stop(s->agent);
 }
 
+void cp_session__run(struct cp_session *s, const struct cp_wait_hooks *hooks, const char *doing_format, ...)
+{
+	char doing[PATH_MAX + 64];
+	va_list args;
+
+	if (doing_format && cp_verbosity) {
+		va_start(args, doing_format);
+		vsnprintf(doing, sizeof(doing), doing_format, args);
+		va_end(args);
+		cp_say("%s (%u probes, %u links); Ctrl-C stops", doing, cp_tracer__probe_count(s->tracer),
+		       cp_tracer__link_count(s->tracer));
+	}
+	cp_session__wait(s, hooks);
+	cp_session__stop_agent(s);
+}
+
 void cp_session__report_files(struct cp_session *s, enum cp_format format)
 {
 	struct cp_text text = { 0 };
@@ -999,18 +1015,12 @@ void cp_session__close(struct cp_session *s)
 	cp_tracer__free(s->tracer);
 	s->tracer = NULL;
 	for (i = 0; i < s->pid_fd_count; i++)
-		if (s->pid_fds[i] >= 0)
-			close(s->pid_fds[i]);
-	if (s->signal_fd >= 0)
-		close(s->signal_fd);
-	if (s->timer_fd >= 0)
-		close(s->timer_fd);
-	if (s->tick_fd >= 0)
-		close(s->tick_fd);
-	if (s->grace_fd >= 0)
-		close(s->grace_fd);
-	if (s->stop_fd >= 0)
-		close(s->stop_fd);
+		cp_fd__close(&s->pid_fds[i]);
+	cp_fd__close(&s->signal_fd);
+	cp_fd__close(&s->timer_fd);
+	cp_fd__close(&s->tick_fd);
+	cp_fd__close(&s->grace_fd);
+	cp_fd__close(&s->stop_fd);
 	if (s->mask_changed)
 		pthread_sigmask(SIG_SETMASK, &s->original_mask, NULL);
 	cp_python__free(s->python); /* the agent that used it is gone */

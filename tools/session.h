@@ -174,6 +174,13 @@ void cp_session__warn_python(const struct cp_session *s);
 /* Stops the agent: every record committed so far is delivered. */
 void cp_session__stop_agent(struct cp_session *s);
 /*
+ * A command's run, once COMMAND has started: says what it does (when
+ * verbose, "DOING (N probes, M links); Ctrl-C stops"; doing_format NULL says
+ * nothing), waits (cp_session__wait) and stops the agent.
+ */
+void cp_session__run(struct cp_session *s, const struct cp_wait_hooks *hooks, const char *doing_format, ...)
+	__attribute__((format(printf, 3, 4)));
+/*
  * The files probed while tracing ran: a line each on stderr, and in the
  * output what the format writes of them (JSON: a "driver_file" record each;
  * a failed write stops the session).

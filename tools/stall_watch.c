@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuprobe_internal.h"
 #include "stall_watch.h"
 
 #define STALL_MS 150
@@ -181,17 +182,13 @@ struct cp_stall_watch *cp_stall_watch__start(struct cp_output *output, struct cp
 {
 	struct sigaction interrupt = { .sa_handler = on_interrupt }; /* no SA_RESTART */
 	struct cp_stall_watch *w = calloc(1, sizeof(*w));
-	pthread_condattr_t attr;
 
 	if (!w)
 		return NULL; /* a stop then waits for a blocked output, as before */
 	w->output = output;
 	w->second = second;
 	pthread_mutex_init(&w->lock, NULL);
-	pthread_condattr_init(&attr);
-	pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-	pthread_cond_init(&w->cond, &attr);
-	pthread_condattr_destroy(&attr);
+	cp_cond__init_monotonic(&w->cond);
 	sigemptyset(&interrupt.sa_mask);
 	if (sigaction(SIGURG, &interrupt, NULL) || pthread_create(&w->thread, NULL, watch_stalls, w)) {
 		pthread_cond_destroy(&w->cond);

@@ -486,7 +486,7 @@ int cp_cmd_stats(const union cp_options *options)
 		}
 	}
 	ctx.session = &session;
-	ctx.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
+	ctx.format = opts->common.format;
 	ctx.latency = opts->latency;
 	ctx.stacks = opts->stacks;
 	exit_code = cp_session__open(&session, &opts->common);
@@ -505,16 +505,11 @@ int cp_cmd_stats(const union cp_options *options)
 		exit_code = cp_session__start_command(&session);
 	if (exit_code)
 		goto cleanup;
-	if (cp_verbosity)
-		cp_say("counting (%u probes, %u links); Ctrl-C stops",
-		       cp_tracer__probe_count(session.tracer), cp_tracer__link_count(session.tracer));
 	hooks.tick_ms = opts->interval_ms;
 	hooks.tick = on_tick;
 	hooks.ctx = &ctx;
-	cp_session__wait(&session, &hooks);
-
-	/* Drain first: exits already recorded get their final reports and leak checks. */
-	cp_session__stop_agent(&session);
+	/* It drains at the end: exits already recorded get their final reports and leak checks. */
+	cp_session__run(&session, &hooks, "counting");
 	report_all(&ctx, true);
 	cp_session__warn_losses(&session);
 	cp_session__warn_python(&session);

@@ -298,8 +298,7 @@ int cp_cmd_top(const union cp_options *options)
 	hooks.extra_fd = STDIN_FILENO;
 	hooks.on_extra = on_key;
 	hooks.ctx = ctx;
-	cp_session__wait(&session, &hooks);
-	cp_session__stop_agent(&session);
+	cp_session__run(&session, &hooks, NULL);
 	endwin();
 	delscreen(screen);
 	screen = NULL;

@@ -239,7 +239,7 @@ int cp_cmd_trace(const union cp_options *options)
 	if (exit_code)
 		goto cleanup;
 	output.session = &session;
-	output.format = opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT;
+	output.format = opts->common.format;
 	output.intervals = opts->timeline;
 	output.start_ns = monotonic_ns();
 	{
@@ -270,11 +270,7 @@ int cp_cmd_trace(const union cp_options *options)
 	exit_code = cp_session__start_command(&session);
 	if (exit_code)
 		goto cleanup;
-	if (cp_verbosity)
-		cp_say("tracing (%u probes, %u links); Ctrl-C stops", cp_tracer__probe_count(session.tracer),
-		       cp_tracer__link_count(session.tracer));
-	cp_session__wait(&session, NULL);
-	cp_session__stop_agent(&session);
+	cp_session__run(&session, NULL, "tracing");
 	if (output.perfetto)
 		finish_perfetto(&output);
 	print_summary(&session);

@@ -293,10 +293,8 @@ struct cp_agent *cp_agent__new(int ring_fd, const struct cp_agent_opts *caller_o
 	return agent;
 
 err_close_fds:
-	if (agent->epoll_fd >= 0)
-		close(agent->epoll_fd);
-	if (agent->wake_fd >= 0)
-		close(agent->wake_fd);
+	cp_fd__close(&agent->epoll_fd);
+	cp_fd__close(&agent->wake_fd);
 	ring_buffer__free(agent->ring);
 err_free_agent:
 	pthread_mutex_destroy(&agent->fds_lock);

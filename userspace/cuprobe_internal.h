@@ -10,11 +10,14 @@
 #ifndef CUPROBE_INTERNAL_H
 #define CUPROBE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cuprobe.h"
 #include "format/format.h"
@@ -51,6 +54,48 @@ int cp_array__reserve(void *array, size_t *capacity, size_t needed, size_t size,
 /* cp_array__reserve for a typed array: CP_ARRAY_RESERVE(set->files, set->capacity, n + 1, 8). */
 #define CP_ARRAY_RESERVE(array, capacity, needed, first) \
 	cp_array__reserve(&(array), &(capacity), (needed), sizeof(*(array)), (first))
+
+/* ---- search trees ------------------------------------------------------------- */
+
+/* Orders tsearch entries by the key they begin with: a uint32_t (a pid, a tid), a uint64_t. */
+typedef int cp_tree_order(const void *a, const void *b);
+int cp_tree__by_u32(const void *a, const void *b);
+int cp_tree__by_u64(const void *a, const void *b);
+/* The entry of *tree equal to *key under order, or NULL. */
+void *cp_tree__find(void *const *tree, const void *key, cp_tree_order *order);
+/* Takes the entry equal to *key out of *tree: it (the caller's to free), or NULL. */
+void *cp_tree__take(void **tree, const void *key, cp_tree_order *order);
+/*
+ * The entry equal to *key, or, where there is none, a copy of *key (size
+ * bytes) added to *tree, *added (where not NULL) telling which. NULL (the
+ * tree as it was) when memory ran out.
+ */
+void *cp_tree__add(void **tree, const void *key, size_t size, cp_tree_order *order, bool *added);
+
+/* ---- file descriptors, condition variables -------------------------------------- */
+
+/* Closes *fd where it is open (>= 0), and marks it closed (-1). */
+static inline void cp_fd__close(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* A condition variable whose timed waits count on CLOCK_MONOTONIC (a clock change moves no deadline). */
+static inline int cp_cond__init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t monotonic;
+	int err = pthread_condattr_init(&monotonic);
+
+	if (err)
+		return err;
+	err = pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+	if (!err)
+		err = pthread_cond_init(cond, &monotonic);
+	pthread_condattr_destroy(&monotonic);
+	return err;
+}
 
 /* ---- /proc ---------------------------------------------------------------------- */
 

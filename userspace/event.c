@@ -75,15 +75,21 @@ uint64_t cp_event__py_stack(const union cp_event *event)
 	}
 }
 
+/* The name of value in a table of names indexed by value: "unknown" beyond it or where it has none. */
+static const char *name_in(const char *const *names, size_t count, unsigned int value)
+{
+	return value < count && names[value] ? names[value] : "unknown";
+}
+
+#define NAME_IN(names, value) name_in((names), sizeof(names) / sizeof((names)[0]), (unsigned int)(value))
+
 #define TYPE_NAME(NAME, value, member, type, name) [CP_EV_##NAME] = name,
 static const char *const type_names[CP_EV_TYPE_MAX] = { CP_RECORD_TYPES(TYPE_NAME) };
 #undef TYPE_NAME
 
 const char *cp_event_type__name(enum cp_event_type type)
 {
-	if ((unsigned int)type >= CP_EV_TYPE_MAX || !type_names[type])
-		return "unknown";
-	return type_names[type];
+	return NAME_IN(type_names, type);
 }
 
 /* The API name and family tables, generated from the catalogue. */
@@ -135,9 +141,7 @@ static const char *const family_names[CP_FAMILY_MAX] = {
 
 const char *cp_family__name(enum cp_family family)
 {
-	if ((unsigned int)family >= CP_FAMILY_MAX || !family_names[family])
-		return "unknown";
-	return family_names[family];
+	return NAME_IN(family_names, family);
 }
 
 #define FAMILY_SDK(f, sdk) [CP_FAMILY_##f] = sdk,
@@ -165,7 +169,7 @@ static const char *const library_names[CP_LIBRARY_MAX] = { CP_LIBRARIES(LIBRARY_
 
 const char *cp_library__name(enum cp_library library)
 {
-	return (unsigned int)library < CP_LIBRARY_MAX ? library_names[library] : "unknown";
+	return NAME_IN(library_names, library);
 }
 
 #define NCCL_OP_NAME(NAME, value, name) [CP_NCCL_##NAME] = name,
@@ -174,9 +178,7 @@ static const char *const nccl_op_names[CP_NCCL_OP_MAX] = { CP_NCCL_OPS(NCCL_OP_N
 
 const char *cp_nccl_op__name(enum cp_nccl_op op)
 {
-	if ((unsigned int)op >= CP_NCCL_OP_MAX || !nccl_op_names[op])
-		return "unknown";
-	return nccl_op_names[op];
+	return NAME_IN(nccl_op_names, op);
 }
 
 const char *cp_nccl_datatype__name(uint32_t datatype)
@@ -186,7 +188,7 @@ const char *cp_nccl_datatype__name(uint32_t datatype)
 		"float64", "bfloat16", "float8e4m3", "float8e5m2",
 	};
 
-	return datatype < CP_NCCL_DATATYPES ? names[datatype] : "unknown";
+	return NAME_IN(names, datatype);
 }
 
 const char *cp_nccl_redop__name(uint32_t redop)
@@ -216,9 +218,7 @@ const char *cp_copy_dir__name(enum cp_copy_dir dir)
 		[CP_COPY_ATOD] = "AtoD", [CP_COPY_ATOA] = "AtoA", [CP_COPY_BATCH] = "batch",
 	};
 
-	if ((unsigned int)dir >= CP_COPY_DIR_MAX || !names[dir])
-		return "unknown";
-	return names[dir];
+	return NAME_IN(names, dir);
 }
 
 const char *cp_sync_kind__name(enum cp_sync_kind kind)

@@ -153,14 +153,19 @@ static int by_address(const void *a, const void *b)
 	return (int)x->rank - (int)y->rank;
 }
 
-/* Reads the function symbols of one table (SHT_SYMTAB or SHT_DYNSYM) into file. */
-static int read_table(Elf *elf, GElf_Word type, unsigned int rank, struct elf_file *file,
-		      size_t *capacity)
+typedef int function_symbol_fn(void *ctx, const GElf_Sym *sym, const char *name);
+
+/*
+ * Calls fn for each named function symbol defined in the tables of type
+ * (SHT_SYMTAB or SHT_DYNSYM), until fn returns non-zero: that, or 0.
+ */
+static int each_function_symbol(Elf *elf, GElf_Word type, function_symbol_fn *fn, void *ctx)
 {
 	Elf_Scn *scn = NULL;
 	GElf_Shdr shdr;
 	GElf_Sym sym;
 	size_t i;
+	int err;
 
 	while ((scn = elf_nextscn(elf, scn))) {
 		Elf_Data *data;
@@ -172,22 +177,49 @@ static int read_table(Elf *elf, GElf_Word type, unsigned int rank, struct elf_fi
 			const char *name;
 
 			if (!gelf_getsym(data, i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-			    sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			    sym.st_shndx == SHN_UNDEF)
 				continue;
 			name = elf_strptr(elf, shdr.sh_link, sym.st_name);
 			if (!name || !*name)
 				continue;
-			if (CP_ARRAY_RESERVE(file->symbols, *capacity, file->symbol_count + 1, 256))
-				return -ENOMEM;
-			file->symbols[file->symbol_count] = (struct elf_symbol){
-				.start = sym.st_value, .size = sym.st_size, .rank = rank,
-				.name = strdup(name) };
-			if (!file->symbols[file->symbol_count].name)
-				return -ENOMEM;
-			file->symbol_count++;
+			err = fn(ctx, &sym, name);
+			if (err)
+				return err;
 		}
 	}
 	return 0;
+}
+
+struct table_read {
+	struct elf_file *file;
+	size_t *capacity;
+	unsigned int rank;
+};
+
+static int add_symbol(void *ctx, const GElf_Sym *sym, const char *name)
+{
+	struct table_read *read = ctx;
+	struct elf_file *file = read->file;
+
+	if (!sym->st_value)
+		return 0;
+	if (CP_ARRAY_RESERVE(file->symbols, *read->capacity, file->symbol_count + 1, 256))
+		return -ENOMEM;
+	file->symbols[file->symbol_count] = (struct elf_symbol){
+		.start = sym->st_value, .size = sym->st_size, .rank = read->rank, .name = strdup(name) };
+	if (!file->symbols[file->symbol_count].name)
+		return -ENOMEM;
+	file->symbol_count++;
+	return 0;
+}
+
+/* Reads the function symbols of one table (SHT_SYMTAB or SHT_DYNSYM) into file. */
+static int read_table(Elf *elf, GElf_Word type, unsigned int rank, struct elf_file *file,
+		      size_t *capacity)
+{
+	struct table_read read = { .file = file, .capacity = capacity, .rank = rank };
+
+	return each_function_symbol(elf, type, add_symbol, &read);
 }
 
 /* Opens the file once: its load segments and function symbols, sorted by address. */
@@ -589,14 +621,30 @@ void cp_elf__free_names(char **names, size_t count)
 	free(names);
 }
 
+struct name_list {
+	char **names;
+	size_t count, capacity;
+};
+
+static int add_exported(void *ctx, const GElf_Sym *sym, const char *name)
+{
+	struct name_list *list = ctx;
+
+	if (GELF_ST_BIND(sym->st_info) == STB_LOCAL)
+		return 0;
+	if (CP_ARRAY_RESERVE(list->names, list->capacity, list->count + 1, 256))
+		return -ENOMEM;
+	list->names[list->count] = strdup(name);
+	if (!list->names[list->count])
+		return -ENOMEM;
+	list->count++;
+	return 0;
+}
+
 int cp_elf__exported_functions(const char *path, char ***names_out, size_t *count_out)
 {
-	size_t count = 0, capacity = 0, i;
-	Elf_Scn *scn = NULL;
-	char **names = NULL;
-	GElf_Shdr shdr;
-	GElf_Sym sym;
-	int fd, err = 0;
+	struct name_list list = { 0 };
+	int fd, err;
 	Elf *elf;
 
 	if (!path || !names_out || !count_out)
@@ -606,39 +654,14 @@ int cp_elf__exported_functions(const char *path, char ***names_out, size_t *coun
 	err = open_elf(path, &fd, &elf);
 	if (err)
 		return err;
-	while (!err && (scn = elf_nextscn(elf, scn))) {
-		Elf_Data *data;
-
-		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_DYNSYM || !shdr.sh_entsize)
-			continue;
-		data = elf_getdata(scn, NULL);
-		for (i = 0; data && i < shdr.sh_size / shdr.sh_entsize; i++) {
-			const char *name;
-
-			if (!gelf_getsym(data, i, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-			    sym.st_shndx == SHN_UNDEF || GELF_ST_BIND(sym.st_info) == STB_LOCAL)
-				continue;
-			name = elf_strptr(elf, shdr.sh_link, sym.st_name);
-			if (!name || !*name)
-				continue;
-			err = CP_ARRAY_RESERVE(names, capacity, count + 1, 256);
-			if (err)
-				break;
-			names[count] = strdup(name);
-			if (!names[count]) {
-				err = -ENOMEM;
-				break;
-			}
-			count++;
-		}
-	}
+	err = each_function_symbol(elf, SHT_DYNSYM, add_exported, &list);
 	elf_end(elf);
 	close(fd);
 	if (err) {
-		cp_elf__free_names(names, count);
+		cp_elf__free_names(list.names, list.count);
 		return err;
 	}
-	*names_out = names;
-	*count_out = count;
+	*names_out = list.names;
+	*count_out = list.count;
 	return 0;
 }

@@ -173,51 +173,17 @@ static void span_free(struct span_union *u)
 
 /* ---- trees --------------------------------------------------------------------------- */
 
-static int by_pid(const void *a, const void *b)
-{
-	uint32_t x = ((const struct process *)a)->pid, y = ((const struct process *)b)->pid;
-
-	return x < y ? -1 : x > y;
-}
-
-static int by_handle(const void *a, const void *b)
-{
-	uint64_t x = ((const struct recorded_event *)a)->handle;
-	uint64_t y = ((const struct recorded_event *)b)->handle;
-
-	return x < y ? -1 : x > y;
-}
-
-static int by_tid(const void *a, const void *b)
-{
-	uint32_t x = ((const struct thread *)a)->tid, y = ((const struct thread *)b)->tid;
-
-	return x < y ? -1 : x > y;
-}
-
+/* Processes and threads are ordered by their pid and tid, recorded events by their handle. */
 static struct process *find_process(const struct cp_timeline *tl, uint32_t pid)
 {
-	struct process key = { .pid = pid };
-	void *found = tfind(&key, (void *const *)&tl->processes, by_pid);
-
-	return found ? *(struct process **)found : NULL;
+	return cp_tree__find(&tl->processes, &pid, cp_tree__by_u32);
 }
 
 static struct process *process_of(struct cp_timeline *tl, uint32_t pid)
 {
-	struct process *p = find_process(tl, pid);
+	struct process key = { .pid = pid };
 
-	if (p)
-		return p;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return NULL;
-	p->pid = pid;
-	if (!tsearch(p, &tl->processes, by_pid)) {
-		free(p);
-		return NULL;
-	}
-	return p;
+	return cp_tree__add(&tl->processes, &key, sizeof(key), cp_tree__by_u32, NULL);
 }
 
 uint64_t cp_stream__key(uint64_t handle, uint32_t api, uint32_t tid)
@@ -420,8 +386,7 @@ static void still_running(struct stream *s, uint64_t cut_ns)
 
 static void note_returned(struct process *p, uint32_t tid, uint64_t time_ns)
 {
-	struct thread key = { .tid = tid }, **found = tfind(&key, &p->threads, by_tid);
-	struct thread *t = found ? *found : NULL;
+	struct thread *t = cp_tree__find(&p->threads, &tid, cp_tree__by_u32);
 	size_t i;
 
 	if (!t || !t->stream)
@@ -443,7 +408,7 @@ static void on_launch(struct cp_timeline *tl, struct process *p, const struct cp
 	struct stream *s;
 	struct launch *l;
 	struct device_time *d;
-	struct thread key = { .tid = e->hdr.tid }, *t, **found;
+	struct thread key = { .tid = e->hdr.tid }, *t;
 
 	if (e->flags & CP_LAUNCH_HOST_FUNC)
 		return;
@@ -486,25 +451,16 @@ static void on_launch(struct cp_timeline *tl, struct process *p, const struct cp
 		note_window(&d->summary, e->hdr.time_ns, e->hdr.time_ns);
 	}
 	/* Its call returns before this thread's next record: remembered until then. */
-	found = tsearch(&key, &p->threads, by_tid);
-	if (found && *found == &key) {
-		t = malloc(sizeof(*t));
-		if (!t) {
-			tdelete(&key, &p->threads, by_tid);
-			return;
-		}
-		*t = key;
-		*found = t;
-	}
-	if (found) {
-		(*found)->stream = s;
-		(*found)->seq = l->seq;
+	t = cp_tree__add(&p->threads, &key, sizeof(key), cp_tree__by_u32, NULL);
+	if (t) {
+		t->stream = s;
+		t->seq = l->seq;
 	}
 }
 
 static void on_event_record(struct process *p, const struct cp_event_event *e)
 {
-	struct recorded_event key = { .handle = e->event }, *r, **found;
+	struct recorded_event key = { .handle = e->event }, *r;
 	struct stream *s;
 
 	/*
@@ -517,22 +473,13 @@ static void on_event_record(struct process *p, const struct cp_event_event *e)
 	s = stream_of(p, e->device, cp_stream__key(e->stream, e->hdr.api, e->hdr.tid), e->stream, true);
 	if (!s)
 		return;
-	found = tsearch(&key, &p->events, by_handle);
-	if (found && *found == &key) {
-		r = malloc(sizeof(*r));
-		if (!r) {
-			tdelete(&key, &p->events, by_handle);
-			return;
-		}
-		*r = key;
-		*found = r;
-	}
-	if (!found)
+	r = cp_tree__add(&p->events, &key, sizeof(key), cp_tree__by_u64, NULL);
+	if (!r)
 		return;
 	/* Re-recording an event moves it: the latest record is what a wait or query sees. */
-	(*found)->stream = s;
-	(*found)->record_ns = e->hdr.time_ns;
-	(*found)->tid = e->hdr.tid;
+	r->stream = s;
+	r->record_ns = e->hdr.time_ns;
+	r->tid = e->hdr.tid;
 }
 
 /*
@@ -558,7 +505,7 @@ static void fold_spans(struct process *p)
 static void on_sync(struct cp_timeline *tl, struct process *p, const struct cp_sync_event *e)
 {
 	uint64_t waited = e->hdr.time_ns > e->entry_ns ? e->hdr.time_ns - e->entry_ns : 0;
-	struct recorded_event key = { .handle = e->handle }, **found;
+	const struct recorded_event *recorded;
 	enum cp_done_evidence evidence = CP_DONE_NONE;
 	struct stream *s, *target = NULL; /* the one stream the call waited for, when it is one */
 	int32_t device = e->device;       /* whose work it waited for */
@@ -597,16 +544,16 @@ static void on_sync(struct cp_timeline *tl, struct process *p, const struct cp_s
 	case CP_SYNC_EVENT:
 	case CP_SYNC_QUERY_EVENT:
 		evidence = e->kind == CP_SYNC_EVENT ? CP_DONE_EVENT_SYNC : CP_DONE_EVENT_QUERY;
-		found = tfind(&key, &p->events, by_handle);
-		if (!found)
+		recorded = cp_tree__find(&p->events, &e->handle, cp_tree__by_u64);
+		if (!recorded)
 			break; /* recorded before tracing began: it proves nothing we can place */
-		target = (*found)->stream;
+		target = recorded->stream;
 		device = target->device;
 		if (e->result == 0)
-			done = settle(tl, p, (*found)->stream, (*found)->record_ns, (*found)->tid, false,
+			done = settle(tl, p, recorded->stream, recorded->record_ns, recorded->tid, false,
 				      e->hdr.time_ns, evidence, e->hdr.api, e->hdr.tid);
 		else if (e->kind == CP_SYNC_QUERY_EVENT)
-			still_running((*found)->stream, e->entry_ns);
+			still_running(recorded->stream, e->entry_ns);
 		break;
 	}
 	/* A wait for pending work: the CPU blocked on the GPU meanwhile. */
@@ -850,12 +797,10 @@ static void free_process(void *node)
 
 void cp_timeline__forget_pid(struct cp_timeline *tl, uint32_t pid)
 {
-	struct process *p = tl ? find_process(tl, pid) : NULL;
+	struct process *p = tl ? cp_tree__take(&tl->processes, &pid, cp_tree__by_u32) : NULL;
 
-	if (!p)
-		return;
-	tdelete(p, &tl->processes, by_pid);
-	free_process(p);
+	if (p)
+		free_process(p);
 }
 
 struct cp_timeline *cp_timeline__new(const struct cp_timeline_opts *opts)

@@ -75,10 +75,18 @@ uint32_t cp_kernel_dev(dev_t dev)
 	return (uint32_t)(major(dev) << 20 | minor(dev));
 }
 
+/*
+ * Keeps what an attach returned, for cp_tracer__free: NULL is the attach's
+ * failure (-errno); a link that cannot be kept is destroyed, not leaked.
+ */
 static int keep_link(struct cp_tracer *tracer, struct bpf_link *link)
 {
-	if (CP_ARRAY_RESERVE(tracer->links, tracer->link_capacity, tracer->link_count + 1, 64))
+	if (!link)
+		return -errno;
+	if (CP_ARRAY_RESERVE(tracer->links, tracer->link_capacity, tracer->link_count + 1, 64)) {
+		bpf_link__destroy(link);
 		return -ENOMEM;
+	}
 	tracer->links[tracer->link_count++] = link;
 	return 0;
 }
@@ -225,15 +233,7 @@ static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opt
 
 static int attach_tracepoint(struct cp_tracer *tracer, struct bpf_program *program)
 {
-	struct bpf_link *link = bpf_program__attach(program);
-	int err;
-
-	if (!link)
-		return -errno;
-	err = keep_link(tracer, link);
-	if (err)
-		bpf_link__destroy(link);
-	return err;
+	return keep_link(tracer, bpf_program__attach(program));
 }
 
 struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
@@ -513,17 +513,9 @@ static int attach_one(struct cp_tracer *tracer, struct bpf_program *program, con
 		      uint64_t offset, bool retprobe, uint64_t cookie)
 {
 	LIBBPF_OPTS(bpf_uprobe_opts, opts, .retprobe = retprobe, .bpf_cookie = cookie);
-	struct bpf_link *link;
-	int err;
 
 	/* pid -1: every process; the BPF-side pid set does the filtering and follows forks. */
-	link = bpf_program__attach_uprobe_opts(program, -1, path, offset, &opts);
-	if (!link)
-		return -errno;
-	err = keep_link(tracer, link);
-	if (err)
-		bpf_link__destroy(link);
-	return err;
+	return keep_link(tracer, bpf_program__attach_uprobe_opts(program, -1, path, offset, &opts));
 }
 
 static int keep_multi_fd(struct cp_tracer *tracer, int fd)

@@ -34,9 +34,7 @@ void cp_tracer__open_kmsg(struct cp_tracer *tracer)
 
 void cp_tracer__close_kmsg(struct cp_tracer *tracer)
 {
-	if (tracer->kmsg_fd >= 0)
-		close(tracer->kmsg_fd);
-	tracer->kmsg_fd = -1;
+	cp_fd__close(&tracer->kmsg_fd);
 }
 
 static long long elapsed_ms(const struct timespec *since)

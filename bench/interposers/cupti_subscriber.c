@@ -28,8 +28,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cp_bench_stats.h"
-#include "shm_ring.h"
+#include "interposer.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -46,39 +45,18 @@ static uint32_t self_pid;
 static const char *stats_path;
 static uint64_t started_ns;
 
-static struct cp_bench_hist hist;
-static _Atomic uint64_t delivered;
+static struct cp_interposer_delivery delivery;
 static uint64_t consumer_cpu_ns;
-
-static __thread uint32_t cached_tid __attribute__((tls_model("initial-exec")));
-
-static uint32_t self_tid(void)
-{
-	if (!cached_tid)
-		cached_tid = (uint32_t)syscall(SYS_gettid);
-	return cached_tid;
-}
 
 static void deliver(const struct cp_shm_slot *slot)
 {
-	union cp_shm_record record;
-	size_t size = slot->size < sizeof(record) ? slot->size : sizeof(record);
-	uint64_t now;
-
-	memcpy(&record, &slot->record, size);
-	now = cp_bench_now_ns();
-	cp_bench_hist_add(&hist, now > record.hdr.time_ns ? now - record.hdr.time_ns : 0);
-	atomic_store_explicit(&delivered, atomic_load_explicit(&delivered, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	cp_interposer__deliver(&delivery, slot);
 }
 
 static void *consumer_main(void *arg)
 {
-	struct timespec ts;
-
 	cp_shm__consume_until_stopped(seg, wake_fd, &stopping, deliver);
-	if (!clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
-		consumer_cpu_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	consumer_cpu_ns = cp_interposer__cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 	return NULL;
 }
 
@@ -90,18 +68,11 @@ static void notify(void)
 static union cp_shm_record *record_begin(struct cp_shm_slot **slot, uint64_t *pos,
 					 enum cp_event_type type, enum cp_api api)
 {
-	union cp_shm_record *record;
+	union cp_shm_record *record = cp_interposer__begin(seg, slot, pos, type, api, self_pid);
 
-	*slot = cp_shm__reserve(seg, pos);
-	if (!*slot)
-		return NULL;
-	record = &(*slot)->record;
-	memset(record, 0, sizeof(*record));
-	record->hdr.type = type;
-	record->hdr.api = api;
-	record->hdr.pid = self_pid;
-	record->hdr.tid = self_tid();
-	record->hdr.time_ns = cp_bench_now_ns();
+	/* The fields a callback does not write stay zero. */
+	if (record)
+		memset((char *)record + sizeof(record->hdr), 0, sizeof(*record) - sizeof(record->hdr));
 	return record;
 }
 
@@ -308,10 +279,10 @@ __attribute__((destructor)) static void subscriber_stop(void)
 	pthread_join(consumer, NULL);
 	report.produced = atomic_load(&seg->produced);
 	report.lost = atomic_load(&seg->lost);
-	report.delivered = atomic_load(&delivered);
+	report.delivered = atomic_load(&delivery.delivered);
 	report.cpu_ns = consumer_cpu_ns;
 	report.alive_ns = cp_bench_now_ns() - started_ns;
-	report.hist = &hist;
+	report.hist = &delivery.hist;
 	cp_bench_report__write(stats_path, &report);
 	shm_unlink(seg_name);
 }

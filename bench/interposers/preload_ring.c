@@ -62,8 +62,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cp_bench_stats.h"
-#include "shm_ring.h"
+#include "interposer.h"
 
 #if defined(CP_PRELOAD_POLL1MS)
 #define DESIGN_NAME "preload-poll1ms"
@@ -161,43 +160,13 @@ static const char *stats_path;
 static uint64_t started_ns;
 
 /* Written by the consumer only; read by the destructor. */
-static struct cp_bench_hist hist;
-static _Atomic uint64_t delivered;
+static struct cp_interposer_delivery delivery;
 static uint64_t consumer_cpu_ns;
-static uint64_t type_count[CP_EV_TYPE_MAX];
-
-static __thread uint32_t cached_tid __attribute__((tls_model("initial-exec")));
-
-static uint32_t self_tid(void)
-{
-	if (!cached_tid)
-		cached_tid = (uint32_t)syscall(SYS_gettid);
-	return cached_tid;
-}
-
-static uint64_t thread_cpu_ns(clockid_t clock)
-{
-	struct timespec ts;
-
-	if (clock_gettime(clock, &ts))
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* What the consumer does with one record: copy it out, time it, count it. */
 static void deliver(const struct cp_shm_slot *slot)
 {
-	union cp_shm_record record;
-	size_t size = slot->size < sizeof(record) ? slot->size : sizeof(record);
-	uint64_t now;
-
-	memcpy(&record, &slot->record, size);
-	now = cp_bench_now_ns();
-	cp_bench_hist_add(&hist, now > record.hdr.time_ns ? now - record.hdr.time_ns : 0);
-	if (record.hdr.type < CP_EV_TYPE_MAX)
-		type_count[record.hdr.type]++;
-	atomic_store_explicit(&delivered, atomic_load_explicit(&delivered, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
+	cp_interposer__deliver(&delivery, slot);
 }
 
 #if defined(CP_PRELOAD_POLL1MS)
@@ -227,7 +196,7 @@ static void *consumer_main(void *arg)
 		if (!cp_shm__drain(seg, deliver))
 			__builtin_ia32_pause();
 	cp_shm__drain(seg, deliver);
-	consumer_cpu_ns = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+	consumer_cpu_ns = cp_interposer__cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 	return NULL;
 }
 
@@ -238,7 +207,7 @@ static inline void notify(void)
 static void *consumer_main(void *arg)
 {
 	cp_shm__consume_until_stopped(seg, wake_fd, &stopping, deliver);
-	consumer_cpu_ns = thread_cpu_ns(CLOCK_THREAD_CPUTIME_ID);
+	consumer_cpu_ns = cp_interposer__cpu_ns(CLOCK_THREAD_CPUTIME_ID);
 	return NULL;
 }
 
@@ -258,20 +227,9 @@ struct emit {
 static inline union cp_shm_record *record_begin(struct emit *emit, enum cp_event_type type,
 						enum cp_api api)
 {
-	union cp_shm_record *record;
-
 	if (!seg || !atomic_load_explicit(&tracing, memory_order_relaxed))
 		return NULL;
-	emit->slot = cp_shm__reserve(seg, &emit->pos);
-	if (!emit->slot)
-		return NULL;
-	record = &emit->slot->record;
-	record->hdr.type = type;
-	record->hdr.api = api;
-	record->hdr.pid = self_pid;
-	record->hdr.tid = self_tid();
-	record->hdr.time_ns = cp_bench_now_ns();
-	return record;
+	return cp_interposer__begin(seg, &emit->slot, &emit->pos, type, api, self_pid);
 }
 
 static inline void record_end(struct emit *emit, size_t size)
@@ -590,10 +548,10 @@ static void write_report(void)
 		.design = DESIGN_NAME,
 		.produced = atomic_load(&seg->produced),
 		.lost = atomic_load(&seg->lost),
-		.delivered = atomic_load(&delivered),
+		.delivered = atomic_load(&delivery.delivered),
 		.cpu_ns = consumer_cpu_ns,
 		.alive_ns = cp_bench_now_ns() - started_ns,
-		.hist = &hist,
+		.hist = &delivery.hist,
 	};
 
 	cp_bench_report__write(stats_path, &report);
@@ -609,7 +567,7 @@ __attribute__((destructor)) static void preload_stop(void)
 		clockid_t clock;
 
 		if (!pthread_getcpuclockid(consumer, &clock))
-			consumer_cpu_ns = thread_cpu_ns(clock);
+			consumer_cpu_ns = cp_interposer__cpu_ns(clock);
 	}
 	write_report();
 	/* The bug, kept: the watcher is still running and will touch this. */

@@ -19,12 +19,7 @@ struct alloc_sizes {
 	struct cuprobe_hist size;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct alloc_key);
-	__type(value, struct alloc_sizes);
-} alloc_sizes SEC(".maps");
+CUPROBE_HASH(alloc_sizes, struct alloc_key, struct alloc_sizes, 4096);
 
 /* At the return: the size of pitched allocations is known only then, and failures are left out. */
 SEC("cuda.return/alloc")

@@ -20,12 +20,7 @@ struct copy_sizes {
 	struct cuprobe_hist size;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 64);
-	__type(key, struct copy_key);
-	__type(value, struct copy_sizes);
-} copy_sizes SEC(".maps");
+CUPROBE_HASH(copy_sizes, struct copy_key, struct copy_sizes, 64);
 
 SEC("cuda/copy")
 int CUDA_PROG(count_copy, struct cuda_copy, copy)

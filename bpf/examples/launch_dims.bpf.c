@@ -19,12 +19,7 @@ struct launch_dims {
 	struct cuprobe_hist threads_per_block;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct launch_key);
-	__type(value, struct launch_dims);
-} launch_dims SEC(".maps");
+CUPROBE_HASH(launch_dims, struct launch_key, struct launch_dims, 4096);
 
 SEC("cuda/launch")
 int CUDA_PROG(count_dims, struct cuda_launch, launch)

@@ -26,12 +26,7 @@ struct nccl_bytes {
 	struct cuprobe_hist enqueue_ns;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 4096);
-	__type(key, struct nccl_key);
-	__type(value, struct nccl_bytes);
-} nccl_bytes SEC(".maps");
+CUPROBE_HASH(nccl_bytes, struct nccl_key, struct nccl_bytes, 4096);
 
 SEC("cuda.return/nccl")
 int CUDA_RETURN_PROG(count_bytes, struct cuda_nccl, call)

@@ -14,20 +14,10 @@ struct stream_second {
 	cuprobe_addr_t stream;		/* 0: the legacy default stream */
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, struct stream_second);
-	__type(value, __u64);
-} launches SEC(".maps");
+CUPROBE_HASH(launches, struct stream_second, __u64, 16384);
 
 /* When each process launched first. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32);
-	__type(value, __u64);
-} first_launch_ns SEC(".maps");
+CUPROBE_LRU_HASH(first_launch_ns, __u32, __u64, 4096);
 
 SEC("cuda/launch")
 int CUDA_PROG(count_launch, struct cuda_launch, launch)

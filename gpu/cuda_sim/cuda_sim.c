@@ -316,6 +316,20 @@ static CUresult require_init(void)
 						 : CUDA_ERROR_NOT_INITIALIZED;
 }
 
+/* What a call on a device checks first, in the driver's order: cuInit, its output given, the device. */
+static CUresult require_device(CUdevice dev, bool output_given)
+{
+	CUresult rc = require_init();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!output_given)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
+		return CUDA_ERROR_INVALID_DEVICE;
+	return CUDA_SUCCESS;
+}
+
 static CUresult require_context(void)
 {
 	CUresult rc = require_init();
@@ -798,29 +812,21 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetCount(int *count)
 
 SIM_EXPORT CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
-	CUresult rc = require_init();
+	CUresult rc = require_device(ordinal, device != NULL);
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (!device)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (ordinal < 0 || ordinal >= SIM_DEVICE_COUNT)
-		return CUDA_ERROR_INVALID_DEVICE;
 	*device = ordinal;
 	return CUDA_SUCCESS;
 }
 
 SIM_EXPORT CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-	CUresult rc = require_init();
+	CUresult rc = require_device(dev, name && len > 0);
 	size_t copy;
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (!name || len <= 0)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
-		return CUDA_ERROR_INVALID_DEVICE;
 	copy = strlen(SIM_DEVICE_NAME);
 	if (copy > (size_t)len - 1)
 		copy = (size_t)len - 1;
@@ -833,14 +839,10 @@ SIM_EXPORT CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 
 SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-	CUresult rc = require_init();
+	CUresult rc = require_device(dev, pctx != NULL);
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (!pctx)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
-		return CUDA_ERROR_INVALID_DEVICE;
 	atomic_fetch_add(&primary_context.retain_count, 1);
 	*pctx = (CUcontext)&primary_context;
 	/*
@@ -860,13 +862,11 @@ SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice d
 /* cuda.h maps this name to cuDevicePrimaryCtxRelease_v2. */
 SIM_EXPORT CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 {
-	CUresult rc = require_init();
+	CUresult rc = require_device(dev, true);
 	int count;
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
-		return CUDA_ERROR_INVALID_DEVICE;
 	count = atomic_load(&primary_context.retain_count);
 	do {
 		if (count <= 0)
@@ -2532,14 +2532,10 @@ static struct sim_pool default_pool = { .magic = SIM_MAGIC_POOL };
 
 SIM_EXPORT CUresult CUDAAPI cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
 {
-	CUresult rc = require_init();
+	CUresult rc = require_device(dev, pool_out != NULL);
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (!pool_out)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
-		return CUDA_ERROR_INVALID_DEVICE;
 	*pool_out = (CUmemoryPool)&default_pool;
 	return CUDA_SUCCESS;
 }
@@ -3108,14 +3104,10 @@ SIM_EXPORT CUresult CUDAAPI cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, voi
 
 SIM_EXPORT CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
 {
-	CUresult rc = require_init();
+	CUresult rc = require_device(dev, pi != NULL);
 
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	if (!pi)
-		return CUDA_ERROR_INVALID_VALUE;
-	if (dev < 0 || dev >= SIM_DEVICE_COUNT)
-		return CUDA_ERROR_INVALID_DEVICE;
 	switch (attrib) {
 	case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
 		*pi = 9;

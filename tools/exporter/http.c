@@ -289,7 +289,6 @@ static void free_server(struct http_server *s)
 int http__serve(struct exporter *x, const struct cp_listen *listen)
 {
 	struct http_server *s = calloc(1, sizeof(*s));
-	pthread_condattr_t monotonic;
 	int err;
 
 	if (!s) {
@@ -298,10 +297,7 @@ int http__serve(struct exporter *x, const struct cp_listen *listen)
 	}
 	s->x = x;
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_condattr_init(&monotonic);
-	pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->wake, &monotonic);
-	pthread_condattr_destroy(&monotonic);
+	cp_cond__init_monotonic(&s->wake);
 	if (cp_admission__init(&s->admission, HTTP_CONNECTIONS_MAX, HTTP_CONNECTIONS_KEPT,
 			       HTTP_CONNECTIONS_PER_ADDRESS, HTTP_REQUEST_DEADLINE_S * 1000000000ull)) {
 		free_server(s);

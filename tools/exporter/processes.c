@@ -492,26 +492,23 @@ static int copy_range(const void *rows, size_t count, size_t size, uint32_t pid,
 
 static int copy_rows(const struct cp_stats_snapshot *snap, uint32_t pid, struct cp_stats_snapshot *out)
 {
-	int err;
+	int err = 0;
 
 	memset(out, 0, sizeof(*out));
-	err = copy_range(snap->kernels, snap->kernel_count, sizeof(*snap->kernels), pid,
-			 (void **)&out->kernels, &out->kernel_count);
-	if (!err)
-		err = copy_range(snap->apis, snap->api_count, sizeof(*snap->apis), pid,
-				 (void **)&out->apis, &out->api_count);
-	if (!err)
-		err = copy_range(snap->mems, snap->mem_count, sizeof(*snap->mems), pid,
-				 (void **)&out->mems, &out->mem_count);
-	if (!err)
-		err = copy_range(snap->device_mems, snap->device_mem_count, sizeof(*snap->device_mems),
-				 pid, (void **)&out->device_mems, &out->device_mem_count);
-	if (!err)
-		err = copy_range(snap->copies, snap->copy_count, sizeof(*snap->copies), pid,
-				 (void **)&out->copies, &out->copy_count);
-	if (!err)
-		err = copy_range(snap->nccls, snap->nccl_count, sizeof(*snap->nccls), pid,
-				 (void **)&out->nccls, &out->nccl_count);
+	/* Each table of the snapshot: its rows of pid, in order, until one fails. */
+#define COPY_PID_ROWS(rows, count)                                                        \
+	do {                                                                              \
+		if (!err)                                                                 \
+			err = copy_range(snap->rows, snap->count, sizeof(*snap->rows), pid,     \
+					 (void **)&out->rows, &out->count);                     \
+	} while (0)
+	COPY_PID_ROWS(kernels, kernel_count);
+	COPY_PID_ROWS(apis, api_count);
+	COPY_PID_ROWS(mems, mem_count);
+	COPY_PID_ROWS(device_mems, device_mem_count);
+	COPY_PID_ROWS(copies, copy_count);
+	COPY_PID_ROWS(nccls, nccl_count);
+#undef COPY_PID_ROWS
 	if (err)
 		cp_stats_snapshot__release(out);
 	return err;

@@ -131,6 +131,17 @@ static void put_chrome_flow_id(struct cp_sink *out, const char *key, uint64_t fl
 	put(out, ",\"%s\":\"0x%llx\"", key, (unsigned long long)flow_id);
 }
 
+/* Opens one end ("b" or "e") of an async slice on a stream's track: its name and id. */
+static void put_chrome_async(struct cp_sink *out, struct cp_chrome_out *chrome, const char *phase,
+			     const char *cat, uint32_t track_pid, uint64_t time_ns, const char *name,
+			     uint64_t id)
+{
+	put_chrome_start(out, chrome, phase, cat, track_pid, track_pid, time_ns);
+	put(out, ",\"name\":");
+	put_json_value(out, name);
+	put_chrome_flow_id(out, "id", id);
+}
+
 /*
  * An API call, an "X" slice from its entry to its return on its thread;
  * args: record (the call's entry or return-side record; NULL: ret itself) as
@@ -204,10 +215,7 @@ static int chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_inter
 		interval->launch_ns + 1;
 	if (start > interval->done_by_ns)
 		start = interval->done_by_ns;
-	put_chrome_start(&out, chrome, "b", "cuda", track_pid, track_pid, start);
-	put(&out, ",\"name\":");
-	put_json_value(&out, shown);
-	put_chrome_flow_id(&out, "id", flow_id);
+	put_chrome_async(&out, chrome, "b", "cuda", track_pid, start, shown, flow_id);
 	if (flow_id) {
 		put_chrome_flow_id(&out, "bind_id", flow_id);
 		put(&out, ",\"flow_in\":true");
@@ -228,10 +236,7 @@ static int chrome_kernel(struct cp_chrome_out *chrome, const struct cp_gpu_inter
 		put_chrome_flow_id(&out, "id", flow_id);
 		put(&out, "}");
 	}
-	put_chrome_start(&out, chrome, "e", "cuda", track_pid, track_pid, interval->done_by_ns);
-	put(&out, ",\"name\":");
-	put_json_value(&out, shown);
-	put_chrome_flow_id(&out, "id", flow_id);
+	put_chrome_async(&out, chrome, "e", "cuda", track_pid, interval->done_by_ns, shown, flow_id);
 	put(&out, "}");
 	return cp_sink__text_done(&out);
 }
@@ -256,19 +261,13 @@ static int chrome_collective(struct cp_chrome_out *chrome, const struct cp_nccl_
 		snprintf(name, sizeof(name), "nccl group: %u calls, %s", call->calls, size);
 	else
 		snprintf(name, sizeof(name), "%s %s", cp_nccl_op__name(call->op), size);
-	put_chrome_start(&out, chrome, "b", "nccl", track_pid, track_pid, call->gpu_start_ns);
-	put(&out, ",\"name\":");
-	put_json_value(&out, name);
-	put_chrome_flow_id(&out, "id", id);
+	put_chrome_async(&out, chrome, "b", "nccl", track_pid, call->gpu_start_ns, name, id);
 	put(&out, ",\"args\":");
 	cp_json__record_fields(&out, (const union cp_event *)&call->record, names);
 	put(&out, ",\"calls\":%u,\"calls_bytes\":%llu,\"kernels\":%u,\"kernels_bounded\":%u}}",
 	    call->calls, (unsigned long long)call->bytes, call->kernels_seen,
 	    call->kernels_bounded);
-	put_chrome_start(&out, chrome, "e", "nccl", track_pid, track_pid, call->gpu_end_ns);
-	put(&out, ",\"name\":");
-	put_json_value(&out, name);
-	put_chrome_flow_id(&out, "id", id);
+	put_chrome_async(&out, chrome, "e", "nccl", track_pid, call->gpu_end_ns, name, id);
 	put(&out, "}");
 	return cp_sink__text_done(&out);
 }
@@ -405,73 +404,38 @@ struct cp_chrome_trace {
 
 /* ---- trees ------------------------------------------------------------------------------ */
 
-static int by_pid(const void *a, const void *b)
-{
-	uint32_t x = ((const struct process *)a)->pid, y = ((const struct process *)b)->pid;
-
-	return x < y ? -1 : x > y;
-}
-
-static int by_tid(const void *a, const void *b)
-{
-	uint32_t x = ((const struct thread *)a)->tid, y = ((const struct thread *)b)->tid;
-
-	return x < y ? -1 : x > y;
-}
-
-static int by_ptr(const void *a, const void *b)
-{
-	uint64_t x = ((const struct allocation *)a)->ptr, y = ((const struct allocation *)b)->ptr;
-
-	return x < y ? -1 : x > y;
-}
-
+/* Processes and threads are ordered by their pid and tid, allocations by their address. */
 static struct process *find_process(const struct cp_chrome_trace *ct, uint32_t pid)
 {
-	struct process key = { .pid = pid };
-	void *found = tfind(&key, (void *const *)&ct->processes, by_pid);
-
-	return found ? *(struct process **)found : NULL;
+	return cp_tree__find(&ct->processes, &pid, cp_tree__by_u32);
 }
 
 /* The process, met for the first time when need be: named once, while it lives. */
 static struct process *process_of(struct cp_chrome_trace *ct, uint32_t pid, const char *comm)
 {
-	struct process *p = find_process(ct, pid);
+	struct process key = { .pid = pid }, *p;
+	bool added;
 
-	if (p)
+	p = cp_tree__add(&ct->processes, &key, sizeof(key), cp_tree__by_u32, &added);
+	if (!p || !added)
 		return p;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return NULL;
-	p->pid = pid;
 	p->serial = ++ct->serials;
 	cp_proc__comm(pid, 0, p->comm, sizeof(p->comm));
 	if (!p->comm[0] && comm)
 		snprintf(p->comm, sizeof(p->comm), "%s", comm);
-	if (!tsearch(p, &ct->processes, by_pid)) {
-		free(p);
-		return NULL;
-	}
 	chrome_process_name(&ct->out, pid, p->comm);
 	return p;
 }
 
 static struct thread *thread_of(struct cp_chrome_trace *ct, struct process *p, uint32_t tid)
 {
-	struct thread key = { .tid = tid }, **found = tfind(&key, &p->threads, by_tid), *t;
+	struct thread key = { .tid = tid }, *t;
 	char comm[COMM_MAX];
+	bool added;
 
-	if (found)
-		return *found;
-	t = calloc(1, sizeof(*t));
-	if (!t)
-		return NULL;
-	t->tid = tid;
-	if (!tsearch(t, &p->threads, by_tid)) {
-		free(t);
-		return NULL;
-	}
+	t = cp_tree__add(&p->threads, &key, sizeof(key), cp_tree__by_u32, &added);
+	if (!t || !added)
+		return t;
 	cp_proc__comm(p->pid, tid, comm, sizeof(comm));
 	chrome_thread_name(&ct->out, p->pid, tid, comm[0] ? comm : p->comm);
 	return t;
@@ -628,13 +592,10 @@ static bool device_kind(uint32_t kind)
 
 static void forget_allocation(struct process *p, uint64_t ptr, bool *changed)
 {
-	struct allocation key = { .ptr = ptr }, **found = tfind(&key, &p->allocations, by_ptr);
-	struct allocation *a;
+	struct allocation *a = cp_tree__take(&p->allocations, &ptr, cp_tree__by_u64);
 
-	if (!found)
+	if (!a)
 		return; /* made before tracing began, or past the cap */
-	a = *found;
-	tdelete(&key, &p->allocations, by_ptr);
 	p->allocated_bytes -= a->bytes;
 	p->allocation_count--;
 	free(a);
@@ -643,25 +604,20 @@ static void forget_allocation(struct process *p, uint64_t ptr, bool *changed)
 
 static void on_alloc(struct cp_chrome_trace *ct, struct process *p, const struct cp_alloc_event *e)
 {
-	struct allocation *a, **found;
-	bool changed = false;
+	struct allocation key = { .ptr = e->ptr, .bytes = e->bytes };
+	bool changed = false, added = false;
 
 	if (e->result || !e->ptr || !device_kind(e->kind))
 		return;
 	forget_allocation(p, e->ptr, &changed); /* its free was not seen */
-	if (p->allocation_count >= MAX_ALLOCATIONS || !(a = malloc(sizeof(*a)))) {
-		ct->stats.allocations_untracked++;
+	if (p->allocation_count < MAX_ALLOCATIONS)
+		cp_tree__add(&p->allocations, &key, sizeof(key), cp_tree__by_u64, &added);
+	if (added) {
+		p->allocation_count++;
+		p->allocated_bytes += key.bytes;
+		changed = true;
 	} else {
-		*a = (struct allocation){ .ptr = e->ptr, .bytes = e->bytes };
-		found = tsearch(a, &p->allocations, by_ptr);
-		if (found && *found == a) {
-			p->allocation_count++;
-			p->allocated_bytes += a->bytes;
-			changed = true;
-		} else {
-			free(a);
-			ct->stats.allocations_untracked++;
-		}
+		ct->stats.allocations_untracked++;
 	}
 	if (changed)
 		write_memory(ct, p, e->hdr.time_ns);
@@ -920,7 +876,7 @@ void cp_chrome_trace__forget_pid(struct cp_chrome_trace *ct, uint32_t pid)
 	if (!p)
 		return;
 	flush_collectives(ct, pid);
-	tdelete(p, &ct->processes, by_pid);
+	tdelete(p, &ct->processes, cp_tree__by_u32);
 	free_process(p);
 }
 

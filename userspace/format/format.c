@@ -51,10 +51,11 @@ const char *cp_format__kernel_label(struct cp_names *names, uint32_t pid, uint64
 	return buf;
 }
 
-/* The formats, by enum cp_format: a new one is a file and a row. */
+/* The formats, by enum cp_format, from CP_FORMATS. */
 static const struct cp_format_ops *const formats[CP_FORMAT_MAX] = {
-	[CP_FORMAT_TEXT] = &cp_format_text_ops,
-	[CP_FORMAT_JSON] = &cp_format_json_ops,
+#define FORMAT_ROW(NAME, name) [CP_FORMAT_##NAME] = &cp_format_##name##_ops,
+	CP_FORMATS(FORMAT_ROW)
+#undef FORMAT_ROW
 };
 
 static const struct cp_format_ops *ops_of(enum cp_format format)
@@ -65,6 +66,16 @@ static const struct cp_format_ops *ops_of(enum cp_format format)
 const char *cp_format__name(enum cp_format format)
 {
 	return ops_of(format) ? ops_of(format)->name : "unknown";
+}
+
+enum cp_format cp_format__by_name(const char *name)
+{
+	unsigned int format;
+
+	for (format = 0; name && format < CP_FORMAT_MAX; format++)
+		if (!strcmp(formats[format]->name, name))
+			return (enum cp_format)format;
+	return CP_FORMAT_MAX;
 }
 
 const char *cp_format__header(enum cp_format format)

@@ -37,16 +37,24 @@ int cp_text__appendf(struct cp_text *text, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
 /*
- * The formats (a file each in userspace/format/, output.h says how one is
- * made). Every formatter below takes one; the commands pick it from their
- * options.
+ * The formats, a line each: its enum value and name (--format NAME), whose
+ * file in userspace/format/ defines cp_format_NAME_ops (output.h says how).
+ * A new format is its file and its line here. Every formatter below takes
+ * one; the commands pick it from their options.
  */
+#define CP_FORMATS(X)									\
+	X(TEXT, text)   /* lines for a terminal or a text file */			\
+	X(JSON, json)   /* one JSON object a line (schema in docs/json.md) */
+
 enum cp_format {
-	CP_FORMAT_TEXT,  /* lines for a terminal or a text file */
-	CP_FORMAT_JSON,  /* one JSON object a line (schema in the README) */
+#define CP_FORMAT_ENUM(NAME, name) CP_FORMAT_##NAME,
+	CP_FORMATS(CP_FORMAT_ENUM)
+#undef CP_FORMAT_ENUM
 	CP_FORMAT_MAX,
 };
 const char *cp_format__name(enum cp_format format);
+/* The format called name, or CP_FORMAT_MAX when there is none. */
+enum cp_format cp_format__by_name(const char *name);
 /* Bytes for a person: "1.50 MiB", compact "1.5M" (under a KiB: "512 B", "512"), into buf. */
 const char *cp_format__bytes(uint64_t bytes, bool compact, char *buf, size_t len);
 /* The line a format writes before its records (the text columns), or NULL. */

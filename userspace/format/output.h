@@ -2,10 +2,10 @@
 /*
  * The output interface (internal to userspace/format/), after bpftrace's
  * src/output/: one struct of writers, a file per format implementing it
- * (text.c, json.c), a row per format in format.c's table. Adding a format
- * is a file defining a struct cp_format_ops and its row (and its enum
- * cp_format value); a writer left NULL means the format writes nothing of
- * that kind. Inside a format, records go through a table by record type
+ * (text.c, json.c). Adding a format is a file defining its struct
+ * cp_format_ops, cp_format_NAME_ops, and its line in CP_FORMATS (format.h):
+ * the enum value, this declaration, format.c's table and --format follow.
+ * A writer left NULL means the format writes nothing of that kind. Inside a format, records go through a table by record type
  * generated from CP_RECORD_TYPES (cuprobe_events.h): a writer per type.
  * format.c does what every format shares (argument checks, the sink,
  * sorting report rows, kernel labels) before it calls them. The BTF values
@@ -42,8 +42,9 @@ struct cp_format_ops {
 			 const struct cp_py_frame *frames, int depth);
 };
 
-extern const struct cp_format_ops cp_format_text_ops;
-extern const struct cp_format_ops cp_format_json_ops;
+#define CP_FORMAT_OPS(NAME, name) extern const struct cp_format_ops cp_format_##name##_ops;
+CP_FORMATS(CP_FORMAT_OPS)
+#undef CP_FORMAT_OPS
 
 /* Shared by the formats. */
 const char *cp_format__proc_kind_name(uint32_t kind);

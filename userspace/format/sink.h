@@ -9,6 +9,7 @@
 #ifndef CUPROBE_FORMAT_SINK_H
 #define CUPROBE_FORMAT_SINK_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
