@@ -336,6 +336,9 @@ static __always_inline void submit(void *record, __u64 now, bool urgent)
 	bpf_ringbuf_submit(record, wake ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 }
 
+/* A lifecycle record's process name: its main thread's, as /proc/PID/comm says. */
+#define PROCESS_COMM(event, task) BPF_CORE_READ_STR_INTO(&(event)->comm, task, group_leader, comm)
+
 static __always_inline void fill_header(struct cp_event_header *hdr, __u32 type, __u32 api,
 					__u64 pid_tgid, __u64 now)
 {
@@ -843,6 +846,7 @@ static __always_inline void hold_until_maps_read(struct call *c)
 	__builtin_memset(event, 0, sizeof(*event));
 	fill_header(&event->hdr, CP_EV_PROC, c->api, c->pid_tgid, c->now);
 	event->kind = CP_PROC_HELD_FOR_STACKS;
+	PROCESS_COMM(event, (struct task_struct *)bpf_get_current_task());
 	submit(event, c->now, true);
 }
 
@@ -1602,6 +1606,7 @@ int BPF_KPROBE(init_entry)
 	__builtin_memset(event, 0, sizeof(*event));
 	fill_header(&event->hdr, CP_EV_PROC, c.api, c.pid_tgid, c.now);
 	event->kind = CP_PROC_CUDA_INIT;
+	PROCESS_COMM(event, (struct task_struct *)bpf_get_current_task());
 	/* A process not checked for Python yet waits for the agent to look (this record). */
 	if (hold_for_python) {
 		__u32 tgid = c.pid_tgid >> 32;
@@ -1736,6 +1741,7 @@ int BPF_PROG(process_fork, struct task_struct *parent, struct task_struct *child
 		    ((__u64)parent_tgid << 32) | BPF_CORE_READ(parent, pid), now);
 	event->kind = CP_PROC_FORK;
 	event->child_pid = child_tgid;
+	PROCESS_COMM(event, parent);
 	submit(event, now, true);
 	return 0;
 }
@@ -1773,6 +1779,7 @@ int BPF_PROG(process_exit, struct task_struct *task)
 		    ((__u64)tgid << 32) | pid, now);
 	event->kind = CP_PROC_EXIT;
 	event->exit_code = BPF_CORE_READ(task, exit_code);
+	PROCESS_COMM(event, task);
 	submit(event, now, true);
 	return 0;
 }

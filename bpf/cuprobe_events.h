@@ -365,6 +365,7 @@ enum cp_launch_kind {
 #define CP_LAUNCH_HOST_FUNC    (1u << 4) /* cuLaunchHostFunc: function is the host function */
 #define CP_LAUNCH_LEGACY       (1u << 5) /* cuLaunch/cuLaunchGrid: block unknown (0) */
 
+#define CP_COMM_MAX 16 /* a process name, NUL included (the kernel's TASK_COMM_LEN) */
 #define CP_NAME_MAX 456 /* bytes of kernel name carried, NUL included */
 #define CP_PATH_MAX 256 /* bytes of a module file path carried, NUL included */
 #define CP_FILE_NAME_MAX 64 /* bytes of a mapped file's name carried, NUL included */
@@ -602,6 +603,8 @@ struct cp_proc_event {
 	__u32 child_pid;  /* CP_PROC_FORK */
 	__s32 exit_code;  /* CP_PROC_EXIT: wait status as the kernel keeps it */
 	__u32 pad;
+	/* The process's name (its main thread's): read when the record is made, it may be gone since. */
+	char comm[CP_COMM_MAX];
 };
 
 struct cp_rt_launch_event {

@@ -287,6 +287,8 @@ Test(chrome_trace, lifecycle_and_xid_instants)
 
 	writer_init(&w);
 	init.proc.kind = CP_PROC_CUDA_INIT;
+	/* Its name is in the record: the process (a pid past pid_max) is gone when it is read. */
+	snprintf(init.proc.comm, sizeof(init.proc.comm), "app");
 	xid_known.xid.error_code = 79;
 	snprintf(xid_known.xid.msg, sizeof(xid_known.xid.msg), "pid=%u, name=app, Ch 00000008", PID);
 	xid_other.xid.error_code = 13;
@@ -303,6 +305,9 @@ Test(chrome_trace, lifecycle_and_xid_instants)
 	events = finish(&w);
 
 	cr_assert_not_null(find(events, "i", "process start (cuInit)", 0));
+	ev = find(events, "M", "process_name", 0);
+	cr_assert_str_eq(json_string_value(arg(ev, "name")), "app (4999999)");
+	cr_assert_null(find(events, "M", "process_name", 1), "named twice");
 	ev = find(events, "i", "exit (status 3)", 0);
 	cr_assert_not_null(ev);
 	cr_assert_str_eq(json_string_value(json_object_get(ev, "s")), "p");

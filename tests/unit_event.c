@@ -38,6 +38,12 @@ static void make_record(unsigned char *buf, size_t size, __u32 type, __u32 api)
 		strcpy(name->name, "vec_add");
 		name->name_len = 7;
 	}
+	if (type == CP_EV_PROC && size >= sizeof(struct cp_proc_event)) {
+		struct cp_proc_event *proc = (struct cp_proc_event *)buf;
+
+		memset(proc->comm, 0, sizeof(proc->comm));
+		strcpy(proc->comm, "app");
+	}
 }
 
 Test(event_decode, accepts_every_type_at_its_exact_size)
@@ -135,7 +141,7 @@ Test(event_decode, rejects_api_out_of_range)
 	cr_assert_eq(cp_event__decode(raw, sizeof(struct cp_proc_event), &out), 0);
 }
 
-Test(event_decode, terminates_an_unterminated_name_and_clamps_its_length)
+Test(event_decode, terminates_an_unterminated_name_and_clamps_its_length_and_a_process_name)
 {
 	struct cp_name_event raw;
 	union cp_event out;
@@ -151,6 +157,12 @@ Test(event_decode, terminates_an_unterminated_name_and_clamps_its_length)
 	cr_assert_eq(strlen(out.name.name), CP_NAME_MAX - 1);
 	cr_assert_eq(out.name.name_len, CP_NAME_MAX - 1);
 	cr_assert_eq(out.name.handle, 0x1234);
+	/* A lifecycle record's process name too. */
+	memset(&raw, 'c', sizeof(raw));
+	raw.hdr.type = CP_EV_PROC;
+	raw.hdr.api = CP_API_sched_process_exit;
+	cr_assert_eq(cp_event__decode(&raw, sizeof(struct cp_proc_event), &out), 0);
+	cr_assert_eq(strlen(out.proc.comm), CP_COMM_MAX - 1);
 }
 
 Test(event_decode, name_len_follows_the_string_not_the_claim)

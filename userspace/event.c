@@ -43,6 +43,9 @@ int cp_event__decode(const void *data, size_t size, union cp_event *out)
 		out->name.name[CP_NAME_MAX - 1] = '\0';
 		out->name.name_len = strnlen(out->name.name, CP_NAME_MAX - 1);
 		break;
+	case CP_EV_PROC:
+		out->proc.comm[CP_COMM_MAX - 1] = '\0';
+		break;
 	case CP_EV_MODULE:
 		out->module.path[CP_PATH_MAX - 1] = '\0';
 		out->module.path_len = strnlen(out->module.path, CP_PATH_MAX - 1);

@@ -410,7 +410,7 @@ static struct process *find_process(const struct cp_chrome_trace *ct, uint32_t p
 	return cp_tree__find(&ct->processes, &pid, cp_tree__by_u32);
 }
 
-/* The process, met for the first time when need be: named once, while it lives. */
+/* The process, met for the first time when need be: named once, as it is now or else comm. */
 static struct process *process_of(struct cp_chrome_trace *ct, uint32_t pid, const char *comm)
 {
 	struct process key = { .pid = pid }, *p;
@@ -779,7 +779,8 @@ int cp_chrome_trace__record(struct cp_chrome_trace *ct, const union cp_event *ev
 	default:
 		break;
 	}
-	p = process_of(ct, hdr->pid, NULL);
+	/* A lifecycle record carries the name: the process may have exited before it is read. */
+	p = process_of(ct, hdr->pid, hdr->type == CP_EV_PROC ? event->proc.comm : NULL);
 	if (!p)
 		return -ENOMEM;
 	/* Lifecycle records come from the kernel's tracepoints: no call of the thread. */
