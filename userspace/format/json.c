@@ -381,6 +381,43 @@ static bool json_py_stack(struct cp_sink *out, const union cp_event *event,
 	return false;
 }
 
+/* A frame as {file, line, function} (and "unreadable" when its code could not be read). */
+static void put_json_py_frame(struct cp_sink *out, const struct cp_py_frame *frame)
+{
+	put_lit(out, "{\"file\":");
+	put_json_value(out, frame->file);
+	put(out, ",\"line\":%d,\"function\":", frame->line);
+	put_json_value(out, frame->function);
+	put_str(out, frame->flags & CP_PY_FRAME_UNREADABLE ? ",\"unreadable\":true}" : "}");
+}
+
+/*
+ * A call's Python stack: "py_stack", its frames innermost first, with
+ * "py_stack_truncated" when it was cut at CP_PY_STACK_MAX frames; a stack
+ * python could not resolve (its process gone first): "py_stack_unresolved".
+ */
+static void put_json_py_frames(struct cp_sink *out, struct cp_python *python, uint32_t pid,
+			       uint64_t stack_id)
+{
+	struct cp_py_frame frames[CP_PY_STACK_MAX];
+	struct cp_py_stack_info info;
+	int depth = cp_python__frames(python, pid, stack_id, frames, CP_PY_STACK_MAX, &info), i;
+
+	if (depth < 0) {
+		put_lit(out, ",\"py_stack_unresolved\":true");
+		return;
+	}
+	put_lit(out, ",\"py_stack\":[");
+	for (i = 0; i < depth && i < CP_PY_STACK_MAX; i++) {
+		if (i)
+			put_lit(out, ",");
+		put_json_py_frame(out, &frames[i]);
+	}
+	put_lit(out, "]");
+	if (info.truncated)
+		put_lit(out, ",\"py_stack_truncated\":true");
+}
+
 /*
  * Each record type's own fields: json_MEMBER for each line of
  * CP_RECORD_TYPES. Each says whether it wrote the call's "result" (the
@@ -398,7 +435,7 @@ static const json_record_writer json_records[CP_EV_TYPE_MAX] = { CP_RECORD_TYPES
  * of a Perfetto trace event).
  */
 bool cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
-			    const struct cp_names *names)
+			    const struct cp_names *names, struct cp_python *python)
 {
 	const struct cp_event_header *hdr = &event->hdr;
 	bool result;
@@ -416,16 +453,19 @@ bool cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
 	put_lit(out, "\"");
 	result = hdr->type < CP_EV_TYPE_MAX && json_records[hdr->type] &&
 		 json_records[hdr->type](out, event, names);
-	/* --python: the calling Python stack, by its id (a py_stack record gives its frames). */
-	if (cp_event__py_stack(event))
-		put_json_hex(out, "py_stack", cp_event__py_stack(event));
+	/* --python: the calling Python stack's id, and its frames when python resolved it. */
+	if (cp_event__py_stack(event)) {
+		put_json_hex(out, "py_stack_id", cp_event__py_stack(event));
+		if (python)
+			put_json_py_frames(out, python, hdr->pid, cp_event__py_stack(event));
+	}
 	return result;
 }
 
 static void json_record(struct cp_sink *out, const union cp_event *event,
-			const struct cp_names *names, uint64_t start_ns)
+			const struct cp_names *names, struct cp_python *python, uint64_t start_ns)
 {
-	cp_json__record_fields(out, event, names);
+	cp_json__record_fields(out, event, names, python);
 	put_lit(out, "}");
 }
 
@@ -481,6 +521,46 @@ static void put_gpu_json(struct cp_sink *out, const struct cp_report *r)
 		    cp_gpu_verdict__name(d->verdict));
 	}
 	put(out, "]}");
+}
+
+/* --python: "python_lines", one object per line, most blocking first. */
+static void put_python_json(struct cp_sink *out, const struct cp_report *r)
+{
+	size_t i;
+
+	put(out, ",\"python_by\":\"%s\",\"python_lines\":[",
+	    r->python_own_code ? "own_code" : "innermost");
+	for (i = 0; i < r->python_count; i++) {
+		const struct cp_py_line_row *row = &r->python[i];
+		const struct cp_py_line_sums *sums = &row->sums;
+
+		put_str(out, i ? ",{" : "{");
+		if (row->resolved) {
+			put_lit(out, "\"file\":");
+			put_json_value(out, row->file);
+			put(out, ",\"line\":%d,\"function\":", row->line);
+			put_json_value(out, row->function);
+		} else {
+			put(out, "\"file\":null,\"line\":null,\"function\":null,\"%s\":true",
+			    row->no_stack ? "no_stack" : "unresolved");
+		}
+		put(out, ",\"stacks\":%llu,\"calls_truncated\":%llu,\"launches\":%llu,"
+		    "\"syncs\":%llu,\"blocked_ns\":%llu,\"window_ns\":%llu,\"allocations\":%llu,"
+		    "\"alloc_bytes\":%llu,\"copies\":%llu,\"copy_bytes\":%llu",
+		    (unsigned long long)row->stacks, (unsigned long long)row->calls_truncated,
+		    (unsigned long long)sums->launches, (unsigned long long)sums->syncs,
+		    (unsigned long long)sums->blocked_ns, (unsigned long long)row->window_ns,
+		    (unsigned long long)sums->allocations, (unsigned long long)sums->alloc_bytes,
+		    (unsigned long long)sums->copies, (unsigned long long)sums->copy_bytes);
+		if (r->python_bounds)
+			put(out, ",\"kernels\":%llu,\"gpu_max_ns\":%llu,\"gpu_start_ns\":%llu,"
+			    "\"gpu_end_ns\":%llu,\"verdict\":\"%s\"", (unsigned long long)sums->kernels,
+			    (unsigned long long)sums->gpu_max_ns,
+			    (unsigned long long)sums->gpu_start_ns, (unsigned long long)sums->gpu_end_ns,
+			    cp_gpu_verdict__name(row->verdict));
+		put_lit(out, "}");
+	}
+	put_lit(out, "]");
 }
 
 static void json_report(struct cp_sink *out, const struct cp_report *r, struct cp_names *names)
@@ -579,6 +659,8 @@ static void json_report(struct cp_sink *out, const struct cp_report *r, struct c
 		}
 		put(out, "]");
 	}
+	if (r->python_asked)
+		put_python_json(out, r);
 	if (r->gpu)
 		put_gpu_json(out, r);
 	put(out, "}\n");
@@ -700,14 +782,12 @@ static void json_py_stack_frames(struct cp_sink *out, const struct cp_py_stack_e
 {
 	int i;
 
-	cp_json__record_fields(out, (const union cp_event *)stack, NULL);
+	cp_json__record_fields(out, (const union cp_event *)stack, NULL, NULL);
 	put_lit(out, ",\"frames\":[");
 	for (i = 0; i < depth; i++) {
-		put_str(out, i ? ",{\"file\":" : "{\"file\":");
-		put_json_value(out, frames[i].file);
-		put(out, ",\"line\":%d,\"function\":", frames[i].line);
-		put_json_value(out, frames[i].function);
-		put_str(out, frames[i].flags & CP_PY_FRAME_UNREADABLE ? ",\"unreadable\":true}" : "}");
+		if (i)
+			put_lit(out, ",");
+		put_json_py_frame(out, &frames[i]);
 	}
 	put_str(out, depth < 0 ? "],\"unresolved\":true}\n" : "]}\n");
 }
