@@ -544,20 +544,26 @@ static void put_python_json(struct cp_sink *out, const struct cp_report *r)
 			put(out, "\"file\":null,\"line\":null,\"function\":null,\"%s\":true",
 			    row->no_stack ? "no_stack" : "unresolved");
 		}
-		put(out, ",\"stacks\":%llu,\"calls_truncated\":%llu,\"launches\":%llu,"
-		    "\"syncs\":%llu,\"blocked_ns\":%llu,\"window_ns\":%llu,\"allocations\":%llu,"
-		    "\"alloc_bytes\":%llu,\"copies\":%llu,\"copy_bytes\":%llu",
-		    (unsigned long long)row->stacks, (unsigned long long)row->calls_truncated,
-		    (unsigned long long)sums->launches, (unsigned long long)sums->syncs,
-		    (unsigned long long)sums->blocked_ns, (unsigned long long)row->window_ns,
-		    (unsigned long long)sums->allocations, (unsigned long long)sums->alloc_bytes,
-		    (unsigned long long)sums->copies, (unsigned long long)sums->copy_bytes);
-		if (r->python_bounds)
-			put(out, ",\"kernels\":%llu,\"gpu_max_ns\":%llu,\"gpu_start_ns\":%llu,"
-			    "\"gpu_end_ns\":%llu,\"verdict\":\"%s\"", (unsigned long long)sums->kernels,
-			    (unsigned long long)sums->gpu_max_ns,
-			    (unsigned long long)sums->gpu_start_ns, (unsigned long long)sums->gpu_end_ns,
-			    cp_gpu_verdict__name(row->verdict));
+		{
+			const struct { const char *key; uint64_t value; } counts[] = {
+				{ "stacks", row->stacks }, { "calls_truncated", row->calls_truncated },
+				{ "launches", sums->launches }, { "syncs", sums->syncs },
+				{ "blocked_ns", sums->blocked_ns }, { "window_ns", row->window_ns },
+				{ "allocations", sums->allocations }, { "alloc_bytes", sums->alloc_bytes },
+				{ "copies", sums->copies }, { "copy_bytes", sums->copy_bytes },
+			};
+			size_t c;
+
+			for (c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+				put(out, ",\"%s\":%llu", counts[c].key, (unsigned long long)counts[c].value);
+		}
+		if (r->python_bounds) {
+			put_json_u64(out, "kernels", sums->kernels);
+			put_json_u64(out, "gpu_max_ns", sums->gpu_max_ns);
+			put_json_u64(out, "gpu_start_ns", sums->gpu_start_ns);
+			put_json_u64(out, "gpu_end_ns", sums->gpu_end_ns);
+			put(out, ",\"verdict\":\"%s\"", cp_gpu_verdict__name(row->verdict));
+		}
 		put_lit(out, "}");
 	}
 	put_lit(out, "]");
