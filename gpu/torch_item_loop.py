@@ -3,6 +3,7 @@
 
 usage: python3 gpu/torch_item_loop.py [--steps S] [--item-every N] [--warmup W]
                                       [--size D] [--batch B] [--tiny K]
+                                      [--profile FILE] [--rate-seconds T]
 
 Each step (train_step) runs the model forward, the loss, backward and the
 optimizer; every N-th step of the measured loop reads the loss with
@@ -15,7 +16,19 @@ steps run train_step (or the tiny step) first, without .item().
 
 Prints "torch_item_loop: pid=P python=X.Y steps=S warmup=W item_every=N
 tiny=K loop_s=T", T the measured loop's time up to its final sync.
+
+--profile FILE runs the measured loop under torch.profiler with
+with_stack=True and writes FILE, JSON: the loop's CLOCK_MONOTONIC bounds
+(start_ns, end_ns) and the kernel launches the profiler saw per line of
+this script ("launches_by_line": the innermost frame in it of the op that
+launched each), to set against cuprobe's count on the same run.
+
+--rate-seconds T runs the step for T seconds instead and prints, every
+0.2 s, "torch_item_loop: rate t_ns=N steps=S" (CLOCK_MONOTONIC at the end
+of the sample, steps in it; each sample ends with a sync): a tracer
+attached and detached meanwhile shows what it costs, in one process.
 """
+import json
 import argparse
 import os
 import sys
@@ -39,6 +52,58 @@ def tiny_step(t, count):
     return t.sum()
 
 
+def rate(step, seconds):
+    """Steps in samples of 0.2 s, each ended by a sync, for seconds."""
+    print(f"torch_item_loop: rate pid={os.getpid()} python={sys.version_info.major}."
+          f"{sys.version_info.minor}", flush=True)
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sample_end, steps = time.monotonic() + 0.2, 0
+        while time.monotonic() < sample_end:
+            step()
+            steps += 1
+        torch.cuda.synchronize()
+        print(f"torch_item_loop: rate t_ns={time.monotonic_ns()} steps={steps}", flush=True)
+    return 0
+
+
+def start_profiler():
+    profiler = torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
+        with_stack=True)
+    profiler.start()
+    return profiler
+
+
+LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
+
+
+def write_profile(profiler, path, start_ns, end_ns):
+    """Each launch the profiler saw, by the innermost frame in this script of the op above it."""
+    script = os.path.abspath(__file__)
+    by_line, unplaced = {}, 0
+    for event in profiler.events():
+        if event.name not in LAUNCH_NAMES:
+            continue
+        line, op = None, event
+        while op is not None and line is None:
+            for frame in op.stack or []:
+                # "path(line): function", innermost first
+                where, _, _ = frame.partition(": ")
+                file, _, number = where.rpartition("(")
+                if os.path.abspath(file) == script and number.endswith(")"):
+                    line = int(number[:-1])
+                    break
+            op = op.cpu_parent
+        if line is None:
+            unplaced += 1
+        else:
+            by_line[line] = by_line.get(line, 0) + 1
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump({"start_ns": start_ns, "end_ns": end_ns, "launches_unplaced": unplaced,
+                   "launches_by_line": {str(k): v for k, v in by_line.items()}}, out)
+
+
 def positive(text):
     value = int(text)
     if value <= 0:
@@ -54,6 +119,8 @@ def main():
     parser.add_argument("--size", type=positive, default=1024)
     parser.add_argument("--batch", type=positive, default=256)
     parser.add_argument("--tiny", type=int, default=0)
+    parser.add_argument("--profile")
+    parser.add_argument("--rate-seconds", type=float, default=0)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("torch_item_loop: no CUDA device", file=sys.stderr)
@@ -74,6 +141,10 @@ def main():
     for _ in range(args.warmup):
         step()
     torch.cuda.synchronize()
+    if args.rate_seconds:
+        return rate(step, args.rate_seconds)
+    profiler = start_profiler() if args.profile else None
+    start_ns = time.monotonic_ns()
     value = None
     start = time.perf_counter()
     for s in range(args.steps):
@@ -82,6 +153,10 @@ def main():
             value = loss.item()  # @item
     torch.cuda.synchronize()  # @final-sync
     loop_s = time.perf_counter() - start
+    end_ns = time.monotonic_ns()
+    if profiler:
+        profiler.stop()
+        write_profile(profiler, args.profile, start_ns, end_ns)
     del value
     print(f"torch_item_loop: pid={os.getpid()} python={sys.version_info.major}.{sys.version_info.minor} "
           f"steps={args.steps} warmup={args.warmup} item_every={args.item_every} tiny={args.tiny} "

@@ -492,78 +492,245 @@ Test(python, off_by_default)
 	finish(&r);
 }
 
-/* The command line: trace --json --python names each stack once, before any record that uses it. */
-Test(python, trace_json_gives_each_stack_once_before_its_calls)
+/* cuprobe COMMAND-line arguments: prefix, then the workload's. */
+static void command_line(char **argv, size_t max, char *const *prefix, char *const *work)
+{
+	size_t n = 0, i;
+
+	for (i = 0; prefix[i]; i++)
+		argv[n++] = prefix[i];
+	for (i = 0; work && work[i] && n + 1 < max; i++)
+		argv[n++] = work[i];
+	argv[n] = NULL;
+}
+
+/* The command line: trace --json --python, every launch carrying its frames. */
+Test(python, trace_json_gives_each_call_its_frames)
 {
 	char *dir = make_tmpdir(), *out = path_join(dir, "trace.json"), *err = path_join(dir, "err");
 	struct run_opts opts = { .stderr_path = err };
-	char *const *work = workload(NULL);
-	char *argv[32] = { CUPROBE_BIN, "trace", "--json", "--python", "--lib", CUDA_SIM_LIB, "-o", out,
-			   "--" };
+	char *prefix[] = { CUPROBE_BIN, "trace", "--json", "--python", "--lib", CUDA_SIM_LIB, "-o",
+			   out, "--", NULL };
+	char *argv[40];
 	struct marked marks[MARKED_MAX];
-	size_t mark_count = find_markers(PY_LAUNCH, marks), i, n = 9, launch_a = 0, threads = 0;
-	size_t deep = 0, stacks = 0;
-	json_t *records, *known = json_object(), *record;
+	size_t mark_count = find_markers(PY_LAUNCH, marks), i, launch_a = 0, threads = 0;
+	size_t deep = 0, with_frames = 0, ucs4 = 0;
+	json_t *records, *record;
 	int status;
 
 	require_root();
-	for (i = 0; work[i]; i++)
-		argv[n++] = work[i];
-	argv[n] = NULL;
+	command_line(argv, 40, prefix, workload(NULL));
 	status = run_program(argv, &opts, NULL);
 	cr_assert_eq(status, 0, "cuprobe trace: %d: %s", status, read_text(err));
 	records = load_json_lines(out);
 	json_array_foreach(records, i, record) {
 		const char *type = jstr(record, "type");
-		json_t *id = json_object_get(record, "py_stack"), *stack, *frames, *inner;
+		json_t *frames = json_object_get(record, "py_stack"), *inner;
+		int line;
 
-		if (!strcmp(type, "py_stack")) {
-			frames = json_object_get(record, "frames");
-			cr_assert(json_is_array(frames) && json_array_size(frames) == (size_t)jint(record, "depth"));
-			json_object_set(known, jstr(record, "stack_id"), record);
-			stacks++;
+		cr_assert(strcmp(type, "py_stack"), "stacks are not records of their own any more");
+		if (strcmp(type, "launch") && strcmp(type, "sync") && strcmp(type, "copy") &&
+		    strcmp(type, "alloc"))
 			continue;
-		}
-		if (!id || strcmp(type, "launch"))
+		cr_assert(json_is_array(frames) && json_array_size(frames) > 0,
+			  "a %s without its frames", type);
+		cr_assert(json_object_get(record, "py_stack_id"));
+		with_frames++;
+		if (strcmp(type, "launch"))
 			continue;
-		stack = json_object_get(known, json_string_value(id));
-		cr_assert_not_null(stack, "launch with stack %s before its py_stack record",
-				   json_string_value(id));
-		inner = json_array_get(json_object_get(stack, "frames"), 0);
+		inner = json_array_get(frames, 0);
 		cr_assert(strstr(jstr(inner, "file"), "py_launch.py"));
-		if (line_is(marks, mark_count, "launch-a", (int)jint(inner, "line")))
-			launch_a++;
-		if (line_is(marks, mark_count, "thread-launch", (int)jint(inner, "line")))
-			threads++;
-		if (line_is(marks, mark_count, "deep-launch", (int)jint(inner, "line"))) {
-			cr_expect(json_is_true(json_object_get(stack, "truncated")));
+		line = (int)jint(inner, "line");
+		launch_a += line_is(marks, mark_count, "launch-a", line);
+		threads += line_is(marks, mark_count, "thread-launch", line);
+		if (line_is(marks, mark_count, "deep-launch", line)) {
+			cr_expect(json_is_true(json_object_get(record, "py_stack_truncated")));
+			cr_expect_eq(json_array_size(frames), CP_PY_STACK_MAX);
 			deep++;
+		}
+		if (line_is(marks, mark_count, "ucs4-launch", line)) {
+			cr_expect_str_eq(jstr(inner, "function"), "\xf0\xa0\x80\x80");
+			ucs4++;
 		}
 	}
 	cr_expect_eq(launch_a, ITERATIONS);
 	cr_expect_eq(threads, THREADS * THREAD_ITERATIONS);
 	cr_expect_eq(deep, DEEP_CALLS);
-	cr_expect_geq(stacks, 12);
-	json_decref(known);
+	cr_expect_eq(ucs4, 1);
+	cr_expect_gt(with_frames, ITERATIONS + THREADS * THREAD_ITERATIONS);
 	json_decref(records);
-
-	/* stats --python: held and released like trace, and done. */
-	n = 0;
-	argv[n++] = CUPROBE_BIN;
-	argv[n++] = "stats";
-	argv[n++] = "--python";
-	argv[n++] = "--lib";
-	argv[n++] = CUDA_SIM_LIB;
-	argv[n++] = "-o";
-	argv[n++] = "/dev/null";
-	argv[n++] = "--";
-	for (i = 0; work[i]; i++)
-		argv[n++] = work[i];
-	argv[n] = NULL;
-	status = run_program(argv, &opts, NULL);
-	cr_assert_eq(status, 0, "cuprobe stats --python: %d: %s", status, read_text(err));
 	remove_tree(dir);
 	free(out);
+	free(err);
+	free(dir);
+}
+
+/*
+ * What the python_lines rows of a marked name (it may mark several lines)
+ * add up to in a stats report: field summed; *function: the first's.
+ */
+static long long marked_sum(json_t *report, const struct marked *marks, size_t mark_count,
+			    const char *name, const char *field, const char **function)
+{
+	json_t *lines = json_object_get(report, "python_lines"), *row;
+	long long sum = 0;
+	bool found = false;
+	size_t i;
+
+	cr_assert(json_is_array(lines), "no python_lines in the report");
+	json_array_foreach(lines, i, row) {
+		json_t *file = json_object_get(row, "file");
+
+		if (!json_is_string(file) || !strstr(json_string_value(file), "py_launch.py") ||
+		    !line_is(marks, mark_count, name, (int)jint(row, "line")))
+			continue;
+		if (!found && function)
+			*function = jstr(row, "function");
+		found = true;
+		sum += jint(row, field);
+	}
+	cr_assert(found, "no python_lines row for %s", name);
+	return sum;
+}
+
+/* The final stats report of pid in a --json stats output. */
+static json_t *final_report(json_t *records, long long pid)
+{
+	json_t *record;
+	size_t i;
+
+	json_array_foreach(records, i, record)
+		if (!strcmp(jstr(record, "type"), "stats") && jint(record, "pid") == pid &&
+		    json_is_true(json_object_get(record, "final")))
+			return record;
+	return NULL;
+}
+
+/*
+ * stats --python's lines, exactly: launches, syncs and their time blocked,
+ * allocations in a nested function, 12 threads, cut stacks, UTF-8 names.
+ */
+static void check_report_lines(json_t *report, bool bounds)
+{
+	struct marked marks[MARKED_MAX];
+	size_t n = find_markers(PY_LAUNCH, marks);
+	const char *function = NULL;
+
+#define SUM(name, field) marked_sum(report, marks, n, name, field, &function)
+	cr_assert_not_null(report, "no final report of the workload");
+	cr_expect_eq(SUM("launch-a", "launches"), ITERATIONS);
+	cr_expect_str_eq(function, "main_loop");
+	if (bounds) {
+		cr_expect_eq(SUM("launch-a", "kernels"), ITERATIONS, "each launch's kernel bounded");
+		cr_expect_gt(SUM("launch-a", "gpu_max_ns"), 0);
+	}
+	cr_expect_eq(SUM("launch-b", "launches"), (ITERATIONS + 2) / 3);
+	cr_expect_eq(SUM("sync", "syncs"), ITERATIONS / SYNC_EVERY + 1);
+	cr_expect_eq(SUM("sync", "launches"), 0);
+	cr_expect_gt(SUM("sync", "blocked_ns"), 0, "time blocked on the sync lines");
+	cr_expect_gt(SUM("sync", "window_ns"), SUM("sync", "blocked_ns"));
+	cr_expect_eq(SUM("copy", "copies"), (ITERATIONS + 3) / 4);
+	cr_expect_eq(SUM("copy", "syncs"), (ITERATIONS + 3) / 4, "a blocking copy's wait");
+	cr_expect_eq(SUM("alloc", "allocations"), ALLOCS);
+	cr_expect(strstr(function, "nested"), "the nested function: %s", function);
+	cr_expect_eq(SUM("alloc", "alloc_bytes"), ALLOCS * 4096);
+	cr_expect_eq(SUM("thread-launch", "launches"), THREADS * THREAD_ITERATIONS);
+	cr_expect_str_eq(function, "thread_main");
+	cr_expect_eq(SUM("thread-sync", "syncs"), THREADS);
+	cr_expect_eq(SUM("deep-launch", "launches"), DEEP_CALLS);
+	cr_expect_eq(SUM("deep-launch", "calls_truncated"), DEEP_CALLS, "the cut stacks counted");
+	cr_expect_eq(SUM("latin1-launch", "launches"), 1);
+	cr_expect_str_eq(function, "caf\xc3\xa9");
+	cr_expect_eq(SUM("ucs2-launch", "launches"), 1);
+	cr_expect_str_eq(function, "\xe5\x90\xaf\xe5\x8a\xa8_\xce\xbb");
+	cr_expect_eq(SUM("ucs4-launch", "launches"), 1);
+	cr_expect_str_eq(function, "\xf0\xa0\x80\x80");
+#undef SUM
+}
+
+/* No call of the workload left without its line. */
+static void check_no_lost_lines(json_t *report)
+{
+	json_t *lines = json_object_get(report, "python_lines"), *row;
+	size_t i;
+
+	json_array_foreach(lines, i, row)
+		cr_expect(!json_object_get(row, "no_stack") && !json_object_get(row, "unresolved"),
+			  "calls without their line: %s", json_dumps(row, 0));
+}
+
+Test(python, stats_by_line_exactly)
+{
+	char *dir = make_tmpdir(), *out = path_join(dir, "stats.json"), *err = path_join(dir, "err");
+	struct run_opts opts = { .stderr_path = err };
+	char *prefix[] = { CUPROBE_BIN, "stats", "--json", "--python", "--timeline", "--lib",
+			   CUDA_SIM_LIB, "-o", out, "--", NULL };
+	char *argv[40];
+	json_t *records, *record, *report = NULL;
+	size_t i;
+	int status;
+
+	require_root();
+	command_line(argv, 40, prefix, workload(NULL));
+	status = run_program(argv, &opts, NULL);
+	cr_assert_eq(status, 0, "cuprobe stats --python: %d: %s", status, read_text(err));
+	records = load_json_lines(out);
+	json_array_foreach(records, i, record)
+		if (!strcmp(jstr(record, "type"), "stats") &&
+		    json_is_true(json_object_get(record, "final")))
+			report = record;
+	cr_assert_str_eq(jstr(report, "python_by"), "innermost");
+	check_report_lines(report, true);
+	check_no_lost_lines(report);
+	json_decref(records);
+	remove_tree(dir);
+	free(out);
+	free(err);
+	free(dir);
+}
+
+/*
+ * Late, system-wide: stats --python started after the workload set its
+ * driver up counts every call from the attach on, by line, exactly.
+ */
+Test(python, stats_by_line_system_wide_from_the_attach_on)
+{
+	char *dir = make_tmpdir(), *go = path_join(dir, "go"), *out = path_join(dir, "out");
+	char *stats = path_join(dir, "stats.json"), *err = path_join(dir, "err");
+	struct run_opts work_opts = { .stdout_path = out };
+	struct run_opts cuprobe_opts = { .stderr_path = err };
+	char *argv[] = { CUPROBE_BIN, "stats", "-v", "--json", "--python", "--lib", CUDA_SIM_LIB,
+			 "-o", stats, "-d", "90", NULL };
+	json_t *records;
+	pid_t pid, tracer;
+	int fd;
+
+	require_root();
+	pid = spawn_program(workload(go), &work_opts);
+	cr_assert_gt(pid, 0);
+	cr_assert(wait_for_text(out, "py_launch: ready", 30), "py_launch.py did not start");
+	tracer = spawn_program(argv, &cuprobe_opts);
+	cr_assert_gt(tracer, 0);
+	cr_assert(wait_for_text(err, "counting (", 30), "cuprobe did not start: %s", read_text(err));
+	fd = open(go, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	close(fd);
+	cr_assert(wait_for_text(out, "py_launch: done", 60), "py_launch.py did not finish");
+	/* Not held: its code objects must live until the agent has read each new stack. */
+	usleep(1500 * 1000);
+	cr_assert_eq(unlink(go), 0);
+	cr_assert_eq(wait_program(pid, 60), 0, "py_launch.py failed");
+	/* Its exit reported, then cuprobe stopped. */
+	usleep(500 * 1000);
+	kill(tracer, SIGINT);
+	cr_assert_eq(wait_program(tracer, 30), 0, "cuprobe stats: %s", read_text(err));
+	records = load_json_lines(stats);
+	check_report_lines(final_report(records, pid), false);
+	json_decref(records);
+	remove_tree(dir);
+	free(go);
+	free(out);
+	free(stats);
 	free(err);
 	free(dir);
 }

@@ -19,7 +19,7 @@
 enum { OPT_JSON = 1000, OPT_FORMAT, OPT_LIB, OPT_RUNTIME, OPT_CUDART, OPT_RING_SIZE, OPT_RUN_AS_ROOT,
        OPT_LATENCY, OPT_STACKS, OPT_EXIT_WITH_COMMAND, OPT_SET, OPT_TIMELINE, OPT_PERFETTO,
        OPT_LISTEN, OPT_ALLOW_REMOTE, OPT_MAX_KERNELS, OPT_KEEP_EXITED, OPT_WAKEUP_LATENCY,
-       OPT_PTX, OPT_PYTHON, OPT_MAX_ENTRIES };
+       OPT_PTX, OPT_PYTHON, OPT_PYTHON_OWN, OPT_MAX_ENTRIES };
 
 #define TRACE (1u << CP_CMD_TRACE)
 #define STATS (1u << CP_CMD_STATS)
@@ -125,12 +125,25 @@ static const struct cp_option_doc option_docs[] = {
 	  "walk the calling thread's Python stack (CPython 3.10 to 3.14) at every\n"
 	  "launch, sync, copy and allocation; a process COMMAND starts is held at\n"
 	  "cuInit and at each new stack until cuprobe has read it",
-	  .help_for = { [CP_CMD_TRACE] =
-	  "walk the calling thread's Python stack (CPython 3.10 to 3.14) at every\n"
-	  "launch, sync, copy and allocation: with --json, such records carry a\n"
-	  "py_stack id and each new stack is written once, with its frames, as a\n"
-	  "py_stack record; a process COMMAND starts is held at cuInit and at each\n"
-	  "new stack until cuprobe has read it" } },
+	  .help_for = {
+		[CP_CMD_TRACE] =
+		"walk the calling thread's Python stack (CPython 3.10 to 3.14) at every\n"
+		"launch, sync, copy and allocation: each such record names its innermost\n"
+		"frame (text), or carries its frames as a py_stack array (--json, and the\n"
+		"args of --perfetto's slices); a process COMMAND starts is held at cuInit\n"
+		"and at each new stack until cuprobe has read it",
+		[CP_CMD_STATS] =
+		"walk the calling thread's Python stack (CPython 3.10 to 3.14) at every\n"
+		"launch, sync, copy and allocation, and report them by Python line (the\n"
+		"innermost frame): launches, syncs and the time blocked in them,\n"
+		"allocations; with --timeline, each line's kernels, their GPU time bound\n"
+		"and a verdict (every call is then streamed to userspace); a process\n"
+		"COMMAND starts is held at cuInit and at each new stack until read",
+	  } },
+	{ OPT_PYTHON_OWN, "python-own", 0, NULL, STATS,
+	  "with --python (implied): name each call by the innermost frame of the\n"
+	  "program's own code, outside site-packages and the standard library (the\n"
+	  "line of train.py that called into torch, not torch's own)" },
 	{ OPT_PERFETTO, "perfetto", 0, "FILE", TRACE,
 	  "also write a trace the Perfetto UI opens (Chrome trace-event JSON): API\n"
 	  "calls per thread, kernel bounds per stream with flows from their\n"
@@ -528,6 +541,10 @@ enum cp_parse_result cp_options__parse(const struct cp_command *command, int arg
 			break;
 		case OPT_PYTHON:
 			common->python = true;
+			break;
+		case OPT_PYTHON_OWN:
+			common->python = true;
+			opts->stats.python_own = true;
 			break;
 		case OPT_LISTEN:
 			if (!*optarg || !strrchr(optarg, ':')) {

@@ -56,6 +56,7 @@ struct cp_stats_options {
 	bool latency;        /* --latency: return probes, latency histograms, error counts */
 	bool stacks;         /* --stacks: allocating stacks in leak reports */
 	bool timeline;       /* --timeline: kernels' GPU time bounded from host evidence */
+	bool python_own;     /* --python-own: lines by the program's own innermost frame */
 };
 
 struct cp_top_options {

@@ -6,6 +6,9 @@
  * --timeline, the calls too: the kernels' bounds, joined to the NCCL calls
  * that launched them, are added up here per communicator and op).
  *
+ * With --python the calls cross too: each is added to the Python line that
+ * made it (cp_py_sites), and a report lists the lines.
+ *
  * Two threads report: the agent (a process exited: its final report, then
  * the session's record path removes its rows) and the main thread
  * (interval ticks). One lock keeps their output and the name table whole.
@@ -52,6 +55,9 @@ struct stats_ctx {
 	bool stacks;
 	struct cp_timeline *timeline; /* --timeline */
 	struct cp_nccl_calls *nccl;   /* --timeline: NCCL calls waiting for their kernels' bounds */
+	struct cp_py_sites *python;   /* --python: calls by Python line */
+	enum cp_py_site_by python_by;
+	unsigned long long python_lost; /* calls not added to a line (out of memory) */
 	struct nccl_gpu *nccl_gpu;
 	size_t nccl_gpu_count, nccl_gpu_capacity;
 	unsigned long long start_ns;
@@ -120,11 +126,21 @@ static void report_process(struct stats_ctx *ctx, const struct cp_stats_snapshot
 	struct cp_api_row *apis = calloc(snap->api_count + 1, sizeof(*apis));
 	struct cp_nccl_report_row *nccl = calloc(snap->nccl_count + 1, sizeof(*nccl));
 	struct cp_nccl_report_row *row;
+	struct cp_py_line_row *python_lines = NULL;
 	size_t i, j;
 	int err;
 
 	if (!kernels || !apis || !nccl)
 		goto out;
+	if (ctx->python) {
+		report.python_asked = true;
+		report.python_own_code = ctx->python_by == CP_PY_SITE_OWN_CODE;
+		report.python_bounds = ctx->timeline != NULL;
+		if (cp_py_sites__rows(ctx->python, pid, report.python_bounds, &python_lines,
+				      &report.python_count))
+			cp_say("warning: the Python lines of pid %u left out: out of memory", pid);
+		report.python = python_lines;
+	}
 	for (i = 0; i < snap->nccl_count; i++) {
 		if (snap->nccls[i].pid != pid)
 			continue;
@@ -176,6 +192,7 @@ out:
 	free(kernels);
 	free(apis);
 	free(nccl);
+	free(python_lines);
 }
 
 /*
@@ -191,6 +208,8 @@ static void on_interval(void *arg, const struct cp_gpu_interval *interval)
 	struct nccl_gpu *g = NULL;
 	size_t i;
 
+	if (ctx->python && cp_py_sites__interval(ctx->python, interval))
+		ctx->python_lost++;
 	if (!call || !call->recorded)
 		return;
 	if (interval->evidence != CP_DONE_NONE) {
@@ -376,6 +395,8 @@ static int on_record(void *arg, const union cp_event *event)
 	    event->hdr.type == CP_EV_ATTACH)
 		comm_of(ctx, event->hdr.pid);
 	cp_nccl_calls__observe(ctx->nccl, event);
+	if (ctx->python && cp_py_sites__observe(ctx->python, event))
+		ctx->python_lost++;
 	return 0;
 }
 
@@ -402,6 +423,8 @@ static int on_settled(void *arg, const union cp_event *event)
 			cp_stats_snapshot__release(&snap);
 		}
 		forget_nccl(ctx, pid);
+		if (ctx->python)
+			cp_py_sites__forget_pid(ctx->python, pid);
 	}
 	return 0;
 }
@@ -471,8 +494,8 @@ int cp_cmd_stats(const union cp_options *options)
 	tracer_opts.record_stacks = opts->stacks;
 	/* Processes cuprobe started exit at will: hold them until their stacks can be named. */
 	tracer_opts.hold_for_stacks = opts->common.command != NULL;
-	/* The timeline needs the launches, syncs and events themselves. */
-	tracer_opts.no_call_records = !opts->timeline;
+	/* The timeline, and the Python lines, need the launches, syncs and events themselves. */
+	tracer_opts.no_call_records = !opts->timeline && !opts->common.python;
 	if (opts->timeline) {
 		CP_OPTS(cp_timeline_opts, timeline_opts, .on_interval = on_interval, .ctx = &ctx);
 
@@ -489,11 +512,20 @@ int cp_cmd_stats(const union cp_options *options)
 	ctx.format = opts->common.format;
 	ctx.latency = opts->latency;
 	ctx.stacks = opts->stacks;
+	ctx.python_by = opts->python_own ? CP_PY_SITE_OWN_CODE : CP_PY_SITE_INNERMOST;
 	exit_code = cp_session__open(&session, &opts->common);
 	if (!exit_code)
 		exit_code = cp_session__attach(&session, &tracer_opts);
 	if (exit_code)
 		goto cleanup;
+	if (session.python) {
+		ctx.python = cp_py_sites__new(session.python, ctx.python_by);
+		if (!ctx.python) {
+			cp_say("out of memory");
+			exit_code = CP_EXIT_SETUP;
+			goto cleanup;
+		}
+	}
 	for (i = 0; i < opts->common.pid_count; i++) {
 		cp_symbolizer__refresh(session.symbolizer, opts->common.pids[i]);
 		comm_of(&ctx, opts->common.pids[i]);
@@ -513,6 +545,8 @@ int cp_cmd_stats(const union cp_options *options)
 	report_all(&ctx, true);
 	cp_session__warn_losses(&session);
 	cp_session__warn_python(&session);
+	if (ctx.python_lost)
+		cp_say("warning: %llu calls left out of the Python lines: out of memory", ctx.python_lost);
 	cp_session__report_files(&session, ctx.format);
 	fprintf(stderr, "cuprobe: %llu reports, %llu leak reports\n",
 		(unsigned long long)ctx.reports, (unsigned long long)ctx.leak_reports);
@@ -520,6 +554,7 @@ int cp_cmd_stats(const union cp_options *options)
 cleanup:
 	/* The agent, which feeds the timeline, is joined by close first. */
 	cp_session__close(&session);
+	cp_py_sites__free(ctx.python); /* the agent that fed it is joined */
 	cp_timeline__free(ctx.timeline);
 	cp_nccl_calls__free(ctx.nccl);
 	free(ctx.nccl_gpu);

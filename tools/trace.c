@@ -112,24 +112,31 @@ static int on_record(void *ctx, const union cp_event *event)
 
 	if (output->failed)
 		return 0; /* the output is gone: records are counted, tracing is stopping */
-	/* --python: a new stack, resolved by the agent: its frames once (JSON; text: phase B). */
-	if (event->hdr.type == CP_EV_PY_STACK) {
+	/* --python: a new stack, resolved by the agent; its calls carry its frames. */
+	if (event->hdr.type == CP_EV_PY_STACK)
+		return 0;
+	if (output->session->python && cp_event__py_stack(event)) {
+		/* A call with its Python stack: up to 64 frames, more than a line buffer holds. */
 		cp_text__clear(&output->text);
-		cp_format__py_stack(&output->text, output->format, &event->py_stack,
-				    output->session->python);
+		/* Out of memory leaves text->failed set: the write then stops the session. */
+		if (!cp_format__record_python(&output->text, output->format, event, names,
+					      output->session->python, output->start_ns))
+			cp_text__append(&output->text, "\n", 1);
 		write_text(output, &output->text);
-		return 0;
-	}
-	/* Returns are recorded for --perfetto's slices only: the output stays as without it. */
-	n = event->hdr.type == CP_EV_RETURN ? -1 :
-	    cp_format__record(output->format, event, names, output->start_ns, line, sizeof(line));
-	if (n >= 0)
-		line[n++] = '\n'; /* the formatter leaves room: n < sizeof(line) */
-	if (n >= 0 && !cp_output__write(&output->session->output, line, (size_t)n, false)) {
-		/* ENOSPC, EPIPE...: nothing more can be written; the session stops. */
-		output->failed = true;
-		cp_session__output_failed(output->session, errno);
-		return 0;
+		if (output->failed)
+			return 0;
+	} else {
+		/* Returns are recorded for --perfetto's slices only: the output stays as without it. */
+		n = event->hdr.type == CP_EV_RETURN ? -1 :
+		    cp_format__record(output->format, event, names, output->start_ns, line, sizeof(line));
+		if (n >= 0)
+			line[n++] = '\n'; /* the formatter leaves room: n < sizeof(line) */
+		if (n >= 0 && !cp_output__write(&output->session->output, line, (size_t)n, false)) {
+			/* ENOSPC, EPIPE...: nothing more can be written; the session stops. */
+			output->failed = true;
+			cp_session__output_failed(output->session, errno);
+			return 0;
+		}
 	}
 	/* Before the timeline: a launch is in the trace before the interval it gets. */
 	if (output->perfetto && !output->perfetto_failed) {
@@ -249,6 +256,8 @@ int cp_cmd_trace(const union cp_options *options)
 	}
 	if (opts->perfetto)
 		output.perfetto = cp_chrome_trace__new(session.names, perfetto_base_ns);
+	if (output.perfetto)
+		cp_chrome_trace__set_python(output.perfetto, session.python);
 	if (!output.timeline || (opts->perfetto && !output.perfetto)) {
 		cp_say("out of memory");
 		exit_code = CP_EXIT_SETUP;

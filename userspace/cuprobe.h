@@ -719,6 +719,7 @@ struct cp_gpu_interval {
 	uint32_t evidence_tid;
 	bool graph;               /* a graph launch: the bound covers the whole graph */
 	uint32_t nccl_call;       /* the NCCL call it is the work of (its seq), 0 none */
+	uint64_t py_stack;        /* the launch's Python stack (python_stacks), 0 none */
 };
 typedef void (*cp_interval_fn)(void *ctx, const struct cp_gpu_interval *interval);
 

@@ -163,6 +163,62 @@ int cp_elf__symbol_at_offset(const char *path, uint64_t file_offset, char *out, 
 int cp_elf__exported_functions(const char *path, char ***names, size_t *count);
 void cp_elf__free_names(char **names, size_t count);
 
+/* ---- Python lines (python_sites.c): stats --python ------------------------------ */
+
+/* What the calls of one Python stack, or line, add up to. */
+struct cp_py_line_sums {
+	uint64_t launches;
+	uint64_t kernels;          /* launches whose kernel got a bound (the timeline's) */
+	uint64_t gpu_max_ns;       /* the sum of those bounds: at most this much GPU time */
+	uint64_t gpu_start_ns;     /* the earliest a kernel of its started */
+	uint64_t gpu_end_ns;       /* the latest one had ended by */
+	uint64_t syncs;            /* syncs, queries and blocking copies' returns */
+	uint64_t blocked_ns;       /* time the calling thread spent in those */
+	uint64_t allocations;      /* that succeeded */
+	uint64_t alloc_bytes;
+	uint64_t copies;
+	uint64_t copy_bytes;
+};
+
+/* Which frame names a call's line. */
+enum cp_py_site_by {
+	CP_PY_SITE_INNERMOST,      /* the innermost frame */
+	CP_PY_SITE_OWN_CODE,       /* the innermost outside site-packages and the standard library */
+};
+
+/* One line of a process: the stacks that end there, summed. */
+struct cp_py_line_row {
+	uint32_t pid;
+	const char *file;          /* as the interpreter names it; "" when not resolved */
+	int32_t line;
+	const char *function;
+	bool resolved;             /* false: the stack could not be resolved, or there was none */
+	bool no_stack;             /* calls that carried no Python stack (not Python, or lost) */
+	uint64_t stacks;           /* distinct stacks merged here */
+	uint64_t calls_truncated;  /* calls whose stack was cut at CP_PY_STACK_MAX frames */
+	uint64_t window_ns;        /* the process's: its first record to its last */
+	enum cp_gpu_verdict verdict; /* this line's (python_sites.c says how) */
+	struct cp_py_line_sums sums;
+};
+
+struct cp_py_sites;
+
+/* Lines named through python (which must outlive it); NULL+errno. */
+struct cp_py_sites *cp_py_sites__new(struct cp_python *python, enum cp_py_site_by by);
+void cp_py_sites__free(struct cp_py_sites *sites);
+/* Every record (launches, syncs, copies and allocations are counted): 0 or -ENOMEM. */
+int cp_py_sites__observe(struct cp_py_sites *sites, const union cp_event *event);
+/* A launch's bound (the timeline's): its line's kernels and GPU time. 0 or -ENOMEM. */
+int cp_py_sites__interval(struct cp_py_sites *sites, const struct cp_gpu_interval *interval);
+/*
+ * pid's lines, each stack resolved now (calls without a stack: one row,
+ * no_stack); bounds: the timeline ran (else verdicts are unknown). *rows
+ * malloc'd (the caller frees it), its strings python's. 0 or -ENOMEM.
+ */
+int cp_py_sites__rows(struct cp_py_sites *sites, uint32_t pid, bool bounds,
+		      struct cp_py_line_row **rows, size_t *count);
+void cp_py_sites__forget_pid(struct cp_py_sites *sites, uint32_t pid);
+
 /* ---- Python (python_layout.c, python_lines.c) -------------------------------- */
 
 /* The walker's layout of a CPython 3.10-3.12 from cuprobe's tables: 0, -ENOTSUP. */

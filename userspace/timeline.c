@@ -49,6 +49,7 @@ struct launch {
 	uint32_t api;
 	uint32_t nccl_call;
 	bool graph;
+	uint64_t py_stack;       /* the launching Python stack (--python); 0: none */
 };
 
 /* Disjoint spans, sorted, of time; what lies wholly before a watermark is folded into total. */
@@ -288,6 +289,7 @@ static void complete(struct cp_timeline *tl, struct process *p, struct stream *s
 		.launch_ns = l->launch_ns, .start_after_ns = l->start_after_ns,
 		.done_by_ns = done_by, .evidence = evidence, .evidence_api = evidence_api,
 		.evidence_tid = evidence_tid, .graph = l->graph, .nccl_call = l->nccl_call,
+		.py_stack = l->py_stack,
 	};
 	size_t j;
 
@@ -439,6 +441,7 @@ static void on_launch(struct cp_timeline *tl, struct process *p, const struct cp
 		.seq = ++p->seq, .launch_ns = e->hdr.time_ns, .function = e->function,
 		.stream = e->stream, .tid = e->hdr.tid, .api = e->hdr.api,
 		.graph = e->flags & CP_LAUNCH_GRAPH, .nccl_call = e->nccl_call,
+		.py_stack = e->py_stack,
 		.start_after_ns = e->hdr.time_ns > s->busy_after_ns ? e->hdr.time_ns : s->busy_after_ns,
 	};
 	s->summary.launches++;
@@ -762,6 +765,7 @@ size_t cp_timeline__in_flight(const struct cp_timeline *tl, uint32_t pid, struct
 				.stream = l->stream, .function = l->function, .seq = l->seq,
 				.launch_ns = l->launch_ns, .start_after_ns = l->start_after_ns,
 				.graph = l->graph, .nccl_call = l->nccl_call,
+				.py_stack = l->py_stack,
 			};
 		}
 	}

@@ -1,54 +1,90 @@
 #!/bin/bash
 # Python stacks (--python) on a machine with a GPU: the walker on the
-# machine's CPython (3.12 on the H200) and PyTorch, started by cuprobe.
+# machine's CPython (3.12 on the H200) and PyTorch. Three PyTorch processes
+# in all (importing torch takes seconds each), under two minutes:
 #
-#  1. gpu/torch_item_loop.py (an MLP training loop, loss.item() every N
-#     steps) under `cuprobe trace --json --python`: the process is walked
-#     (py_stack records, every frame resolved), every launch of the main
-#     thread carries a stack, the launches and syncs are counted by the
-#     line of the script they come from (the innermost frame in it), and
-#     the .item() line has exactly one sync per .item() and the time blocked.
-#  2. The walker's cost, side by side in the same run: the loop untraced,
-#     traced, and traced with --python, rounds interleaved, for the MLP and
-#     for a launch-bound loop of tiny kernels (--tiny): loop time on/off as
-#     a ratio, and the added time per launch.
+#  1. gpu/torch_item_loop.py --profile under `cuprobe trace --json --python`:
+#     every frame resolved, the main thread's launches all with a stack, and
+#     in the SAME run the launches per line of the script set against what
+#     torch.profiler(with_stack=True) saw over the profiled loop.
+#  2. The loop under `cuprobe stats --json --python --timeline`: the .item()
+#     line has one sync per .item(), the most time blocked of any line, and
+#     its share of the wall time and verdict are one row of the report.
+#  3. The walker's cost in ONE process: the launch-bound loop (--tiny, K
+#     adds a step) runs for a while, and cuprobe attaches to it (-p) in
+#     turns: untraced, traced, traced with --python, three rounds. Steps per
+#     second in each window give the cost per launch and the overhead
+#     against Ingero's claimed 0.4-1.7% with stacks on.
 #
 # Needs the static cuprobe in BUNDLE (default gpu-bundle/ of this checkout;
-# tests/gpu/README.md) and python3 with torch. Writes results-python.md to
-# OUT (default /tmp/cuprobe-python), prints the table last, exits 1 when a
-# check fails.
+# tests/gpu/README.md) and python3 with torch. Writes results-python-h200.md
+# to OUT (default /tmp/cuprobe-python), prints the table last, exits 1 when
+# a check fails. EXPECT_PYTHON (default 3.12) is the CPython it must find.
 set -u
 . "$(dirname "$0")/common.sh" python
 nvidia-smi -L | head -1
 script="$here/gpu/torch_item_loop.py"
 steps=${STEPS:-200}
 every=${ITEM_EVERY:-10}
-rounds=${ROUNDS:-5}
+tiny=${TINY:-20}
+rounds=${ROUNDS:-3}
+window_s=${WINDOW_S:-3}
 
-# 1. The stacks.
+# 1. The stacks, and torch.profiler's launches per line in the same run.
 "$cuprobe" trace --json --python -o "$work/trace.json" -- \
-	python3 "$script" --steps "$steps" --item-every "$every" > "$work/trace.txt" 2> "$work/trace.err" ||
+	python3 "$script" --steps "$steps" --item-every "$every" --profile "$work/profile.json" \
+	> "$work/trace.txt" 2> "$work/trace.err" ||
 	{ echo "trace --python failed:"; cat "$work/trace.err"; }
 cat "$work/trace.txt"
 
-# 2. The cost: untraced, traced, traced --python, interleaved.
+# 2. The lines, as stats reports them.
+"$cuprobe" stats --json --python --timeline -o "$work/stats.json" -- \
+	python3 "$script" --steps "$steps" --item-every "$every" \
+	> "$work/stats.txt" 2> "$work/stats.err" ||
+	{ echo "stats --python failed:"; cat "$work/stats.err"; }
+
+# 3. The cost: one process, cuprobe attached and detached in turns.
+monotonic_ns() { python3 -c 'import time; print(time.monotonic_ns())'; }
+# Longer than the turns can take: it is stopped after the last.
+python3 "$script" --tiny "$tiny" --rate-seconds 120 > "$work/rate.txt" 2>&1 &
+rate_pid=$!
+for _ in $(seq 1 300); do
+	grep -q "rate t_ns" "$work/rate.txt" && break
+	sleep 0.1
+done
+: > "$work/windows.txt"
 for r in $(seq 1 "$rounds"); do
-	for w in mlp tiny; do
-		args=(--steps "$steps" --item-every "$every")
-		[ "$w" = tiny ] && args=(--steps 2000 --item-every 100 --tiny 20)
-		python3 "$script" "${args[@]}" > "$work/$w.untraced.$r.txt" 2>&1
-		"$cuprobe" trace --json -o "$work/$w.off.$r.json" -- python3 "$script" "${args[@]}" \
-			> "$work/$w.off.$r.txt" 2> "$work/$w.off.$r.err"
-		"$cuprobe" trace --python --json -o "$work/$w.on.$r.json" -- python3 "$script" "${args[@]}" \
-			> "$work/$w.on.$r.txt" 2> "$work/$w.on.$r.err"
+	for mode in none off on; do
+		if [ "$mode" = none ]; then
+			start=$(monotonic_ns)
+			sleep "$window_s"
+			echo "$mode $r $start $(monotonic_ns)" >> "$work/windows.txt"
+			continue
+		fi
+		flags=()
+		[ "$mode" = on ] && flags=(--python)
+		"$cuprobe" trace -v "${flags[@]}" -p "$rate_pid" -d "$window_s" -o /dev/null \
+			2> "$work/cost.$mode.$r.err" &
+		tracer=$!
+		for _ in $(seq 1 300); do
+			grep -q "tracing (" "$work/cost.$mode.$r.err" && break
+			sleep 0.05
+		done
+		start=$(monotonic_ns)
+		wait "$tracer" || echo "cuprobe trace -p ($mode) failed: $(cat "$work/cost.$mode.$r.err")"
+		echo "$mode $r $start $(monotonic_ns)" >> "$work/windows.txt"
 	done
 done
+kill "$rate_pid" 2>/dev/null
+wait "$rate_pid" 2>/dev/null
 
-python3 - "$work" "$out" "$script" "$steps" "$every" "$rounds" <<'PY'
+python3 - "$work" "$out" "$script" "$steps" "$every" "$tiny" "${EXPECT_PYTHON:-3.12}" <<'PY'
 import collections, json, re, statistics, sys
 from checks import finish, note, row
-work, out, script, steps, every, rounds = sys.argv[1:7]
-steps, every, rounds = int(steps), int(every), int(rounds)
+work, out, script, steps, every, tiny, expect_python = sys.argv[1:8]
+steps, every, tiny = int(steps), int(every), int(tiny)
+results = f"{out}/results-python-h200.md"
+title = "Python stacks on a GPU"
 
 markers = collections.defaultdict(set)
 for number, text in enumerate(open(script), 1):
@@ -58,102 +94,125 @@ for number, text in enumerate(open(script), 1):
 line_name = {line: name for name, lines in markers.items() for line in lines}
 
 def summary(path):
-    m = re.search(r"torch_item_loop: pid=(\d+) python=(\S+) steps=(\d+) warmup=(\d+) item_every=(\d+) "
-                  r"tiny=(\d+) loop_s=([0-9.]+)", open(path).read())
-    return m and {"pid": int(m.group(1)), "python": m.group(2), "warmup": int(m.group(4)),
-                  "loop_s": float(m.group(7))}
+    try:
+        text = open(path).read()
+    except OSError:
+        return None
+    m = re.search(r"torch_item_loop: pid=(\d+) python=(\S+) steps=(\d+) warmup=(\d+) ", text)
+    return m and {"pid": int(m.group(1)), "python": m.group(2), "warmup": int(m.group(4))}
 
+# ---- 1. trace --json --python, and torch.profiler in the same run
 run = summary(f"{work}/trace.txt")
 if not run:
     row("the loop ran under trace --python", "no", "yes", False)
-    finish(f"{out}/results-python.md", "Python stacks on a GPU")
+    finish(results, title)
 pid = run["pid"]
+row("CPython the walker read", run["python"], expect_python, run["python"] == expect_python)
 records = [json.loads(l) for l in open(f"{work}/trace.json") if l.startswith("{")]
-stacks = {r["stack_id"]: r for r in records if r["type"] == "py_stack" and r["pid"] == pid}
-row(f"CPython {run['python']}: stacks found", len(stacks), "> 0", len(stacks) > 0)
-unresolved = sum(1 for s in stacks.values() if s.get("unresolved"))
-unreadable = sum(1 for s in stacks.values() for f in s["frames"] if f.get("unreadable"))
-row("stacks resolved, frames readable", f"{unresolved} unresolved, {unreadable} frames unreadable",
-    "0, 0", unresolved == 0 and unreadable == 0)
-depths = [s["depth"] for s in stacks.values()]
-note("stack depths (min / median / max), cut at 64",
-     f"{min(depths)} / {statistics.median(depths):.0f} / {max(depths)}, "
-     f"{sum(1 for s in stacks.values() if s['truncated'])} cut", "info")
+calls = [r for r in records if r["pid"] == pid and r["type"] in ("launch", "sync", "copy", "alloc")]
+stacked = [r for r in calls if "py_stack" in r]
+unresolved = sum(1 for r in calls if r.get("py_stack_unresolved"))
+unreadable = sum(1 for r in stacked for f in r["py_stack"] if f.get("unreadable"))
+row("calls with frames; stacks unresolved, frames unreadable",
+    f"{len(stacked)} of {len(calls)}; {unresolved}, {unreadable}", "> 0; 0, 0",
+    stacked and unresolved == 0 and unreadable == 0)
+main_launches = [r for r in calls if r["type"] == "launch" and r["tid"] == pid]
+row("main-thread launches with a Python stack",
+    f"{sum(1 for r in main_launches if 'py_stack' in r)} of {len(main_launches)}", "all",
+    main_launches and all("py_stack" in r for r in main_launches))
+other = [r for r in calls if r["type"] == "launch" and r["tid"] != pid]
+note("launches from other threads (autograd's: no Python frames)",
+     f"{sum(1 for r in other if 'py_stack' in r)} of {len(other)} with a stack", "info")
+depths = [len(r["py_stack"]) for r in stacked]
+if depths:
+    note("stack depths (min / median / max), cut at 64",
+         f"{min(depths)} / {statistics.median(depths):.0f} / {max(depths)}, "
+         f"{sum(1 for r in stacked if r.get('py_stack_truncated'))} calls cut", "info")
 
-def script_line(stack_id):
-    """The innermost frame in the script: (line, function), or None."""
-    stack = stacks.get(stack_id)
-    for frame in stack["frames"] if stack else []:
+def script_line(record):
+    """The innermost frame in the script, or None."""
+    for frame in record.get("py_stack", []):
         if frame["file"] == script:
-            return frame["line"], frame["function"]
+            return frame["line"]
     return None
 
-calls = [r for r in records if r["pid"] == pid and r["type"] in ("launch", "sync", "copy", "alloc")]
-main_launches = [r for r in calls if r["type"] == "launch" and r["tid"] == pid]
-with_stack = sum(1 for r in main_launches if "py_stack" in r)
-row("main-thread launches with a Python stack", f"{with_stack} of {len(main_launches)}",
-    "all", main_launches and with_stack == len(main_launches))
-other = [r for r in calls if r["type"] == "launch" and r["tid"] != pid]
-note("launches from other threads (autograd's), with a stack",
-     f"{sum(1 for r in other if 'py_stack' in r)} of {len(other)}", "info")
+try:
+    profile = json.load(open(f"{work}/profile.json"))
+except (OSError, ValueError):
+    profile = None
+if not profile:
+    row("torch.profiler's launches per line (same run)", "no profile written", "a profile", False)
+else:
+    ours = collections.Counter(script_line(r) for r in main_launches
+                               if profile["start_ns"] <= r["time_ns"] <= profile["end_ns"])
+    theirs = {int(k): v for k, v in profile["launches_by_line"].items()}
+    for line in sorted(set(theirs) | {l for l in ours if l}):
+        mine, prof = ours.get(line, 0), theirs.get(line, 0)
+        name = line_name.get(line, "")
+        row(f"launches at line {line} {('@' + name) if name else ''}: cuprobe vs torch.profiler",
+            f"{mine} vs {prof}", "equal (within 2%)",
+            prof > 0 and abs(mine - prof) <= max(1, prof * 0.02))
+    note("profiler launches on no line of the script (autograd's thread); cuprobe's main-thread "
+         "launches on none", f"{profile['launches_unplaced']}; {ours.get(None, 0)}", "info")
 
-per_line = collections.defaultdict(lambda: {"launch": 0, "sync": 0, "copy": 0, "alloc": 0, "wait_ns": 0})
-innermost = collections.Counter()
-for r in calls:
-    if "py_stack" not in r:
-        continue
-    where = script_line(r["py_stack"])
-    key = where if where else ("(not in the script)", "")
-    per_line[key][r["type"]] += 1
-    if r["type"] == "sync":
-        per_line[key]["wait_ns"] += r["time_ns"] - r["entry_ns"]
-    if r["type"] == "launch":
-        frame = stacks[r["py_stack"]]["frames"][0]
-        innermost[f"{frame['file'].split('/')[-1]}:{frame['line']} {frame['function']}"] += 1
-for (line, function), c in sorted(per_line.items(), key=lambda kv: str(kv[0])):
-    name = line_name.get(line, "")
-    note(f"line {line} {function} {('@' + name) if name else ''}",
-         f"{c['launch']} launches, {c['sync']} syncs ({c['wait_ns'] / 1e6:.1f} ms blocked), "
-         f"{c['copy']} copies, {c['alloc']} allocations", "info")
-for where, n in innermost.most_common(5):
-    note(f"launches by innermost frame: {where}", n, "info")
+# ---- 2. stats --python --timeline: the .item() line
+srun = summary(f"{work}/stats.txt")
+reports = []
+try:
+    reports = [json.loads(l) for l in open(f"{work}/stats.json") if l.startswith("{")]
+except OSError:
+    pass
+final = [r for r in reports if r.get("type") == "stats" and srun and r["pid"] == srun["pid"]
+         and r.get("final")]
+if not final or "python_lines" not in final[-1]:
+    row("stats --python --timeline report with python_lines", "none", "one", False)
+else:
+    lines = final[-1]["python_lines"]
+    item = [l for l in lines if l["file"] == script and l["line"] in markers["item"]]
+    syncs = sum(l["syncs"] for l in item)
+    row("syncs at the .item() line (stats --python)", syncs, steps // every, syncs == steps // every)
+    top = max(lines, key=lambda l: l["blocked_ns"]) if lines else None
+    row("the line blocked longest is the .item() line",
+        f"{top['file'].split('/')[-1] if top and top['file'] else '?'}:{top['line'] if top else '?'}",
+        f"line {sorted(markers['item'])}", bool(top and top in item))
+    for l in item:
+        share = l["blocked_ns"] / l["window_ns"] if l["window_ns"] else 0
+        row(f"torch_item_loop.py:{l['line']} {l['function']}: blocked, share of the wall time, verdict",
+            f"{l['blocked_ns'] / 1e6:.1f} ms, {share:.0%} of {l['window_ns'] / 1e6:.0f} ms, "
+            f"{l.get('verdict', '-')}", "> 0", l["blocked_ns"] > 0)
 
-loop_steps = steps + run["warmup"]
-forward = sum(c["launch"] for (line, _), c in per_line.items() if line in markers["forward"])
-row("launches at the forward line: a multiple of the steps run", f"{forward} for {loop_steps} steps",
-    f"k x {loop_steps}, k >= 1", forward >= loop_steps and forward % loop_steps == 0)
-items = sum(c["sync"] for (line, _), c in per_line.items() if line in markers["item"])
-row("syncs at the .item() line", items, steps // every, items == steps // every)
-item_wait = sum(c["wait_ns"] for (line, _), c in per_line.items() if line in markers["item"])
-all_wait = sum(c["wait_ns"] for c in per_line.values())
-note("time blocked at the .item() line, of all syncs'", f"{item_wait / 1e6:.1f} of {all_wait / 1e6:.1f} ms",
-     "info")
-
-def loop_times(w, kind):
-    times = []
-    for r in range(1, rounds + 1):
-        s = summary(f"{work}/{w}.{kind}.{r}.txt")
-        if s:
-            times.append(s["loop_s"])
-    return times
-
-for w in ["mlp", "tiny"]:
-    untraced, off, on = (loop_times(w, k) for k in ("untraced", "off", "on"))
-    if not (untraced and off and on):
-        row(f"{w}: the cost runs ran", f"{len(untraced)}/{len(off)}/{len(on)} of {rounds}", "all", False)
-        continue
-    launches = []
-    for r in range(1, rounds + 1):
-        try:
-            launches.append(sum(1 for l in open(f"{work}/{w}.on.{r}.json") if '"type":"launch"' in l))
-        except OSError:
-            pass
-    u, f, n = statistics.median(untraced), statistics.median(off), statistics.median(on)
-    per_launch = (n - f) / statistics.median(launches) * 1e9 if launches else float("nan")
-    note(f"{w}: loop time untraced / traced / traced --python (median of {rounds})",
-         f"{u * 1e3:.1f} / {f * 1e3:.1f} / {n * 1e3:.1f} ms", "info")
-    note(f"{w}: --python on/off ratio, and per launch", f"{n / f:.3f}, {per_launch:+.0f} ns "
-         f"({statistics.median(launches):.0f} launches a run)", "info")
-finish(f"{out}/results-python.md", "Python stacks on a GPU",
-       "cuprobe trace --json --python on gpu/torch_item_loop.py; the walker's cost side by side.")
+# ---- 3. the cost, in one process
+samples, previous = [], None
+for text in open(f"{work}/rate.txt"):
+    m = re.search(r"rate t_ns=(\d+) steps=(\d+)", text)
+    if m:
+        t = int(m.group(1))
+        if previous:
+            samples.append((previous, t, int(m.group(2))))  # (begin, end, steps)
+        previous = t
+windows = collections.defaultdict(list)
+for text in open(f"{work}/windows.txt"):
+    mode, _, start, end = text.split()
+    # Whole samples inside the window, 0.3 s after it began (the probes settled).
+    inside = [(e - b, n) for b, e, n in samples if int(start) + 3e8 <= b and e <= int(end)]
+    if inside:
+        windows[mode].append(sum(n for _, n in inside) / (sum(d for d, _ in inside) / 1e9))
+if not all(windows.get(m) for m in ("none", "off", "on")):
+    row("the cost windows ran", {m: len(windows.get(m, [])) for m in ("none", "off", "on")},
+        "each", False)
+else:
+    none, off, on = (statistics.median(windows[m]) for m in ("none", "off", "on"))
+    launches_per_step = tiny + 1
+    per_launch = (1 / on - 1 / off) / launches_per_step * 1e9
+    note(f"launch-bound loop ({tiny} adds a step): steps/s untraced / traced / traced --python "
+         f"(median of {len(windows['on'])} windows)", f"{none:.0f} / {off:.0f} / {on:.0f}", "info")
+    row("the walker's added time per launch (traced --python vs traced)", f"{per_launch:+.0f} ns",
+        "< 2000 ns", per_launch < 2000)
+    note("--python's overhead on a launch-bound loop, vs traced and vs untraced "
+         "(anchor: Ingero claims 0.4-1.7% with stacks on)",
+         f"{off / on - 1:+.1%}, {none / on - 1:+.1%}", "info")
+finish(results, title,
+       "cuprobe trace --json --python with torch.profiler(with_stack=True) in the same run of "
+       "gpu/torch_item_loop.py; cuprobe stats --json --python --timeline; the walker's cost "
+       "with cuprobe attached (-p) in turns to one launch-bound loop.")
 PY

@@ -36,6 +36,7 @@ struct cp_chrome_out {
 	struct cp_text *text;  /* where the next events are appended */
 	uint64_t base_ns;      /* CLOCK_MONOTONIC of ts 0 */
 	uint64_t events;       /* written so far */
+	struct cp_python *python; /* --python: calls' args carry their frames; may be NULL */
 };
 
 /* Timestamps are microseconds with ns precision, from out->base_ns. */
@@ -166,7 +167,8 @@ static int chrome_call(struct cp_chrome_out *chrome, const struct cp_return_even
 	}
 	/* The args: the call's record as --json writes it, and what the call returned. */
 	put(&out, ",\"args\":");
-	if (!cp_json__record_fields(&out, record ? record : (const union cp_event *)ret, names) &&
+	if (!cp_json__record_fields(&out, record ? record : (const union cp_event *)ret, names,
+				    chrome->python) &&
 	    ret->result)
 		put(&out, ",\"result\":%d", ret->result);
 	put(&out, "}}");
@@ -263,7 +265,7 @@ static int chrome_collective(struct cp_chrome_out *chrome, const struct cp_nccl_
 		snprintf(name, sizeof(name), "%s %s", cp_nccl_op__name(call->op), size);
 	put_chrome_async(&out, chrome, "b", "nccl", track_pid, call->gpu_start_ns, name, id);
 	put(&out, ",\"args\":");
-	cp_json__record_fields(&out, (const union cp_event *)&call->record, names);
+	cp_json__record_fields(&out, (const union cp_event *)&call->record, names, chrome->python);
 	put(&out, ",\"calls\":%u,\"calls_bytes\":%llu,\"kernels\":%u,\"kernels_bounded\":%u}}",
 	    call->calls, (unsigned long long)call->bytes, call->kernels_seen,
 	    call->kernels_bounded);
@@ -325,7 +327,7 @@ static int chrome_instant(struct cp_chrome_out *chrome, const union cp_event *ev
 	put(&out, ",\"name\":");
 	put_json_value(&out, name);
 	put(&out, ",\"s\":\"%s\",\"args\":", global ? "g" : "p");
-	cp_json__record_fields(&out, event, names);
+	cp_json__record_fields(&out, event, names, chrome->python);
 	put(&out, "}}");
 	return cp_sink__text_done(&out);
 }
@@ -916,6 +918,11 @@ struct cp_chrome_trace *cp_chrome_trace__new(struct cp_names *names, uint64_t ba
 	ct->names = names;
 	ct->out.base_ns = base_ns;
 	return ct;
+}
+
+void cp_chrome_trace__set_python(struct cp_chrome_trace *ct, struct cp_python *python)
+{
+	ct->out.python = python;
 }
 
 void cp_chrome_trace__free(struct cp_chrome_trace *ct)

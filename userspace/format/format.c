@@ -109,8 +109,17 @@ int cp_format__record(enum cp_format format, const union cp_event *event,
 	if (!ops || !event || !buf || !len)
 		return -EINVAL;
 	buf[0] = '\0';
-	ops->record(&out, event, names, start_ns);
+	ops->record(&out, event, names, NULL, start_ns);
 	return cp_sink__finish(&out);
+}
+
+int cp_format__record_python(struct cp_text *text, enum cp_format format,
+			     const union cp_event *event, const struct cp_names *names,
+			     struct cp_python *python, uint64_t start_ns)
+{
+	if (!event)
+		return -EINVAL;
+	return WRITE_TEXT(text, format, record, event, names, python, start_ns);
 }
 
 int cp_format__json(const union cp_event *event, const struct cp_names *names,
@@ -146,6 +155,19 @@ static int by_calls_desc(const void *a, const void *b)
 	return x->calls < y->calls ? 1 : x->calls > y->calls ? -1 : 0;
 }
 
+/* The line blocked longest first, then the one that launched most, then allocated most. */
+static int by_blocked_desc(const void *a, const void *b)
+{
+	const struct cp_py_line_sums *x = &((const struct cp_py_line_row *)a)->sums;
+	const struct cp_py_line_sums *y = &((const struct cp_py_line_row *)b)->sums;
+
+	if (x->blocked_ns != y->blocked_ns)
+		return x->blocked_ns < y->blocked_ns ? 1 : -1;
+	if (x->launches != y->launches)
+		return x->launches < y->launches ? 1 : -1;
+	return x->alloc_bytes < y->alloc_bytes ? 1 : x->alloc_bytes > y->alloc_bytes ? -1 : 0;
+}
+
 /* By communicator, then by operation (groups, communicator 0, first). */
 static int by_comm_op(const void *a, const void *b)
 {
@@ -164,18 +186,25 @@ int cp_format__report(struct cp_text *text, enum cp_format format, const struct 
 	struct cp_kernel_row *kernels;
 	struct cp_api_row *apis;
 	struct cp_nccl_report_row *nccl;
+	struct cp_py_line_row *python;
 	int err;
 
 	/* Most used first, in copies: the caller's arrays stay as they are. */
 	kernels = calloc(report->kernel_count + 1, sizeof(*kernels));
 	apis = calloc(report->api_count + 1, sizeof(*apis));
 	nccl = calloc(report->nccl_count + 1, sizeof(*nccl));
-	if (!kernels || !apis || !nccl) {
+	python = calloc(report->python_count + 1, sizeof(*python));
+	if (!kernels || !apis || !nccl || !python) {
 		free(kernels);
 		free(apis);
 		free(nccl);
+		free(python);
 		return -ENOMEM;
 	}
+	if (report->python_count)
+		memcpy(python, report->python, report->python_count * sizeof(*python));
+	qsort(python, report->python_count, sizeof(*python), by_blocked_desc);
+	sorted.python = python;
 	memcpy(kernels, report->kernels, report->kernel_count * sizeof(*kernels));
 	memcpy(apis, report->apis, report->api_count * sizeof(*apis));
 	if (report->nccl_count)
@@ -190,6 +219,7 @@ int cp_format__report(struct cp_text *text, enum cp_format format, const struct 
 	free(kernels);
 	free(apis);
 	free(nccl);
+	free(python);
 	return err;
 }
 

@@ -69,6 +69,15 @@ const char *cp_format__header(enum cp_format format);
  */
 int cp_format__record(enum cp_format format, const union cp_event *event,
 		      const struct cp_names *names, uint64_t start_ns, char *buf, size_t len);
+/*
+ * The same record appended to text (no newline), with its Python stack
+ * (--python) as python resolved it: JSON, "py_stack" (the frames,
+ * innermost first, each {file, line, function}) beside "py_stack_id";
+ * text, the innermost frame " py FILE:LINE FUNCTION". 0, -ENOMEM, -EINVAL.
+ */
+int cp_format__record_python(struct cp_text *text, enum cp_format format,
+			     const union cp_event *event, const struct cp_names *names,
+			     struct cp_python *python, uint64_t start_ns);
 
 /*
  * The formatters below append to text, growing it: 0, -ENOMEM (text->failed
@@ -115,6 +124,16 @@ struct cp_report {
 	const struct cp_nccl_report_row *nccl;
 	size_t nccl_count;
 	bool nccl_gpu;
+	/*
+	 * --python: the calls by Python line (python_own_code: named by the
+	 * program's own innermost frame, CP_PY_SITE_OWN_CODE); python_bounds: the lines carry the timeline's kernel bounds
+	 * and verdicts. Rows most blocking first, then most launching.
+	 */
+	const struct cp_py_line_row *python;
+	size_t python_count;
+	bool python_asked;
+	bool python_bounds;
+	bool python_own_code;
 };
 /* Text lines, or one JSON object; rows most used first (the caller's arrays untouched). */
 int cp_format__report(struct cp_text *text, enum cp_format format, const struct cp_report *report,
@@ -241,6 +260,8 @@ struct cp_chrome_trace_stats {
 
 /* base_ns: CLOCK_MONOTONIC of ts 0, no later than any record (taken before attaching). */
 struct cp_chrome_trace *cp_chrome_trace__new(struct cp_names *names, uint64_t base_ns);
+/* --python: each call's args carry its Python stack ("py_stack", as --json writes it). */
+void cp_chrome_trace__set_python(struct cp_chrome_trace *ct, struct cp_python *python);
 void cp_chrome_trace__free(struct cp_chrome_trace *ct);
 /* Each returns 0, or -ENOMEM (text->failed set). */
 int cp_chrome_trace__record(struct cp_chrome_trace *ct, const union cp_event *event,

@@ -386,6 +386,43 @@ static bool json_py_stack(struct cp_sink *out, const union cp_event *event,
 	return false;
 }
 
+/* A frame as {file, line, function} (and "unreadable" when its code could not be read). */
+static void put_json_py_frame(struct cp_sink *out, const struct cp_py_frame *frame)
+{
+	put_lit(out, "{\"file\":");
+	put_json_value(out, frame->file);
+	put(out, ",\"line\":%d,\"function\":", frame->line);
+	put_json_value(out, frame->function);
+	put_str(out, frame->flags & CP_PY_FRAME_UNREADABLE ? ",\"unreadable\":true}" : "}");
+}
+
+/*
+ * A call's Python stack: "py_stack", its frames innermost first, with
+ * "py_stack_truncated" when it was cut at CP_PY_STACK_MAX frames; a stack
+ * python could not resolve (its process gone first): "py_stack_unresolved".
+ */
+static void put_json_py_frames(struct cp_sink *out, struct cp_python *python, uint32_t pid,
+			       uint64_t stack_id)
+{
+	struct cp_py_frame frames[CP_PY_STACK_MAX];
+	struct cp_py_stack_info info;
+	int depth = cp_python__frames(python, pid, stack_id, frames, CP_PY_STACK_MAX, &info), i;
+
+	if (depth < 0) {
+		put_lit(out, ",\"py_stack_unresolved\":true");
+		return;
+	}
+	put_lit(out, ",\"py_stack\":[");
+	for (i = 0; i < depth && i < CP_PY_STACK_MAX; i++) {
+		if (i)
+			put_lit(out, ",");
+		put_json_py_frame(out, &frames[i]);
+	}
+	put_lit(out, "]");
+	if (info.truncated)
+		put_lit(out, ",\"py_stack_truncated\":true");
+}
+
 /*
  * Each record type's own fields: json_MEMBER for each line of
  * CP_RECORD_TYPES. Each says whether it wrote the call's "result" (the
@@ -403,7 +440,7 @@ static const json_record_writer json_records[CP_EV_TYPE_MAX] = { CP_RECORD_TYPES
  * of a Perfetto trace event).
  */
 bool cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
-			    const struct cp_names *names)
+			    const struct cp_names *names, struct cp_python *python)
 {
 	const struct cp_event_header *hdr = &event->hdr;
 	bool result;
@@ -421,16 +458,19 @@ bool cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
 	put_lit(out, "\"");
 	result = hdr->type < CP_EV_TYPE_MAX && json_records[hdr->type] &&
 		 json_records[hdr->type](out, event, names);
-	/* --python: the calling Python stack, by its id (a py_stack record gives its frames). */
-	if (cp_event__py_stack(event))
-		put_json_hex(out, "py_stack", cp_event__py_stack(event));
+	/* --python: the calling Python stack's id, and its frames when python resolved it. */
+	if (cp_event__py_stack(event)) {
+		put_json_hex(out, "py_stack_id", cp_event__py_stack(event));
+		if (python)
+			put_json_py_frames(out, python, hdr->pid, cp_event__py_stack(event));
+	}
 	return result;
 }
 
 static void json_record(struct cp_sink *out, const union cp_event *event,
-			const struct cp_names *names, uint64_t start_ns)
+			const struct cp_names *names, struct cp_python *python, uint64_t start_ns)
 {
-	cp_json__record_fields(out, event, names);
+	cp_json__record_fields(out, event, names, python);
 	put_lit(out, "}");
 }
 
@@ -486,6 +526,52 @@ static void put_gpu_json(struct cp_sink *out, const struct cp_report *r)
 		    cp_gpu_verdict__name(d->verdict));
 	}
 	put(out, "]}");
+}
+
+/* --python: "python_lines", one object per line, most blocking first. */
+static void put_python_json(struct cp_sink *out, const struct cp_report *r)
+{
+	size_t i;
+
+	put(out, ",\"python_by\":\"%s\",\"python_lines\":[",
+	    r->python_own_code ? "own_code" : "innermost");
+	for (i = 0; i < r->python_count; i++) {
+		const struct cp_py_line_row *row = &r->python[i];
+		const struct cp_py_line_sums *sums = &row->sums;
+
+		put_str(out, i ? ",{" : "{");
+		if (row->resolved) {
+			put_lit(out, "\"file\":");
+			put_json_value(out, row->file);
+			put(out, ",\"line\":%d,\"function\":", row->line);
+			put_json_value(out, row->function);
+		} else {
+			put(out, "\"file\":null,\"line\":null,\"function\":null,\"%s\":true",
+			    row->no_stack ? "no_stack" : "unresolved");
+		}
+		{
+			const struct { const char *key; uint64_t value; } counts[] = {
+				{ "stacks", row->stacks }, { "calls_truncated", row->calls_truncated },
+				{ "launches", sums->launches }, { "syncs", sums->syncs },
+				{ "blocked_ns", sums->blocked_ns }, { "window_ns", row->window_ns },
+				{ "allocations", sums->allocations }, { "alloc_bytes", sums->alloc_bytes },
+				{ "copies", sums->copies }, { "copy_bytes", sums->copy_bytes },
+			};
+			size_t c;
+
+			for (c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+				put(out, ",\"%s\":%llu", counts[c].key, (unsigned long long)counts[c].value);
+		}
+		if (r->python_bounds) {
+			put_json_u64(out, "kernels", sums->kernels);
+			put_json_u64(out, "gpu_max_ns", sums->gpu_max_ns);
+			put_json_u64(out, "gpu_start_ns", sums->gpu_start_ns);
+			put_json_u64(out, "gpu_end_ns", sums->gpu_end_ns);
+			put(out, ",\"verdict\":\"%s\"", cp_gpu_verdict__name(row->verdict));
+		}
+		put_lit(out, "}");
+	}
+	put_lit(out, "]");
 }
 
 static void json_report(struct cp_sink *out, const struct cp_report *r, struct cp_names *names)
@@ -586,6 +672,8 @@ static void json_report(struct cp_sink *out, const struct cp_report *r, struct c
 		}
 		put(out, "]");
 	}
+	if (r->python_asked)
+		put_python_json(out, r);
 	if (r->gpu)
 		put_gpu_json(out, r);
 	put(out, "}\n");
@@ -707,14 +795,12 @@ static void json_py_stack_frames(struct cp_sink *out, const struct cp_py_stack_e
 {
 	int i;
 
-	cp_json__record_fields(out, (const union cp_event *)stack, NULL);
+	cp_json__record_fields(out, (const union cp_event *)stack, NULL, NULL);
 	put_lit(out, ",\"frames\":[");
 	for (i = 0; i < depth; i++) {
-		put_str(out, i ? ",{\"file\":" : "{\"file\":");
-		put_json_value(out, frames[i].file);
-		put(out, ",\"line\":%d,\"function\":", frames[i].line);
-		put_json_value(out, frames[i].function);
-		put_str(out, frames[i].flags & CP_PY_FRAME_UNREADABLE ? ",\"unreadable\":true}" : "}");
+		if (i)
+			put_lit(out, ",");
+		put_json_py_frame(out, &frames[i]);
 	}
 	put_str(out, depth < 0 ? "],\"unresolved\":true}\n" : "]}\n");
 }

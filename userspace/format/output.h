@@ -22,9 +22,12 @@ struct cp_format_ops {
 	const char *name;
 	/* The line before the records, or NULL. */
 	const char *header;
-	/* One record, no newline; start_ns: when tracing started, for relative times. */
+	/*
+	 * One record, no newline; start_ns: when tracing started, for relative
+	 * times; python (may be NULL): resolves the record's Python stack.
+	 */
 	void (*record)(struct cp_sink *out, const union cp_event *event,
-		       const struct cp_names *names, uint64_t start_ns);
+		       const struct cp_names *names, struct cp_python *python, uint64_t start_ns);
 	/* A process's report (its rows already sorted, most used first), newline-terminated. */
 	void (*report)(struct cp_sink *out, const struct cp_report *report, struct cp_names *names);
 	void (*leak)(struct cp_sink *out, const struct cp_leak *leak);
@@ -56,11 +59,12 @@ const char *cp_format__event_scope(uint32_t op);
 /*
  * The JSON writers the Chrome trace's events reuse for their args: a
  * record's fields as --json writes them (the object left open for the
- * caller to close; true when they include the call's "result"), and a
+ * caller to close; true when they include the call's "result"; with python,
+ * its Python stack's frames), and a
  * launch's bound as a gpu_interval record (closed).
  */
 bool cp_json__record_fields(struct cp_sink *out, const union cp_event *event,
-			    const struct cp_names *names);
+			    const struct cp_names *names, struct cp_python *python);
 void cp_json__interval(struct cp_sink *out, const struct cp_gpu_interval *interval,
 		       const char *kernel);
 

@@ -340,8 +340,31 @@ typedef void (*text_record_writer)(struct cp_sink *out, const union cp_event *ev
 static const text_record_writer text_records[CP_EV_TYPE_MAX] = { CP_RECORD_TYPES(TEXT_WRITER) };
 #undef TEXT_WRITER
 
+/*
+ * --python: the call's innermost Python frame, " py FILE:LINE FUNCTION"
+ * (the stack cut at CP_PY_STACK_MAX frames: "(cut)" after; not resolved:
+ * its id).
+ */
+static void text_py_frame(struct cp_sink *out, struct cp_python *python, uint32_t pid,
+			  uint64_t stack_id)
+{
+	struct cp_py_frame inner;
+	struct cp_py_stack_info info;
+
+	if (cp_python__frames(python, pid, stack_id, &inner, 1, &info) < 1) {
+		put(out, " py <stack 0x%llx>", (unsigned long long)stack_id);
+		return;
+	}
+	put_lit(out, " py ");
+	put_str(out, inner.file);
+	put(out, ":%d ", inner.line);
+	put_str(out, inner.function);
+	if (info.truncated)
+		put_lit(out, " (cut)");
+}
+
 static void text_record(struct cp_sink *out, const union cp_event *event,
-			const struct cp_names *names, uint64_t start_ns)
+			const struct cp_names *names, struct cp_python *python, uint64_t start_ns)
 {
 	const struct cp_event_header *hdr = &event->hdr;
 	uint64_t rel = hdr->time_ns >= start_ns ? hdr->time_ns - start_ns : 0;
@@ -368,6 +391,8 @@ static void text_record(struct cp_sink *out, const union cp_event *event,
 		put_spaces(out, 26 - api_len);
 	if (hdr->type < CP_EV_TYPE_MAX && text_records[hdr->type])
 		text_records[hdr->type](out, event, names);
+	if (python && cp_event__py_stack(event))
+		text_py_frame(out, python, hdr->pid, cp_event__py_stack(event));
 }
 
 /* ---- reports (cuprobe stats) ---------------------------------------------------------- */
@@ -514,6 +539,73 @@ static void put_nccl_text(struct cp_sink *out, const struct cp_report *r)
 	}
 }
 
+/* Python lines shown in a text report, at most (JSON has them all). */
+#define PYTHON_LINES_SHOWN 20
+
+/* A share of the window as "41%", "<1%" or "-". */
+static void percent_of(uint64_t part, uint64_t whole, char *buf, size_t len)
+{
+	if (!part || !whole)
+		snprintf(buf, len, "-");
+	else if (part * 100 < whole)
+		snprintf(buf, len, "<1%%");
+	else
+		snprintf(buf, len, "%llu%%", (unsigned long long)(part * 100 / whole));
+}
+
+/*
+ * --python: a line per Python line, "FILE:LINE FUNCTION" then its counts,
+ * so that "train.py:88 step ... blocked 2.1s 41% ... gpu-bound" is one line.
+ */
+static void put_python_text(struct cp_sink *out, const struct cp_report *r)
+{
+	char blocked[32], share[16], gpu[32], gpu_share[16], bytes[32], site[512];
+	size_t i;
+
+	put(out, "  python lines (%s):\n    %-48s %9s %8s %11s %6s",
+	    r->python_own_code ? "innermost frame of the program's own code" :
+	    "innermost frame", "line", "launches", "syncs", "blocked", "%wall");
+	if (r->python_bounds)
+		put(out, " %8s %10s %6s", "kernels", "gpu<=", "%wall");
+	put(out, " %7s %10s", "allocs", "bytes");
+	if (r->python_bounds)
+		put(out, "  verdict");
+	put(out, "\n");
+	for (i = 0; i < r->python_count && i < PYTHON_LINES_SHOWN; i++) {
+		const struct cp_py_line_row *row = &r->python[i];
+		const struct cp_py_line_sums *sums = &row->sums;
+		const char *file = strrchr(row->file, '/') ? strrchr(row->file, '/') + 1 : row->file;
+
+		if (row->resolved)
+			snprintf(site, sizeof(site), "%s:%d %s", file, row->line, row->function);
+		else
+			snprintf(site, sizeof(site), "%s", row->no_stack ? "(no Python stack)" :
+				 "(stack not resolved)");
+		human_ns(sums->blocked_ns, blocked, sizeof(blocked));
+		percent_of(sums->blocked_ns, row->window_ns, share, sizeof(share));
+		put(out, "    %-48s %9llu %8llu %11s %6s", site, (unsigned long long)sums->launches,
+		    (unsigned long long)sums->syncs, blocked, share);
+		if (r->python_bounds) {
+			human_ns(sums->gpu_max_ns, gpu, sizeof(gpu));
+			percent_of(sums->gpu_max_ns, row->window_ns, gpu_share, sizeof(gpu_share));
+			put(out, " %8llu %10s %6s", (unsigned long long)sums->kernels, gpu, gpu_share);
+		}
+		cp_format__bytes(sums->alloc_bytes, true, bytes, sizeof(bytes));
+		put(out, " %7llu %10s", (unsigned long long)sums->allocations,
+		    sums->allocations ? bytes : "-");
+		if (r->python_bounds)
+			put(out, "  %s", row->verdict == CP_GPU_VERDICT_UNKNOWN ? "-" :
+			    cp_gpu_verdict__name(row->verdict));
+		if (row->calls_truncated)
+			put(out, " (%llu calls' stacks cut at %d frames)",
+			    (unsigned long long)row->calls_truncated, CP_PY_STACK_MAX);
+		put(out, "\n");
+	}
+	if (r->python_count > PYTHON_LINES_SHOWN)
+		put(out, "    (%zu more lines; --json lists them all)\n",
+		    r->python_count - PYTHON_LINES_SHOWN);
+}
+
 static void text_report(struct cp_sink *out, const struct cp_report *r, struct cp_names *names)
 {
 	const struct cp_kernel_row *kernels = r->kernels;
@@ -590,6 +682,8 @@ static void text_report(struct cp_sink *out, const struct cp_report *r, struct c
 	}
 	if (r->nccl_count)
 		put_nccl_text(out, r);
+	if (r->python_count)
+		put_python_text(out, r);
 	if (r->gpu)
 		put_gpu_text(out, r);
 }
