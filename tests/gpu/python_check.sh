@@ -109,7 +109,7 @@ if not run:
 pid = run["pid"]
 row("CPython the walker read", run["python"], expect_python, run["python"] == expect_python)
 records = [json.loads(l) for l in open(f"{work}/trace.json") if l.startswith("{")]
-calls = [r for r in records if r["pid"] == pid and r["type"] in ("launch", "sync", "copy", "alloc")]
+calls = [r for r in records if r.get("pid") == pid and r.get("type") in ("launch", "sync", "copy", "alloc")]
 stacked = [r for r in calls if "py_stack" in r]
 unresolved = sum(1 for r in calls if r.get("py_stack_unresolved"))
 unreadable = sum(1 for r in stacked for f in r["py_stack"] if f.get("unreadable"))
@@ -162,7 +162,7 @@ try:
     reports = [json.loads(l) for l in open(f"{work}/stats.json") if l.startswith("{")]
 except OSError:
     pass
-final = [r for r in reports if r.get("type") == "stats" and srun and r["pid"] == srun["pid"]
+final = [r for r in reports if r.get("type") == "stats" and srun and r.get("pid") == srun["pid"]
          and r.get("final")]
 if not final or "python_lines" not in final[-1]:
     row("stats --python --timeline report with python_lines", "none", "one", False)
