@@ -141,7 +141,7 @@ static long number(const char *text, long min, long max)
 	return value;
 }
 
-/* Device buffers a, b, c of n floats, a and b of small integers (exact sums), c zeroed. */
+/* Device buffers a, b, c of n floats, a and b of small integers (exact sums). */
 struct buffers {
 	std::vector<float> a, b;
 	float *dev_a, *dev_b, *dev_c;
@@ -166,7 +166,7 @@ static void buffers_make(struct buffers *buf, int n)
 	rt(cudaMemcpy(buf->dev_b, buf->b.data(), bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
 }
 
-/* c == a + b over the first n elements (zeroed first, so a kernel that never ran fails). */
+/* c == a + b over the first n elements (c zeroed before the exact runs: a kernel that never ran fails). */
 static void buffers_check(const struct buffers *buf, int n, const char *kernel)
 {
 	std::vector<float> c(n);
@@ -358,7 +358,7 @@ static unsigned int fetch_module_functions(CUmodule module)
 		drv(cuFuncGetName(&name, f), "cuFuncGetName");
 		drv(cuModuleGetFunction(&again, module, name), "cuModuleGetFunction");
 	}
-	return functions.size();
+	return (unsigned int)functions.size();
 }
 
 /* Each kernel of a loaded library as a function of the current context. */
@@ -372,7 +372,7 @@ static unsigned int fetch_library_kernels(CUlibrary library)
 
 		drv(cuKernelGetFunction(&f, k), "cuKernelGetFunction");
 	}
-	return kernels.size();
+	return (unsigned int)kernels.size();
 }
 
 static double since_ns(std::chrono::steady_clock::time_point start)
