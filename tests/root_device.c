@@ -93,18 +93,38 @@ static void assert_has(const char *text, const char *needle)
 
 /* ---- the examples and clang-built programs, through --ptx and ptxas -------------------- */
 
+/* Each program through the verifier and --ptx, its module through ptxas. */
+static void judge_each(const char *const *programs, size_t count)
+{
+	size_t i;
+
+	for (i = 0; i < count; i++) {
+		char *module = ptx_of(programs[i]);
+
+		judge(module, programs[i]);
+		free(module);
+	}
+}
+
 Test(ptx, every_device_example, .timeout = 120)
 {
 	const char *const examples[] = { EXAMPLE("gpu_threads.bpf.c"), EXAMPLE("gpu_block_time.bpf.c"),
 					 EXAMPLE("gpu_sm_blocks.bpf.c") };
-	size_t i;
 
-	for (i = 0; i < sizeof(examples) / sizeof(examples[0]); i++) {
-		char *module = ptx_of(examples[i]);
+	judge_each(examples, sizeof(examples) / sizeof(examples[0]));
+}
 
-		judge(module, examples[i]);
-		free(module);
-	}
+/* The device programs of the checks run on a machine with a GPU (tests/gpu/device_*.sh). */
+#define GPU_CHECK(name) root_owned_copy(GPU_CHECKS_DIR "/" name)
+
+Test(ptx, every_gpu_check_program, .timeout = 120)
+{
+	GPU_CHECK("device_check.bpf.h"); /* beside the programs that include it */
+	const char *const programs[] = { GPU_CHECK("device_count.bpf.c"), GPU_CHECK("device_exact.bpf.c"),
+					 GPU_CHECK("device_overhead.bpf.c"),
+					 GPU_CHECK("device_coverage.bpf.c") };
+
+	judge_each(programs, sizeof(programs) / sizeof(programs[0]));
 }
 
 Test(ptx, the_entry_counter_counts_with_one_reduction_a_warp, .timeout = 60)

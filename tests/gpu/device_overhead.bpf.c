@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * What a device program costs (tests/gpu/device_check.sh): gpu/kernel_timing
+ * launches the same vec_add under several names, interleaved, in one run;
+ * each name gets one kind of probe at its entry, vec_add_plain none:
+ *   vec_add_empty    an empty program (a call that does nothing)
+ *   vec_add_timer    a read of the globaltimer, kept (a count if it read 0)
+ *   vec_add_counter  a counter: one add per thread to one map slot, which
+ *                    the translation aggregates per warp (one red per warp)
+ * vec_add_ring (one ring record per warp) gets its program when device
+ * programs have a ring to write to.
+ */
+#include "device_check.bpf.h"
+
+CUPROBE_GPU_ARRAY(threads_counted, __u64, 1);
+CUPROBE_GPU_ARRAY(timer_read_zero, __u64, 1);
+
+SEC("gpu/vec_add_empty")
+int GPU_PROG(empty_probe)
+{
+	return 0;
+}
+
+SEC("gpu/vec_add_timer")
+int GPU_PROG(timer_probe)
+{
+	if (!ctx->globaltimer_ns)
+		count_one(&timer_read_zero);
+	return 0;
+}
+
+SEC("gpu/vec_add_counter")
+int GPU_PROG(counter_probe)
+{
+	count_one(&threads_counted);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";
