@@ -132,8 +132,8 @@ Test(ptx, the_block_timer_reads_the_globaltimer_at_entry_and_exit, .timeout = 60
 	assert_has(module, "mov.u64 %r1, %globaltimer;");
 	/* the last thread of a block: an ordered fetch-and-add, on the slots in .bss */
 	atom = strstr(exit_program, "\tatom.add.u64 ");
-	cr_assert(atom && !strncmp(atom - strlen("membar.gl;\n"), "membar.gl;\n", strlen("membar.gl;\n")) &&
-		  strstr(atom, ";\n\tmembar.gl;") == atom + strcspn(atom, ";"), "%s", exit_program);
+	cr_assert(atom && !strncmp(atom - strlen("membar.sys;\n"), "membar.sys;\n", strlen("membar.sys;\n")) &&
+		  strstr(atom, ";\n\tmembar.sys;") == atom + strcspn(atom, ";"), "%s", exit_program);
 	assert_has(module, "\t// cuprobe_.bss: 1 x 1048576 bytes\n");
 	assert_has(exit_program, "%globaltimer");
 	free(module);
@@ -204,7 +204,7 @@ Test(ptx, isa_v4_as_the_kernel_takes_it, .timeout = 60)
 	assert_has(module, "rem.s32");
 	assert_has(module, "bfe.s64 %r4, %r2, 0, 32;");
 	assert_has(module, "ld.s8 %r6, [%r10+-8];");
-	assert_has(module, "ld.volatile.u64 %r7, [%r10+-8];\n\tmembar.gl;");
+	assert_has(module, "ld.volatile.u64 %r7, [%r10+-8];\n\tmembar.sys;");
 	judge(module, "ISA v4");
 	free(module);
 	free(ptx);

@@ -248,6 +248,12 @@ struct cp_tracer_opts {
 	 */
 	uint32_t launch_slots;
 	uint64_t launch_slot_magic;
+	/*
+	 * With no_call_records: still stream the records that prove kernels
+	 * done (stream, context and event syncs, completed queries, blocking
+	 * copies), each waking the agent: cuprobe run reads device rings then.
+	 */
+	bool stream_proving;
 };
 
 /* opts may be NULL: every option zero. */
