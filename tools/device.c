@@ -264,6 +264,8 @@ static void handle_report(struct cp_device_run *d, const struct cp_inject_report
 			cp_say("pid %u: device programs injected", r->pid);
 		break;
 	case CP_INJECT_INSTRUMENTED:
+		if (d->on_instrumented)
+			d->on_instrumented(d->on_instrumented_ctx, r->pid);
 		if (names_add(&d->instrumented, shown) && cp_verbosity)
 			cp_say("pid %u: %s: kernel %s instrumented (%s)%s%s", r->pid, r->api, shown,
 			       programs, *r->detail ? ": " : "", r->detail);

@@ -23,6 +23,8 @@ int cp_run_gpu_rings__open(struct cp_run_gpu_rings *r, struct cp_session *sessio
 	r->session = session;
 	r->format = format;
 	err = cp_gpu_rings__open(session->program, &r->rings, &r->count);
+	if (!err && !(r->abandon_below = calloc(r->count ? r->count : 1, sizeof(uint64_t))))
+		err = -ENOMEM;
 	if (err) {
 		cp_say("cannot map the device rings: %s", strerror(-err));
 		return CP_EXIT_SETUP;
@@ -53,8 +55,8 @@ static int print_record(void *arg, const struct cp_gpu_ring *ring, uint64_t laun
 	return 0;
 }
 
-/* Every ring read; abandon: no process is left to commit what is reserved. */
-static void drain_all(struct cp_run_gpu_rings *r, bool abandon)
+/* Every ring read; slots below limit (per ring; NULL: none) still not committed are abandoned. */
+static void drain_all(struct cp_run_gpu_rings *r, const uint64_t *limit, uint64_t all)
 {
 	struct cp_btf_names names = { .names = r->session->names,
 				      .symbolizer = r->session->symbolizer,
@@ -64,47 +66,55 @@ static void drain_all(struct cp_run_gpu_rings *r, bool abandon)
 	size_t i;
 
 	for (i = 0; i < r->count; i++)
-		read += cp_gpu_ring__drain(r->rings[i], abandon, print_record, &p);
+		read += cp_gpu_ring__drain(r->rings[i], limit ? limit[i] : all, print_record, &p);
 	if (read && !r->failed && !cp_session__write_text(r->session, &r->session->output,
 							  &(struct cp_text){ 0 }, true))
 		r->failed = true;
 }
 
-static bool is_live(const struct cp_run_gpu_rings *r, uint32_t pid, size_t *at)
+static bool is_in(const uint32_t *pids, size_t count, uint32_t pid, size_t *at)
 {
 	size_t i;
 
-	for (i = 0; i < r->live_count; i++)
-		if (r->live[i] == pid) {
+	for (i = 0; i < count; i++)
+		if (pids[i] == pid) {
 			*at = i;
 			return true;
 		}
 	return false;
 }
 
-/* A process that proved kernels done: one that runs kernels, until it exits. */
+/* A process that may write the rings now, unless it already exited (a late report). */
 static void note_live(struct cp_run_gpu_rings *r, uint32_t pid)
 {
+	size_t at, kept = r->exited_count < 64 ? r->exited_count : 64;
 	uint32_t *grown;
-	size_t at;
 
-	if (is_live(r, pid, &at))
+	if (is_in(r->live, r->live_count, pid, &at) || is_in(r->exited, kept, pid, &at))
 		return;
 	if (r->live_count == r->live_capacity) {
 		size_t capacity = r->live_capacity ? 2 * r->live_capacity : 16;
 
 		grown = realloc(r->live, capacity * sizeof(*grown));
 		if (!grown)
-			return; /* only makes abandoning slots likelier to wait for the end */
+			return; /* it only makes abandoned slots wait longer, for the end at most */
 		r->live = grown;
 		r->live_capacity = capacity;
 	}
 	r->live[r->live_count++] = pid;
 }
 
+void cp_run_gpu_rings__instrumented(void *arg, uint32_t pid)
+{
+	struct cp_run_gpu_rings *r = arg;
+
+	if (r->count)
+		note_live(r, pid);
+}
+
 void cp_run_gpu_rings__observe(struct cp_run_gpu_rings *r, const union cp_event *event)
 {
-	size_t at;
+	size_t at, i;
 
 	if (!r->count)
 		return;
@@ -114,15 +124,24 @@ void cp_run_gpu_rings__observe(struct cp_run_gpu_rings *r, const union cp_event 
 		    event->sync.result != 0)
 			return;
 		note_live(r, event->hdr.pid);
-		drain_all(r, false);
+		drain_all(r, r->abandon_below, 0);
+		memset(r->abandon_below, 0, r->count * sizeof(*r->abandon_below));
 	} else if (event->hdr.type == CP_EV_PROC && event->proc.kind == CP_PROC_EXIT) {
-		if (is_live(r, event->hdr.pid, &at))
-			r->live[at] = r->live[--r->live_count];
+		if (!is_in(r->live, r->live_count, event->hdr.pid, &at)) {
+			drain_all(r, NULL, 0); /* a process that never wrote: what is committed */
+			return;
+		}
+		r->live[at] = r->live[--r->live_count];
+		r->exited[r->exited_count++ % 64] = event->hdr.pid;
+		drain_all(r, r->abandon_below, 0);
 		/*
-		 * Its kernels are over. With no other process running kernels,
-		 * a slot reserved and never committed was its: abandoned.
+		 * Its kernels are over. With no other writer left, a slot it
+		 * reserved and never committed stays so: abandoned at the next
+		 * sync or exit (a slot of a process that started since is
+		 * committed by its next sync).
 		 */
-		drain_all(r, r->live_count == 0);
+		for (i = 0; i < r->count; i++)
+			r->abandon_below[i] = r->live_count ? 0 : cp_gpu_ring__head(r->rings[i]);
 	}
 }
 
@@ -134,7 +153,7 @@ bool cp_run_gpu_rings__finish(struct cp_run_gpu_rings *r)
 
 	if (!r->count)
 		return false;
-	drain_all(r, true);
+	drain_all(r, NULL, UINT64_MAX); /* COMMAND is gone: nothing reserved will be committed */
 	for (i = 0; i < r->count; i++) {
 		struct cp_device_ring_summary summary;
 		struct cp_gpu_ring_counts counts;
@@ -175,4 +194,6 @@ void cp_run_gpu_rings__close(struct cp_run_gpu_rings *r)
 	cp_text__free(&r->text);
 	free(r->live);
 	r->live = NULL;
+	free(r->abandon_below);
+	r->abandon_below = NULL;
 }

@@ -505,6 +505,8 @@ int cp_cmd_run(const union cp_options *options)
 	if (!exit_code && has_device)
 		exit_code = cp_run_gpu_rings__open(&run.gpu_rings, &session,
 						   opts->common.json ? CP_FORMAT_JSON : CP_FORMAT_TEXT);
+	device.on_instrumented = cp_run_gpu_rings__instrumented;
+	device.on_instrumented_ctx = &run.gpu_rings;
 	if (exit_code || opts->ptx)
 		goto cleanup;
 	run.session = &session;

@@ -1083,8 +1083,8 @@ static void find_device_ring(struct sim_module *module, const char *ptx)
 		}
 }
 
-/* One record, as the translated cuprobe_gpu_output does it. */
-static void ring_output(struct cuprobe_gpu_ring_control *c, unsigned char *slots, uint64_t seq,
+/* One record, as the translated cuprobe_gpu_output does it: true when committed. */
+static bool ring_output(struct cuprobe_gpu_ring_control *c, unsigned char *slots, uint64_t seq,
 			const void *record, size_t size)
 {
 	uint64_t released = __atomic_load_n(&c->released, __ATOMIC_RELAXED);
@@ -1100,7 +1100,7 @@ static void ring_output(struct cuprobe_gpu_ring_control *c, unsigned char *slots
 		__atomic_store_n(&bucket->launch_seq, seq, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&bucket->lost, 1, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&c->lost, 1, __ATOMIC_SEQ_CST);
-		return;
+		return false;
 	}
 	position = __atomic_fetch_add(&c->head, 1, __ATOMIC_SEQ_CST);
 	slot = (struct cuprobe_gpu_ring_slot *)(slots + (position % c->capacity) * c->slot_bytes);
@@ -1110,6 +1110,7 @@ static void ring_output(struct cuprobe_gpu_ring_control *c, unsigned char *slots
 	memset(slot + 1, 0, c->record_bytes);
 	memcpy(slot + 1, record, size < c->record_bytes ? size : c->record_bytes);
 	__atomic_exchange_n(&slot->commit, position + 1, __ATOMIC_SEQ_CST);
+	return true;
 }
 
 /*
@@ -1326,7 +1327,8 @@ static void write_ring_records(const struct sim_function *function,
 	struct { uint32_t block, warp, sm, pad; uint64_t exit_ns; } record = { 0 };
 	uint64_t blocks = (uint64_t)dims->grid[0] * dims->grid[1] * dims->grid[2];
 	uint64_t threads = (uint64_t)dims->block[0] * dims->block[1] * dims->block[2];
-	uint64_t slot = 0, seq = 0, b, w;
+	uint64_t slot = 0, seq = 0, committed = 0, b, w;
+	const char *dir = getenv("CUDA_SIM_IMAGE_DIR");
 	unsigned char *slots = function->ring_slots;
 	struct timespec now;
 
@@ -1342,8 +1344,21 @@ static void write_ring_records(const struct sim_function *function,
 			record.warp = (uint32_t)w;
 			record.sm = (uint32_t)(b % 132);
 			record.exit_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-			ring_output(c, slots, seq, &record, sizeof(record));
+			committed += ring_output(c, slots, seq, &record, sizeof(record));
 		}
+	/* CUDA_SIM_IMAGE_DIR/PID.ring: "ring N", the records each whole launch committed. */
+	if (dir) {
+		char path[4096], line[64];
+		int fd, len = snprintf(line, sizeof(line), "ring %" PRIu64 "\n", committed);
+
+		snprintf(path, sizeof(path), "%s/%d.ring", dir, (int)getpid());
+		fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			if (write(fd, line, (size_t)len) != len)
+				len = -1;
+			close(fd);
+		}
+	}
 }
 
 /* A cubin's kernels: its STT_FUNC symbols marked as entries. */

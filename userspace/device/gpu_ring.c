@@ -262,9 +262,15 @@ static void attribute_losses(struct cp_gpu_ring *ring)
 	}
 }
 
-uint64_t cp_gpu_ring__drain(struct cp_gpu_ring *ring, bool abandon, cp_gpu_record_fn fn, void *ctx)
+uint64_t cp_gpu_ring__head(const struct cp_gpu_ring *ring)
 {
-	uint64_t read = 0, head;
+	return __atomic_load_n(&ring->control->head, __ATOMIC_ACQUIRE);
+}
+
+uint64_t cp_gpu_ring__drain(struct cp_gpu_ring *ring, uint64_t abandon_below, cp_gpu_record_fn fn,
+			    void *ctx)
+{
+	uint64_t read = 0;
 
 	for (;;) {
 		const unsigned char *at =
@@ -274,8 +280,7 @@ uint64_t cp_gpu_ring__drain(struct cp_gpu_ring *ring, bool abandon, cp_gpu_recor
 
 		/* Acquire: the record the GPU wrote before its commit is seen with it. */
 		if (__atomic_load_n(&slot->commit, __ATOMIC_ACQUIRE) != ring->tail + 1) {
-			head = __atomic_load_n(&ring->control->head, __ATOMIC_ACQUIRE);
-			if (!abandon || ring->tail >= head)
+			if (ring->tail >= abandon_below || ring->tail >= cp_gpu_ring__head(ring))
 				break;
 			/* Reserved by a process that is gone: never to be committed. */
 			ring->abandoned++;

@@ -34,11 +34,14 @@ typedef int (*cp_gpu_record_fn)(void *ctx, const struct cp_gpu_ring *ring, uint6
 
 /*
  * Reads the committed records in order, hands each to fn and gives their
- * slots back. abandon: the writers of slots reserved and not committed are
- * gone (every process of COMMAND that ran kernels has exited): those
- * positions are counted as abandoned and skipped. Returns the records read.
+ * slots back. Positions below abandon_below reserved and not committed
+ * are skipped, counted as abandoned: their writers are gone (the caller
+ * knows). 0: none. Returns the records read.
  */
-uint64_t cp_gpu_ring__drain(struct cp_gpu_ring *ring, bool abandon, cp_gpu_record_fn fn, void *ctx);
+uint64_t cp_gpu_ring__drain(struct cp_gpu_ring *ring, uint64_t abandon_below, cp_gpu_record_fn fn,
+			    void *ctx);
+/* Positions handed out so far. */
+uint64_t cp_gpu_ring__head(const struct cp_gpu_ring *ring);
 
 struct cp_gpu_ring_counts {
 	uint64_t produced;   /* delivered + lost + abandoned + committed and not read yet */
