@@ -96,7 +96,7 @@ static void assert_has(const char *text, const char *needle)
 Test(ptx, every_device_example, .timeout = 120)
 {
 	const char *const examples[] = { EXAMPLE("gpu_threads.bpf.c"), EXAMPLE("gpu_block_time.bpf.c"),
-					 EXAMPLE("gpu_sm_blocks.bpf.c") };
+					 EXAMPLE("gpu_sm_blocks.bpf.c"), EXAMPLE("gpu_warp_exits.bpf.c") };
 	size_t i;
 
 	for (i = 0; i < sizeof(examples) / sizeof(examples[0]); i++) {
@@ -118,6 +118,31 @@ Test(ptx, the_entry_counter_counts_with_one_reduction_a_warp, .timeout = 60)
 	assert_has(module, "match.any.sync.b64 %ga1, %t6, %ga0;");
 	assert_has(module, "@%gp1 red.add.u64 [%t6], %gd0;");
 	cr_assert_null(strstr(module, "membar"), "a counter needs no fence: %s", module);
+	free(module);
+}
+
+/*
+ * The ring's protocol in PTX: tickets and positions by ordered atomics, the
+ * record's stores, then the commit: an exchange fenced system-wide before
+ * and after, so the host never sees the commit before the record.
+ */
+Test(ptx, the_warp_ring_commits_each_record_after_writing_it, .timeout = 60)
+{
+	char *module = ptx_of(EXAMPLE("gpu_warp_exits.bpf.c"));
+	char *exchange = strstr(module, "\tatom.exch.b64 "), *fetch;
+
+	assert_has(module, "// __cuprobe_gpu_warp_exit: SEC(\"gpu.exit/vec_add*\")");
+	assert_has(module, "\t// warp_exits: 65536 x 40 bytes\n");
+	assert_has(module, "\t// warp_exits__control: 1 x 1080 bytes\n");
+	cr_assert_not_null(exchange, "%s", module);
+	cr_assert(!strncmp(exchange - strlen("membar.sys;\n"), "membar.sys;\n", strlen("membar.sys;\n")) &&
+		  strstr(exchange, ";\n\tmembar.sys;") == exchange + strcspn(exchange, ";"), "%s", module);
+	/* the ticket and the position: fetch-and-adds with their results, before the commit */
+	fetch = strstr(module, "\tatom.add.u64 ");
+	cr_assert(fetch && fetch < exchange && strstr(fetch + 1, "\tatom.add.u64 ") < exchange, "%s",
+		  module);
+	/* the record's stores (block, warp, sm, exit_ns) come between the position and the commit */
+	cr_assert(strstr(strstr(fetch + 1, "\tatom.add.u64 "), "\tst.u64 ") < exchange, "%s", module);
 	free(module);
 }
 

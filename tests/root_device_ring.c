@@ -40,60 +40,53 @@ static const char small_ring_program[] =
 	"\treturn 0;\n"
 	"}\n";
 
+/* A run's directory (images: CUDA_SIM_IMAGE_DIR), its output files and what they held. */
 struct run {
-	char *dir;
-	char *images;
+	char *dir, *images, *out_path, *err_path;
+	char *out_text, *err_text;
 	int status;
-	char *out_path;
-	char *out_text;
-	char *err_text;
 };
 
 static void setup_run(struct run *r)
 {
 	require_root();
-	memset(r, 0, sizeof(*r));
-	r->dir = make_tmpdir();
+	*r = (struct run){ .dir = make_tmpdir() };
 	r->images = path_join(r->dir, "images");
-	cr_assert_eq(mkdir(r->images, 0755), 0);
 	r->out_path = path_join(r->dir, "stdout");
+	r->err_path = path_join(r->dir, "stderr");
+	cr_assert_eq(mkdir(r->images, 0755), 0);
 }
 
 /* `cuprobe run PROG [--json] -- COMMAND...` with the simulated driver writing down launches. */
 static void run_cuprobe(struct run *r, const char *prog, bool json, char *const *command,
 			double *elapsed)
 {
-	char *argv[64], *err_path = path_join(r->dir, "stderr"), env_line[4200];
+	char *argv[64] = { CUPROBE_BIN, "run", (char *)prog }, env_line[4200];
 	char *env[] = { env_line, NULL };
-	struct run_opts opts = { .stdout_path = r->out_path, .stderr_path = err_path,
+	struct run_opts opts = { .stdout_path = r->out_path, .stderr_path = r->err_path,
 				 .extra_env = env };
-	int n = 0, i;
+	int n = 3, i;
 
 	snprintf(env_line, sizeof(env_line), "CUDA_SIM_IMAGE_DIR=%s", r->images);
-	argv[n++] = CUPROBE_BIN;
-	argv[n++] = "run";
-	argv[n++] = (char *)prog;
 	if (json)
 		argv[n++] = "--json";
 	argv[n++] = "--";
 	for (i = 0; command[i]; i++)
 		argv[n++] = command[i];
-	argv[n] = NULL;
 	r->status = run_program(argv, &opts, elapsed);
-	r->out_text = read_text(r->out_path);
-	r->err_text = read_text(err_path);
+	r->err_text = read_text(r->err_path);
 	cr_assert_not_null(r->err_text);
-	free(err_path);
+	r->out_text = read_text(r->out_path);
 }
 
 static void free_run(struct run *r)
 {
+	char *owned[] = { r->dir, r->images, r->out_path, r->err_path, r->out_text, r->err_text };
+	size_t i;
+
 	remove_tree(r->dir);
-	free(r->dir);
-	free(r->images);
-	free(r->out_path);
-	free(r->out_text);
-	free(r->err_text);
+	for (i = 0; i < sizeof(owned) / sizeof(owned[0]); i++)
+		free(owned[i]);
 }
 
 /* The one device_ring summary of the output. */
