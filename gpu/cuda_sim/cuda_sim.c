@@ -1319,6 +1319,33 @@ static void record_launch(const struct sim_function *function, void **params)
 	close(fd);
 }
 
+/*
+ * CUDA_SIM_IMAGE_DIR/ring.committed: the records every process of the run
+ * committed, one shared 8-byte counter, so a test knows what was written.
+ */
+static uint64_t *committed_counter(void)
+{
+	static uint64_t *counter;
+	const char *dir = getenv("CUDA_SIM_IMAGE_DIR");
+	char path[4096];
+	void *mapped;
+	int fd;
+
+	if (counter || !dir)
+		return counter;
+	snprintf(path, sizeof(path), "%s/ring.committed", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return NULL;
+	if (ftruncate(fd, sizeof(uint64_t)) == 0) {
+		mapped = mmap(NULL, sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (mapped != MAP_FAILED)
+			counter = mapped;
+	}
+	close(fd);
+	return counter;
+}
+
 /* gpu_warp_exits's records for one launch: one per warp of every block. */
 static void write_ring_records(const struct sim_function *function,
 			       const struct sim_launch_dims *dims, void **params)
@@ -1327,8 +1354,7 @@ static void write_ring_records(const struct sim_function *function,
 	struct { uint32_t block, warp, sm, pad; uint64_t exit_ns; } record = { 0 };
 	uint64_t blocks = (uint64_t)dims->grid[0] * dims->grid[1] * dims->grid[2];
 	uint64_t threads = (uint64_t)dims->block[0] * dims->block[1] * dims->block[2];
-	uint64_t slot = 0, seq = 0, committed = 0, b, w;
-	const char *dir = getenv("CUDA_SIM_IMAGE_DIR");
+	uint64_t slot = 0, seq = 0, *committed = committed_counter(), b, w;
 	unsigned char *slots = function->ring_slots;
 	struct timespec now;
 
@@ -1344,21 +1370,9 @@ static void write_ring_records(const struct sim_function *function,
 			record.warp = (uint32_t)w;
 			record.sm = (uint32_t)(b % 132);
 			record.exit_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-			committed += ring_output(c, slots, seq, &record, sizeof(record));
+			if (ring_output(c, slots, seq, &record, sizeof(record)) && committed)
+				__atomic_fetch_add(committed, 1, __ATOMIC_SEQ_CST);
 		}
-	/* CUDA_SIM_IMAGE_DIR/PID.ring: "ring N", the records each whole launch committed. */
-	if (dir) {
-		char path[4096], line[64];
-		int fd, len = snprintf(line, sizeof(line), "ring %" PRIu64 "\n", committed);
-
-		snprintf(path, sizeof(path), "%s/%d.ring", dir, (int)getpid());
-		fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-		if (fd >= 0) {
-			if (write(fd, line, (size_t)len) != len)
-				len = -1;
-			close(fd);
-		}
-	}
 }
 
 /* A cubin's kernels: its STT_FUNC symbols marked as entries. */
