@@ -23,6 +23,13 @@
 
 #include "helpers.h"
 
+/* The thousand exits' budget on 2 cores; ASan (every process of the loop sanitized) slows them 3 to 4 times. */
+#ifdef __SANITIZE_ADDRESS__
+#define EXITS_SECONDS 360.0
+#else
+#define EXITS_SECONDS 90.0
+#endif
+
 #define WARPS_PER_LAUNCH 32 /* drv_launch: 1024 elements, blocks of 256 threads: 4 x 8 warps */
 
 /* gpu_warp_exits's record on a ring of RECORDS slots, for the full-ring test. */
@@ -268,7 +275,7 @@ static long long committed_records(const char *images)
  * delivered, the abandoned slots are no more than the processes killed, and
  * nothing of cuprobe's is left in the kernel.
  */
-Test(device_ring, a_thousand_exits_at_random_points, .timeout = 180)
+Test(device_ring, a_thousand_exits_at_random_points, .timeout = 420)
 {
 	static const char loop[] =
 		"kills=0 held=0\n"
@@ -296,7 +303,7 @@ Test(device_ring, a_thousand_exits_at_random_points, .timeout = 180)
 	snprintf(script, sizeof(script), loop, DRV_LAUNCH, DRV_LAUNCH, DRV_LAUNCH, DRV_LAUNCH);
 	run_cuprobe(&r, EXAMPLES_DIR "/gpu_warp_exits.bpf.c", true, command, &elapsed);
 	cr_assert(r.status == 0 || r.status == 1, "status %d: %s", r.status, r.err_text);
-	cr_expect_lt(elapsed, 90.0, "1000 exits took %.1f s", elapsed);
+	cr_expect_lt(elapsed, EXITS_SECONDS, "1000 exits took %.1f s", elapsed);
 	at = strstr(r.err_text, "kills=");
 	cr_assert_not_null(at, "%s", r.err_text);
 	kills = atoll(at + strlen("kills="));
