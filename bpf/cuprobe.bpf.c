@@ -28,6 +28,12 @@ const volatile __u64 wakeup_threshold_bytes = CP_DEFAULT_WAKEUP_BYTES;
 const volatile __u64 wakeup_latency_ns = CP_DEFAULT_WAKEUP_NS;
 /* cuprobe stats/top: count in maps; with stream_events off, stream only names and lifecycle. */
 const volatile bool stream_events = true;
+/*
+ * cuprobe run with device rings: with stream_events off, still the records
+ * that prove kernels done (syncs, completed queries, blocking copies), each
+ * waking the agent, which reads the device rings then.
+ */
+const volatile bool stream_proving = false;
 const volatile bool aggregate = false;
 const volatile bool record_stacks = false;
 const volatile bool measure_latency = false;
@@ -1191,9 +1197,17 @@ int BPF_KRETPROBE(call_return, int result)
 	} else if (family == CP_FAMILY_sync || family == CP_FAMILY_copy) {
 		/* Syncs and blocking copies, when they return: the timeline's evidence. */
 		__u64 py_stack = python_stack(c.pid_tgid, c.api, c.now);
-		struct cp_sync_event *event = call_record(&c, CP_EV_SYNC, sizeof(*event));
 		__u32 kind = family == CP_FAMILY_copy ? CP_SYNC_COPY : CP_COOKIE_KIND(call.cookie);
+		bool proving = !stream_events && stream_proving;
+		struct cp_sync_event *event;
 
+		if (proving) {
+			event = reserve(c.slots, sizeof(*event));
+			if (event)
+				fill_header(&event->hdr, CP_EV_SYNC, c.api, c.pid_tgid, c.now);
+		} else {
+			event = call_record(&c, CP_EV_SYNC, sizeof(*event));
+		}
 		if (!event)
 			return 0;
 		event->kind = kind;
@@ -1204,7 +1218,7 @@ int BPF_KRETPROBE(call_return, int result)
 				context_device(c.pid_tgid >> 32, call.a) : cuprobe_current_device();
 		event->pad = 0;
 		event->py_stack = py_stack;
-		submit(event, c.now, false);
+		submit(event, c.now, proving);
 	} else if (family == CP_FAMILY_module) {
 		struct cp_module_event *event;
 		struct cuda_module m;

@@ -1339,4 +1339,82 @@ static __always_inline bool cuprobe_gpu_block_leader(const struct cuprobe_gpu_ct
 	return (ctx->thread_x | ctx->thread_y | ctx->thread_z) == 0;
 }
 
+/*
+ * A ring of records from GPU threads to cuprobe, which prints each record
+ * from its BTF, with the launch's seq: record_type slots of a kernel map
+ * (mmapable arrays: NAME, the slots, and NAME__control) that the GPU writes
+ * directly. cuprobe reads it when a call proves kernels done (a stream,
+ * context or event sync, a completed query, a blocking copy) and when a
+ * process exits; nothing polls it, nothing runs in COMMAND for it.
+ *
+ *	struct warp_exit { __u32 block, warp; };
+ *	CUPROBE_GPU_RING(exits, struct warp_exit, 4096);
+ *	...
+ *	struct warp_exit record = { ... };
+ *	cuprobe_gpu_output(exits, ctx, &record);
+ *
+ * A record that finds every slot in use is counted as lost (per launch),
+ * never written: produced = delivered + lost, said at the end. The layout
+ * and the protocol: struct cuprobe_gpu_ring_control in cuprobe_events.h.
+ */
+#define CUPROBE_GPU_RING(name, record_type, records)				\
+	struct cuprobe_gpu_ring_slot__##name {					\
+		struct cuprobe_gpu_ring_slot slot;				\
+		record_type record;						\
+	};									\
+	CUPROBE_GPU_ARRAY(name, struct cuprobe_gpu_ring_slot__##name, records);	\
+	CUPROBE_GPU_ARRAY(name##__control, struct cuprobe_gpu_ring_control, 1)
+
+/* A free slot of a ring (capacity slots), its launch_seq set; NULL, counted lost, when full. */
+static __always_inline struct cuprobe_gpu_ring_slot *
+cuprobe_gpu_ring_reserve(void *slots, struct cuprobe_gpu_ring_control *control, __u32 capacity,
+			 const struct cuprobe_gpu_ctx *ctx, __u64 *position)
+{
+	/* Read before the ticket: both only grow, so the estimate of slots in use is never low. */
+	__u64 released = control->released, lost = control->lost, ticket, seq = ctx->launch_seq;
+	struct cuprobe_gpu_ring_launch_lost *bucket;
+	struct cuprobe_gpu_ring_slot *slot;
+	__u32 index;
+
+	ticket = __sync_fetch_and_add(&control->reserved, 1);
+	if (ticket - lost - released >= capacity) {
+		bucket = &control->lost_by_launch[seq % CUPROBE_GPU_RING_LAUNCH_BUCKETS];
+		bucket->launch_seq = seq;
+		__sync_fetch_and_add(&bucket->lost, 1);
+		__sync_fetch_and_add(&control->lost, 1);
+		return NULL;
+	}
+	*position = __sync_fetch_and_add(&control->head, 1);
+	index = (__u32)(*position % capacity);
+	slot = bpf_map_lookup_elem(slots, &index);
+	if (slot)
+		slot->launch_seq = seq;
+	return slot; /* never NULL: index < capacity (the check is for the verifier) */
+}
+
+/*
+ * One record, *record_ptr, into ring name (declared with CUPROBE_GPU_RING),
+ * from the device program whose context is ctx: 0, or -1 when the ring was
+ * full (counted as lost). The commit is an exchange, which the translator
+ * fences system-wide: the record is in memory before cuprobe can see it.
+ */
+#define cuprobe_gpu_output(name, ctx, record_ptr)				\
+	({									\
+		__u32 ____zero = 0;						\
+		__u64 ____position = 0;						\
+		struct cuprobe_gpu_ring_control *____control =			\
+			bpf_map_lookup_elem(&name##__control, &____zero);	\
+		struct cuprobe_gpu_ring_slot__##name *____slot = ____control ?	\
+			(void *)cuprobe_gpu_ring_reserve(&name, ____control,	\
+				sizeof(*name.max_entries) / sizeof(int), (ctx),	\
+				&____position) : NULL;				\
+		if (____slot) {							\
+			__builtin_memcpy(&____slot->record, (record_ptr),	\
+					 sizeof(____slot->record));		\
+			__sync_lock_test_and_set(&____slot->slot.commit,	\
+						 ____position + 1);		\
+		}								\
+		____slot ? 0 : -1;						\
+	})
+
 #endif /* CUPROBE_BPF_H */

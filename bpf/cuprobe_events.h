@@ -1014,6 +1014,55 @@ struct cuprobe_gpu_ctx {
 };
 #undef CUPROBE_GPU_CTX_FIELD
 
+/*
+ * A device ring (CUPROBE_GPU_RING in cuprobe.bpf.h): records from GPU threads
+ * to cuprobe, in two mmapable arrays, the slots and this control block
+ * (NAME__control). Who writes what, so that no word is written by both the
+ * CPU and the GPU (a GPU's atomics on host memory are not atomic with the
+ * CPU's over PCIe):
+ *  - cuprobe, before COMMAND starts: magic to record_bytes, which say what
+ *    the ring is (the simulated driver finds rings by them);
+ *  - the GPU, by atomics: reserved (tickets), head (positions), lost and
+ *    lost_by_launch. A thread reads released and lost, then takes a ticket;
+ *    ticket - lost - released is at least the slots in use, so it takes a
+ *    position only when one is free: positions are dense, a slot is never
+ *    overwritten before cuprobe has read it, and the record that finds the
+ *    ring full is counted in lost, never written;
+ *  - the GPU writes the record, then commit = position + 1 by an ordered
+ *    exchange (fence.sc.sys before it): cuprobe never sees the commit first;
+ *  - cuprobe reads committed slots in order at the calls that prove kernels
+ *    done and at process exits, and then raises released.
+ * produced = delivered + lost. Per launch: delivered from each slot's
+ * launch_seq, lost from lost_by_launch[seq % CUPROBE_GPU_RING_LAUNCH_BUCKETS]
+ * (the bucket names the last launch that lost records in it).
+ */
+#define CUPROBE_GPU_RING_MAGIC 0x676e69725f757067ull /* "gpu_ring" */
+#define CUPROBE_GPU_RING_LAUNCH_BUCKETS 64
+
+struct cuprobe_gpu_ring_launch_lost {
+	__u64 launch_seq;
+	__u64 lost;
+};
+
+struct cuprobe_gpu_ring_control {
+	__u64 magic;		/* CUPROBE_GPU_RING_MAGIC, from cuprobe */
+	__u32 slots_map;	/* the slots' map: index i of __cuprobe_map_<i> */
+	__u32 capacity;		/* slots */
+	__u32 slot_bytes;	/* from one slot to the next */
+	__u32 record_bytes;	/* the record, after its struct cuprobe_gpu_ring_slot */
+	__u64 reserved;		/* GPU: tickets taken */
+	__u64 head;		/* GPU: positions handed out */
+	__u64 lost;		/* GPU: records that found the ring full */
+	__u64 released;		/* cuprobe: positions read and given back */
+	struct cuprobe_gpu_ring_launch_lost lost_by_launch[CUPROBE_GPU_RING_LAUNCH_BUCKETS];
+};
+
+struct cuprobe_gpu_ring_slot {
+	__u64 commit;		/* position + 1 once the record is written */
+	__u64 launch_seq;	/* the launch's sequence number (0: unknown) */
+	/* the record follows */
+};
+
 /* Read-only configuration, set before load. */
 #define CP_DEFAULT_WAKEUP_BYTES  (256u * 1024u)
 #define CP_DEFAULT_WAKEUP_NS     (250000ull)  /* 250 us: p99 delivery 256 us on the H200 */

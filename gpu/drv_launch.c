@@ -60,6 +60,7 @@ struct options {
 	bool timing;		/* any timing option: the summary line gets its fields */
 	bool window;		/* --window: the summary line gets the launch loop's times */
 	bool retain_only;	/* --retain-only: contexts made current by the retain alone */
+	bool exit_in_destructor; /* --exit-in-destructor: exit() again from a destructor */
 };
 
 /* Calls this process made, for the summary line. */
@@ -129,6 +130,8 @@ static void usage(FILE *out)
 		"  --library     load with cuLibraryLoadData/cuLibraryGetKernel/cuKernelGetFunction\n"
 		"  --fork        fork before cuInit; parent and child both run the workload\n"
 		"  --exit-code N exit status on success (0..255, default 0)\n"
+		"  --exit-in-destructor  after main returns, a destructor calls exit() again\n"
+		"                (a library's destructor ending the process its own way)\n"
 		"  --elements N  floats per buffer (1..%ld, default %ld)\n"
 		"  --leak BYTES  allocate BYTES of device memory in leak_device_buffer()\n"
 		"                and never free them (for leak reports)\n"
@@ -195,6 +198,8 @@ static void parse_options(int argc, char **argv, struct options *options)
 			options->use_library = true;
 		} else if (strcmp(arg, "--fork") == 0) {
 			options->fork_first = true;
+		} else if (strcmp(arg, "--exit-in-destructor") == 0) {
+			options->exit_in_destructor = true;
 		} else if (strcmp(arg, "--retain-only") == 0) {
 			options->retain_only = true;
 		} else if (strcmp(arg, "--exit-code") == 0) {
@@ -598,11 +603,22 @@ static void wait_for_child(pid_t child, int expected_status)
 	fail();
 }
 
+static int destructor_exit_code = -1;
+
+/* --exit-in-destructor: exit() called inside exit's own destructors, as some libraries do. */
+__attribute__((destructor)) static void exit_from_destructor(void)
+{
+	if (destructor_exit_code >= 0)
+		exit(destructor_exit_code);
+}
+
 int main(int argc, char **argv)
 {
 	struct options options;
 
 	parse_options(argc, argv, &options);
+	if (options.exit_in_destructor)
+		destructor_exit_code = options.exit_code;
 
 	if (options.fork_first) {
 		/* Nothing is buffered yet, but do not let the child inherit it. */

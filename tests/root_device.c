@@ -109,7 +109,7 @@ static void judge_each(const char *const *programs, size_t count)
 Test(ptx, every_device_example, .timeout = 120)
 {
 	const char *const examples[] = { EXAMPLE("gpu_threads.bpf.c"), EXAMPLE("gpu_block_time.bpf.c"),
-					 EXAMPLE("gpu_sm_blocks.bpf.c") };
+					 EXAMPLE("gpu_sm_blocks.bpf.c"), EXAMPLE("gpu_warp_exits.bpf.c") };
 
 	judge_each(examples, sizeof(examples) / sizeof(examples[0]));
 }
@@ -141,6 +141,31 @@ Test(ptx, the_entry_counter_counts_with_one_reduction_a_warp, .timeout = 60)
 	free(module);
 }
 
+/*
+ * The ring's protocol in PTX: tickets and positions by ordered atomics, the
+ * record's stores, then the commit: an exchange fenced system-wide before
+ * and after, so the host never sees the commit before the record.
+ */
+Test(ptx, the_warp_ring_commits_each_record_after_writing_it, .timeout = 60)
+{
+	char *module = ptx_of(EXAMPLE("gpu_warp_exits.bpf.c"));
+	char *exchange = strstr(module, "\tatom.exch.b64 "), *fetch;
+
+	assert_has(module, "// __cuprobe_gpu_warp_exit: SEC(\"gpu.exit/vec_add*\")");
+	assert_has(module, "\t// warp_exits: 65536 x 40 bytes\n");
+	assert_has(module, "\t// warp_exits__control: 1 x 1080 bytes\n");
+	cr_assert_not_null(exchange, "%s", module);
+	cr_assert(!strncmp(exchange - strlen("membar.sys;\n"), "membar.sys;\n", strlen("membar.sys;\n")) &&
+		  strstr(exchange, ";\n\tmembar.sys;") == exchange + strcspn(exchange, ";"), "%s", module);
+	/* the ticket and the position: fetch-and-adds with their results, before the commit */
+	fetch = strstr(module, "\tatom.add.u64 ");
+	cr_assert(fetch && fetch < exchange && strstr(fetch + 1, "\tatom.add.u64 ") < exchange, "%s",
+		  module);
+	/* the record's stores (block, warp, sm, exit_ns) come between the position and the commit */
+	cr_assert(strstr(strstr(fetch + 1, "\tatom.add.u64 "), "\tst.u64 ") < exchange, "%s", module);
+	free(module);
+}
+
 Test(ptx, the_block_timer_reads_the_globaltimer_at_entry_and_exit, .timeout = 60)
 {
 	char *module = ptx_of(EXAMPLE("gpu_block_time.bpf.c"));
@@ -152,8 +177,8 @@ Test(ptx, the_block_timer_reads_the_globaltimer_at_entry_and_exit, .timeout = 60
 	assert_has(module, "mov.u64 %r1, %globaltimer;");
 	/* the last thread of a block: an ordered fetch-and-add, on the slots in .bss */
 	atom = strstr(exit_program, "\tatom.add.u64 ");
-	cr_assert(atom && !strncmp(atom - strlen("membar.gl;\n"), "membar.gl;\n", strlen("membar.gl;\n")) &&
-		  strstr(atom, ";\n\tmembar.gl;") == atom + strcspn(atom, ";"), "%s", exit_program);
+	cr_assert(atom && !strncmp(atom - strlen("membar.sys;\n"), "membar.sys;\n", strlen("membar.sys;\n")) &&
+		  strstr(atom, ";\n\tmembar.sys;") == atom + strcspn(atom, ";"), "%s", exit_program);
 	assert_has(module, "\t// cuprobe_.bss: 1 x 1048576 bytes\n");
 	assert_has(exit_program, "%globaltimer");
 	free(module);
@@ -224,7 +249,7 @@ Test(ptx, isa_v4_as_the_kernel_takes_it, .timeout = 60)
 	assert_has(module, "rem.s32");
 	assert_has(module, "bfe.s64 %r4, %r2, 0, 32;");
 	assert_has(module, "ld.s8 %r6, [%r10+-8];");
-	assert_has(module, "ld.volatile.u64 %r7, [%r10+-8];\n\tmembar.gl;");
+	assert_has(module, "ld.volatile.u64 %r7, [%r10+-8];\n\tmembar.sys;");
 	judge(module, "ISA v4");
 	free(module);
 	free(ptx);

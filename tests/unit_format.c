@@ -772,3 +772,30 @@ Test(formats, nccl_record_and_its_launch)
 	}
 	cr_assert(strstr(text_details(&ev, buf, sizeof(buf)), " nccl=12"), "%s", buf);
 }
+
+/* A device ring's end-of-run counts: one JSON line, per launch; a ring's name escaped. */
+Test(json, device_ring_summary_per_launch)
+{
+	struct cp_device_ring_launch launches[] = { { 1, 16, 16 }, { 2, 0, 32 } };
+	struct cp_device_ring_summary summary = {
+		.ring = "warp\"exits", .produced = 64, .delivered = 16, .lost = 48,
+		.launches = launches, .launch_count = 2 };
+	struct cp_text text = { 0 };
+	json_error_t error;
+	json_t *obj, *l;
+
+	cr_assert_eq(cp_format__device_ring_summary(&text, &summary), 0);
+	cr_assert_eq(text.data[text.len - 1], '\n');
+	cr_assert_null(memchr(text.data, '\n', text.len - 1), "%s", text.data);
+	obj = json_loadb(text.data, text.len, JSON_REJECT_DUPLICATES, &error);
+	cr_assert_not_null(obj, "%s: %s", error.text, text.data);
+	cr_expect_str_eq(jstr(obj, "type"), "device_ring");
+	cr_expect_str_eq(jstr(obj, "ring"), "warp\"exits");
+	cr_expect(jint(obj, "produced") == 64 && jint(obj, "delivered") == 16 &&
+		  jint(obj, "lost") == 48 && jint(obj, "abandoned") == 0 && jint(obj, "pending") == 0);
+	cr_assert_eq(json_array_size(json_object_get(obj, "launches")), 2);
+	l = json_array_get(json_object_get(obj, "launches"), 1);
+	cr_expect(jint(l, "launch_seq") == 2 && jint(l, "delivered") == 0 && jint(l, "lost") == 32);
+	json_decref(obj);
+	cp_text__free(&text);
+}

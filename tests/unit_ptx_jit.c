@@ -497,8 +497,8 @@ Test(semantics, atomics_fetch_fenced_and_on_the_stack_plain)
 	assert_has(ptx, "shfl.sync.idx.b32 %ga6, %ga8, %ga4, 31, %ga1;");
 	assert_has(ptx, "cvt.u32.u64 %ga6, %gd0;\n\t@%gp1 red.add.u32 [%t6], %ga6;\n\t}");
 	assert_has(ptx, "@%gp1 red.add.u64 [%t6], %gd0;\n\t}");
-	assert_has(ptx, "membar.gl;\n\tatom.add.u32 %w7, [%t6], %w5;\n\tcvt.u64.u32 %r1, %w7;\n\tmembar.gl;");
-	assert_has(ptx, "membar.gl;\n\tatom.or.b64 %r1, [%t6], %r1;\n\tmembar.gl;");
+	assert_has(ptx, "membar.sys;\n\tatom.add.u32 %w7, [%t6], %w5;\n\tcvt.u64.u32 %r1, %w7;\n\tmembar.sys;");
+	assert_has(ptx, "membar.sys;\n\tatom.or.b64 %r1, [%t6], %r1;\n\tmembar.sys;");
 	assert_has(ptx, "red.xor.b64 [%t6], %r1;");
 	assert_has(ptx, "atom.exch.b64 %r1, [%t6], %r1;");
 	assert_has(ptx, "atom.cas.b64 %r0, [%t6], %r0, %r1;");
@@ -510,8 +510,8 @@ Test(semantics, atomics_fetch_fenced_and_on_the_stack_plain)
 	assert_has(ptx, "ld.u32 %w6, [%r6+0];\n\tcvt.u32.u64 %w4, %r0;\n\tsetp.eq.u32 %p2, %w6, %w4;\n"
 			"\t@%p2 st.u32 [%r6+0], %w5;\n\tcvt.u64.u32 %r0, %w6;");
 	/* load-acquire and store-release */
-	assert_has(ptx, "ld.volatile.u8 %r2, [%r6+0];\n\tmembar.gl;");
-	assert_has(ptx, "membar.gl;\n\tst.volatile.u16 [%r6+0], %r1;");
+	assert_has(ptx, "ld.volatile.u8 %r2, [%r6+0];\n\tmembar.sys;");
+	assert_has(ptx, "membar.sys;\n\tst.volatile.u16 [%r6+0], %r1;");
 	free(ptx);
 }
 

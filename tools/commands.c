@@ -135,9 +135,14 @@ const struct cp_command cp_commands[CP_CMD_COUNT] = {
 	  "cannot be rewritten and globs that match no kernel are each said in one\n"
 	  "line and make the exit status 1. Every ring buffer declared with\n"
 	  "CUPROBE_RING is printed record by record, every other map at exit (and\n"
-	  "every -i), formatted from BTF. Targets as for cuprobe trace.",
+	  "every -i), formatted from BTF; so is every device ring (CUPROBE_GPU_RING,\n"
+	  "written by GPU threads), read when a sync, a completed query or a blocking\n"
+	  "copy proves kernels done and when a process exits. Targets as for cuprobe\n"
+	  "trace.",
 	  "At exit one summary line per ring goes to stderr: records printed, lost to a\n"
-	  "full ring, and shorter than their type. A PROG that is not a BPF object, has\n"
+	  "full ring, and shorter than their type; per device ring, records produced,\n"
+	  "delivered, lost to a full ring and abandoned by a process that ended before\n"
+	  "writing them (per launch with --json). A PROG that is not a BPF object, has\n"
 	  "no BTF, no cuda/ or gpu/ program or an unknown section, that the verifier\n"
 	  "refuses, or with a device program the GPU cannot run (a helper, map or\n"
 	  "instruction it has no translation for, said by name), is said in one line\n"

@@ -97,9 +97,14 @@ void cp_device__tracer_opts(struct cp_tracer_opts *tracer_opts, uint64_t magic)
 {
 	tracer_opts->launch_slots = CP_LAUNCH_SLOTS;
 	tracer_opts->launch_slot_magic = magic;
-	/* The launch probe writes each launch's seq into its slot. */
+	/*
+	 * The launch probe writes each launch's seq into its slot; the syncs
+	 * and blocking copies, streamed alone, say when to read device rings.
+	 */
 	if (tracer_opts->families)
-		tracer_opts->families |= 1ull << CP_FAMILY_launch;
+		tracer_opts->families |= 1ull << CP_FAMILY_launch | 1ull << CP_FAMILY_sync |
+					 1ull << CP_FAMILY_copy;
+	tracer_opts->stream_proving = true;
 }
 
 /* A sealed memfd holding len bytes: COMMAND can read it, not change it. */
@@ -259,6 +264,8 @@ static void handle_report(struct cp_device_run *d, const struct cp_inject_report
 			cp_say("pid %u: device programs injected", r->pid);
 		break;
 	case CP_INJECT_INSTRUMENTED:
+		if (d->on_instrumented)
+			d->on_instrumented(d->on_instrumented_ctx, r->pid);
 		if (names_add(&d->instrumented, shown) && cp_verbosity)
 			cp_say("pid %u: %s: kernel %s instrumented (%s)%s%s", r->pid, r->api, shown,
 			       programs, *r->detail ? ": " : "", r->detail);

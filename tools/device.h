@@ -33,6 +33,9 @@ struct cp_device_run {
 	unsigned long ready, errors;
 	struct cp_device_names *instrumented, *not_instrumented;
 	bool failed;                 /* something matching was not instrumented: exit 1 */
+	/* A process got instrumented kernels (it may write device rings now); may be NULL. */
+	void (*on_instrumented)(void *ctx, uint32_t pid);
+	void *on_instrumented_ctx;
 };
 
 /* The tracer options device programs need (launch slots, the launch probe); magic: the session's. */

@@ -17,10 +17,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <bpf/btf.h>
+
 #include "cli_options.h"
 #include "cuprobe_internal.h"
 #include "device.h"
 #include "device/device.h"
+#include "gpu_rings.h"
 #include "record_path.h"
 #include "session.h"
 #include "spawn.h"
@@ -57,6 +60,7 @@ struct run_ctx {
 	uint32_t exited[EXITED_NAMES_KEPT];
 	size_t exited_count;
 	struct cp_record_path path;
+	struct cp_run_gpu_rings gpu_rings;
 };
 
 static uint64_t monotonic_ns(void)
@@ -125,7 +129,17 @@ static int on_settled(void *arg, const union cp_event *event)
 			cp_record_path__forget(&run->path, run->exited[slot]);
 		run->exited[slot] = event->hdr.pid;
 	}
+	cp_run_gpu_rings__observe(&run->gpu_rings, event);
 	return 0;
+}
+
+/* A device ring's slots or control block: its records are printed as they come, not as a map. */
+static bool is_device_ring_map(const struct btf *btf, const struct cp_program_map_info *info)
+{
+	const struct btf_type *t = btf ? btf__type_by_id(btf, info->value_type_id) : NULL;
+	const char *name = t ? btf__name_by_offset(btf, t->name_off) : NULL;
+
+	return name && !strncmp(name, "cuprobe_gpu_ring_", strlen("cuprobe_gpu_ring_"));
 }
 
 /* Text past this is written before more is formatted: a map of any size streams through. */
@@ -146,7 +160,7 @@ static void print_map(struct run_ctx *run, size_t index, struct cp_text *text,
 	uint64_t left_out = 0;
 	int n = 0;
 
-	if (cp_program__map(run->session->program, index, &info))
+	if (cp_program__map(run->session->program, index, &info) || is_device_ring_map(run->btf, &info))
 		return;
 	reader = cp_program__map_reader(run->session->program, index, &reader_opts);
 	if (!reader) {
@@ -488,6 +502,10 @@ int cp_cmd_run(const union cp_options *options)
 		exit_code = print_ptx(&session, opts);
 	if (!exit_code && has_device)
 		exit_code = cp_device__prepare(&device, &session, magic, opts->common.format == CP_FORMAT_JSON, &run.lock);
+	if (!exit_code && has_device)
+		exit_code = cp_run_gpu_rings__open(&run.gpu_rings, &session, opts->common.format);
+	device.on_instrumented = cp_run_gpu_rings__instrumented;
+	device.on_instrumented_ctx = &run.gpu_rings;
 	if (exit_code || opts->ptx)
 		goto cleanup;
 	run.session = &session;
@@ -518,6 +536,9 @@ int cp_cmd_run(const union cp_options *options)
 	hooks.ctx = &run;
 	/* Every record committed is printed first (the run drains), then the maps as they ended. */
 	cp_session__run(&session, &hooks, "running %s", opts->program);
+	pthread_mutex_lock(&run.lock);
+	cp_run_gpu_rings__finish(&run.gpu_rings);
+	pthread_mutex_unlock(&run.lock);
 	print_maps(&run, true);
 	if (run.not_printed)
 		cp_say("%llu map entries not printed (at most %zu a map: --max-entries 0 prints them all)",
@@ -532,6 +553,7 @@ int cp_cmd_run(const union cp_options *options)
 cleanup:
 	cp_session__close(&session);
 	cp_device__close(&device);
+	cp_run_gpu_rings__close(&run.gpu_rings);
 	cp_text__free(&run.text);
 	free(run.rings);
 	free(session_rings);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "device/gpu_ring.h"
 #include "warnings.h"
 
 #define COUNTER(field) offsetof(struct cp_counters, field)
@@ -96,6 +97,32 @@ int cp_warnings__print(FILE *out, const struct cp_counters *counters,
 	if (agent && agent->thread_error) {
 		fprintf(out, "cuprobe: warning: the agent stopped on an error: %s\n",
 			strerror(-agent->thread_error));
+		lines++;
+	}
+	return lines;
+}
+
+int cp_warnings__device_ring(FILE *out, const char *ring, uint32_t capacity,
+			     const struct cp_gpu_ring_counts *c)
+{
+	int lines = 1;
+
+	fprintf(out, "cuprobe: device ring %s: %llu records produced, %llu delivered, %llu lost, %llu abandoned\n",
+		ring, (unsigned long long)c->produced, (unsigned long long)c->delivered,
+		(unsigned long long)c->lost, (unsigned long long)c->abandoned);
+	if (c->lost) {
+		fprintf(out, "cuprobe: warning: %llu records of device ring %s lost to a full ring (%u slots): read at each sync; give it more slots or sync more often\n",
+			(unsigned long long)c->lost, ring, capacity);
+		lines++;
+	}
+	if (c->abandoned) {
+		fprintf(out, "cuprobe: warning: %llu records of device ring %s abandoned: reserved by kernels of a process that ended before they were written\n",
+			(unsigned long long)c->abandoned, ring);
+		lines++;
+	}
+	if (c->pending) {
+		fprintf(out, "cuprobe: warning: %llu records of device ring %s reserved and never written\n",
+			(unsigned long long)c->pending, ring);
 		lines++;
 	}
 	return lines;

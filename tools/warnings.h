@@ -7,6 +7,7 @@
 #ifndef CUPROBE_WARNINGS_H
 #define CUPROBE_WARNINGS_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "cuprobe.h"
@@ -18,5 +19,14 @@
  */
 int cp_warnings__print(FILE *out, const struct cp_counters *counters,
 		       const struct cp_agent_stats *agent);
+
+struct cp_gpu_ring_counts;
+/*
+ * A device ring's counts at the end (always one line: produced, delivered,
+ * lost, abandoned), then a warning for each kind of record not delivered.
+ * Returns how many lines were written.
+ */
+int cp_warnings__device_ring(FILE *out, const char *ring, uint32_t capacity,
+			     const struct cp_gpu_ring_counts *counts);
 
 #endif

@@ -257,6 +257,12 @@ struct cp_tracer_opts {
 	 * read. One hash look-up per launch.
 	 */
 	bool name_late_handles;
+	/*
+	 * With no_call_records: still stream the records that prove kernels
+	 * done (stream, context and event syncs, completed queries, blocking
+	 * copies), each waking the agent: cuprobe run reads device rings then.
+	 */
+	bool stream_proving;
 };
 
 /* opts may be NULL: every option zero. */

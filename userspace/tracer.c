@@ -213,6 +213,7 @@ static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opt
 	skel->rodata->wake_every_record = opts->wake_every_record;
 	skel->rodata->aggregate = opts->aggregate;
 	skel->rodata->stream_events = !opts->no_call_records;
+	skel->rodata->stream_proving = opts->stream_proving;
 	skel->rodata->measure_latency = opts->measure_latency;
 	skel->rodata->return_records = opts->return_records;
 	skel->rodata->bench_omit = opts->bench_omit;

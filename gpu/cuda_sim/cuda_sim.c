@@ -31,6 +31,9 @@
 #endif
 
 #include <cuda.h>
+#include <linux/types.h>
+
+#include "cuprobe_events.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -39,6 +42,7 @@
 #include <inttypes.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -119,6 +123,8 @@ struct sim_function {
 	struct sim_function *function;	/* KERNEL: from cuKernelGetFunction */
 	unsigned int param_count;	/* from the PTX; 0 when the image was binary */
 	bool launch_param;		/* its last parameter is cuprobe's __cuprobe_launch */
+	struct cuprobe_gpu_ring_control *ring; /* a device ring its module declares, or NULL */
+	unsigned char *ring_slots;	/* its slots */
 	char name[];
 };
 
@@ -1025,6 +1031,89 @@ static CUresult add_entry(struct sim_module *module, enum sim_magic entry_magic,
 }
 
 /*
+ * The stand-in for a device ring's GPU code (CUPROBE_GPU_RING): the
+ * simulator cannot run the PTX the translator made, so at each launch of an
+ * instrumented kernel whose module declares a ring it writes what
+ * gpu_warp_exits.bpf.c writes at the kernel's exit, one record per warp
+ * ({block, warp, sm, pad, exit_ns}, cut to the ring's record size), by the
+ * translator's protocol (struct cuprobe_gpu_ring_control): read released
+ * and lost, take a ticket, count the record lost when the ring is full,
+ * else take a position, write the slot and commit it by an exchange.
+ * CUDA_SIM_RING_KILL_AT=N: the process kills itself (SIGKILL) with its Nth
+ * record reserved and not committed, as a kernel cut short would leave it.
+ */
+static uint64_t ring_records_reserved;
+
+/* The slots' address: the declaration of map control->slots_map in the same module. */
+static unsigned char *ring_slots(const char *ptx, uint32_t slots_map)
+{
+	char declaration[96];
+	const char *at;
+
+	snprintf(declaration, sizeof(declaration), ".const .align 8 .u64 __cuprobe_map_%u =", slots_map);
+	at = strstr(ptx, declaration);
+	return at ? (unsigned char *)(uintptr_t)strtoull(at + strlen(declaration), NULL, 10) : NULL;
+}
+
+/* The control block among the module's map declarations (cuprobe wrote its magic). */
+static void find_device_ring(struct sim_module *module, const char *ptx)
+{
+	static const char declaration[] = ".const .align 8 .u64 __cuprobe_map_";
+	struct cuprobe_gpu_ring_control *control = NULL;
+	const char *at = ptx;
+	size_t i;
+
+	while (!control && (at = strstr(at, declaration))) {
+		const char *equals = strchr(at, '=');
+		uint64_t address;
+
+		at += sizeof(declaration) - 1;
+		if (!equals)
+			break;
+		address = strtoull(equals + 1, NULL, 10);
+		if (address && !(address % 8) &&
+		    __atomic_load_n((const uint64_t *)(uintptr_t)address, __ATOMIC_ACQUIRE) ==
+			    CUPROBE_GPU_RING_MAGIC)
+			control = (struct cuprobe_gpu_ring_control *)(uintptr_t)address;
+	}
+	for (i = 0; control && i < module->entry_count; i++)
+		if (module->entries[i]->launch_param) {
+			module->entries[i]->ring = control;
+			module->entries[i]->ring_slots = ring_slots(ptx, control->slots_map);
+		}
+}
+
+/* One record, as the translated cuprobe_gpu_output does it: true when committed. */
+static bool ring_output(struct cuprobe_gpu_ring_control *c, unsigned char *slots, uint64_t seq,
+			const void *record, size_t size)
+{
+	uint64_t released = __atomic_load_n(&c->released, __ATOMIC_RELAXED);
+	uint64_t lost = __atomic_load_n(&c->lost, __ATOMIC_RELAXED), ticket, position;
+	const char *kill_at = getenv("CUDA_SIM_RING_KILL_AT");
+	struct cuprobe_gpu_ring_slot *slot;
+
+	ticket = __atomic_fetch_add(&c->reserved, 1, __ATOMIC_SEQ_CST);
+	if (ticket - lost - released >= c->capacity) {
+		struct cuprobe_gpu_ring_launch_lost *bucket =
+			&c->lost_by_launch[seq % CUPROBE_GPU_RING_LAUNCH_BUCKETS];
+
+		__atomic_store_n(&bucket->launch_seq, seq, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&bucket->lost, 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&c->lost, 1, __ATOMIC_SEQ_CST);
+		return false;
+	}
+	position = __atomic_fetch_add(&c->head, 1, __ATOMIC_SEQ_CST);
+	slot = (struct cuprobe_gpu_ring_slot *)(slots + (position % c->capacity) * c->slot_bytes);
+	slot->launch_seq = seq;
+	if (kill_at && ++ring_records_reserved == strtoull(kill_at, NULL, 10))
+		kill(getpid(), SIGKILL);
+	memset(slot + 1, 0, c->record_bytes);
+	memcpy(slot + 1, record, size < c->record_bytes ? size : c->record_bytes);
+	__atomic_exchange_n(&slot->commit, position + 1, __ATOMIC_SEQ_CST);
+	return true;
+}
+
+/*
  * An entry's parameter list, from its '(' to its ')': how many, and whether
  * the last one is cuprobe's (the instrumented kernels' trailing
  * __cuprobe_launch). Returns where the list ends.
@@ -1109,6 +1198,8 @@ static CUresult parse_ptx(struct sim_module *module, enum sim_magic entry_magic,
 		}
 		p++;
 	}
+	if (seen_version)
+		find_device_ring(module, ptx);
 	return seen_version ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
 }
 
@@ -1226,6 +1317,62 @@ static void record_launch(const struct sim_function *function, void **params)
 	if (write(fd, line, (size_t)len) != len)
 		len = -1;
 	close(fd);
+}
+
+/*
+ * CUDA_SIM_IMAGE_DIR/ring.committed: the records every process of the run
+ * committed, one shared 8-byte counter, so a test knows what was written.
+ */
+static uint64_t *committed_counter(void)
+{
+	static uint64_t *counter;
+	const char *dir = getenv("CUDA_SIM_IMAGE_DIR");
+	char path[4096];
+	void *mapped;
+	int fd;
+
+	if (counter || !dir)
+		return counter;
+	snprintf(path, sizeof(path), "%s/ring.committed", dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return NULL;
+	if (ftruncate(fd, sizeof(uint64_t)) == 0) {
+		mapped = mmap(NULL, sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (mapped != MAP_FAILED)
+			counter = mapped;
+	}
+	close(fd);
+	return counter;
+}
+
+/* gpu_warp_exits's records for one launch: one per warp of every block. */
+static void write_ring_records(const struct sim_function *function,
+			       const struct sim_launch_dims *dims, void **params)
+{
+	struct cuprobe_gpu_ring_control *c = function->ring;
+	struct { uint32_t block, warp, sm, pad; uint64_t exit_ns; } record = { 0 };
+	uint64_t blocks = (uint64_t)dims->grid[0] * dims->grid[1] * dims->grid[2];
+	uint64_t threads = (uint64_t)dims->block[0] * dims->block[1] * dims->block[2];
+	uint64_t slot = 0, seq = 0, *committed = committed_counter(), b, w;
+	unsigned char *slots = function->ring_slots;
+	struct timespec now;
+
+	if (!slots || !params || !params[function->param_count - 1])
+		return;
+	memcpy(&slot, params[function->param_count - 1], sizeof(slot));
+	if (slot)
+		memcpy(&seq, (const void *)(uintptr_t)slot, sizeof(seq));
+	for (b = 0; b < blocks; b++)
+		for (w = 0; w < (threads + 31) / 32; w++) {
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			record.block = (uint32_t)b;
+			record.warp = (uint32_t)w;
+			record.sm = (uint32_t)(b % 132);
+			record.exit_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
+			if (ring_output(c, slots, seq, &record, sizeof(record)) && committed)
+				__atomic_fetch_add(committed, 1, __ATOMIC_SEQ_CST);
+		}
 }
 
 /* A cubin's kernels: its STT_FUNC symbols marked as entries. */
@@ -1857,6 +2004,8 @@ static CUresult launch(CUfunction f, const struct sim_launch_dims *dims,
 		return CUDA_ERROR_NOT_SUPPORTED;
 	if (function->launch_param)
 		record_launch(function, params);
+	if (function->ring)
+		write_ring_records(function, dims, params);
 	/* The entry exists in the image, but the simulator cannot run it. */
 	if (!function->impl)
 		return CUDA_ERROR_NOT_SUPPORTED;

@@ -268,7 +268,13 @@ static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const 
 		cp_jit_emit(j, "red.%s %s, %s;", op, addr, value);
 		return;
 	}
-	cp_jit_emit(j, "membar.gl;");
+	/*
+	 * Fenced system-wide (membar.sys, fence.sc.sys): the maps are host
+	 * memory that cuprobe reads while kernels run (a device ring's commit),
+	 * so what the thread wrote before must reach it first; membar.gl
+	 * orders only for the GPU's own threads.
+	 */
+	cp_jit_emit(j, "membar.sys;");
 	if (in->imm == BPF_CMPXCHG && bits == 32) {
 		/* r0 = cmpxchg(addr, r0, rS): r0 gets what was there. */
 		cp_jit_emit(j, "cvt.u32.u64 %%w6, %%r0;");
@@ -282,7 +288,7 @@ static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const 
 	} else {
 		cp_jit_emit(j, "atom.%s %%r%d, %s, %s;", op, in->src_reg, addr, value);
 	}
-	cp_jit_emit(j, "membar.gl;");
+	cp_jit_emit(j, "membar.sys;");
 }
 
 int cp_jit_emit_atomic(struct jit *j, size_t i)
@@ -298,11 +304,11 @@ int cp_jit_emit_atomic(struct jit *j, size_t i)
 		/* A load, then a fence: nothing after it moves before it. */
 		snprintf(addr, sizeof(addr), "[%%r%d+%d]", s, in->off);
 		cp_jit_emit(j, "ld.volatile.u%d %%r%d, %s;", bits, d, addr);
-		cp_jit_emit(j, "membar.gl;");
+		cp_jit_emit(j, "membar.sys;");
 		return 0;
 	}
 	if (in->imm == CP_BPF_STORE_REL) {
-		cp_jit_emit(j, "membar.gl;");
+		cp_jit_emit(j, "membar.sys;");
 		cp_jit_emit(j, "st.volatile.u%d %s, %%r%d;", bits, addr, s);
 		return 0;
 	}

@@ -500,9 +500,10 @@ static void put_typed(struct btf_walk *w, __u32 type_id, const unsigned char *da
 		put_raw(w->out, w->json, data, size);
 }
 
-int cp_format__program_record(struct cp_text *text, enum cp_format format, const struct btf *btf,
-			      const struct cp_program_ring_info *ring, const void *data, size_t size,
-			      const struct cp_btf_names *names)
+/* A record of a ring (a program's, or a device ring's with its launch's seq: has_launch). */
+static int format_record(struct cp_text *text, enum cp_format format, const struct btf *btf,
+			 const char *ring, uint32_t type_id, bool has_launch, uint64_t launch_seq,
+			 const void *data, size_t size, const struct cp_btf_names *names)
 {
 	/* JSON, or text for the other formats. */
 	const bool json = format == CP_FORMAT_JSON;
@@ -513,23 +514,80 @@ int cp_format__program_record(struct cp_text *text, enum cp_format format, const
 	if (!btf || !ring || !data)
 		return -EINVAL;
 	if (json) {
-		put(&out, "{\"type\":\"record\",\"ring\":");
-		put_json_value(&out, ring->name);
+		put(&out, has_launch ? "{\"type\":\"device_record\",\"ring\":" :
+				       "{\"type\":\"record\",\"ring\":");
+		put_json_value(&out, ring);
+		if (has_launch) {
+			put(&out, ",\"launch_seq\":");
+			put_u64(&out, launch_seq);
+		}
 		put(&out, ",\"record\":");
-		put_typed(&w, ring->type_id, data, size);
+		put_typed(&w, type_id, data, size);
 		put(&out, "}\n");
 		return cp_sink__text_done(&out);
 	}
-	put_text_string(&out, ring->name);
+	put_text_string(&out, ring);
+	if (has_launch) {
+		put(&out, " launch ");
+		put_u64(&out, launch_seq);
+	}
 	put(&out, ":");
 	/* A record with a stack or a histogram: a member a line, the blocks drawn below. */
-	if (ring->type_id && needs_block(btf, ring->type_id, 0)) {
-		put_value_lines(&w, ring->type_id, data, size);
+	if (type_id && needs_block(btf, type_id, 0)) {
+		put_value_lines(&w, type_id, data, size);
 	} else {
 		put(&out, " ");
-		put_typed(&w, ring->type_id, data, size);
+		put_typed(&w, type_id, data, size);
 	}
 	put(&out, "\n");
+	return cp_sink__text_done(&out);
+}
+
+int cp_format__program_record(struct cp_text *text, enum cp_format format, const struct btf *btf,
+			      const struct cp_program_ring_info *ring, const void *data, size_t size,
+			      const struct cp_btf_names *names)
+{
+	if (!ring)
+		return -EINVAL;
+	return format_record(text, format, btf, ring->name, ring->type_id, false, 0, data, size,
+			     names);
+}
+
+int cp_format__device_record(struct cp_text *text, enum cp_format format, const struct btf *btf,
+			     const char *ring, uint32_t type_id, uint64_t launch_seq,
+			     const void *data, size_t size, const struct cp_btf_names *names)
+{
+	return format_record(text, format, btf, ring, type_id, true, launch_seq, data, size, names);
+}
+
+static void put_count(struct cp_sink *out, const char *key, uint64_t value)
+{
+	put_str(out, key);
+	put_u64(out, value);
+}
+
+int cp_format__device_ring_summary(struct cp_text *text, const struct cp_device_ring_summary *s)
+{
+	struct cp_sink out = cp_sink__text(text);
+	size_t i;
+
+	if (!s || !s->ring)
+		return -EINVAL;
+	put(&out, "{\"type\":\"device_ring\",\"ring\":");
+	put_json_value(&out, s->ring);
+	put_count(&out, ",\"produced\":", s->produced);
+	put_count(&out, ",\"delivered\":", s->delivered);
+	put_count(&out, ",\"lost\":", s->lost);
+	put_count(&out, ",\"abandoned\":", s->abandoned);
+	put_count(&out, ",\"pending\":", s->pending);
+	put(&out, ",\"launches\":[");
+	for (i = 0; i < s->launch_count; i++) {
+		put_count(&out, i ? ",{\"launch_seq\":" : "{\"launch_seq\":", s->launches[i].launch_seq);
+		put_count(&out, ",\"delivered\":", s->launches[i].delivered);
+		put_count(&out, ",\"lost\":", s->launches[i].lost);
+		put(&out, "}");
+	}
+	put(&out, "]}\n");
 	return cp_sink__text_done(&out);
 }
 

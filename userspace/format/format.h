@@ -198,6 +198,27 @@ struct cp_btf_names {
 int cp_format__program_record(struct cp_text *text, enum cp_format format, const struct btf *btf,
 			      const struct cp_program_ring_info *ring, const void *data, size_t size,
 			      const struct cp_btf_names *names);
+/* A device ring at the end of a run: produced = delivered + lost + abandoned + pending. */
+struct cp_device_ring_launch {
+	uint64_t launch_seq;    /* 0: unknown */
+	uint64_t delivered, lost;
+};
+struct cp_device_ring_summary {
+	const char *ring;
+	uint64_t produced, delivered, lost, abandoned, pending;
+	struct cp_device_ring_launch *launches;
+	size_t launch_count;
+};
+/* {"type":"device_ring","ring":...,"produced":...,...,"launches":[{...}]}, one line (JSON only). */
+int cp_format__device_ring_summary(struct cp_text *text, const struct cp_device_ring_summary *s);
+/*
+ * One record of a device ring (CUPROBE_GPU_RING), of BTF type type_id, from
+ * the launch with that seq (0: unknown): "RING launch SEQ: {...}", or
+ * {"type":"device_record","ring":...,"launch_seq":...,"record":{...}}.
+ */
+int cp_format__device_record(struct cp_text *text, enum cp_format format, const struct btf *btf,
+			     const char *ring, uint32_t type_id, uint64_t launch_seq,
+			     const void *data, size_t size, const struct cp_btf_names *names);
 /*
  * One map, in pieces so that a map of any size streams through a bounded
  * text: begin (a header line, or the start of one JSON object), the
