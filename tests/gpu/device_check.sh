@@ -29,8 +29,8 @@
 #     per round the median of each, its ratio to the uninstrumented
 #     vec_add_plain of the same module and run, the median over rounds:
 #     an empty entry probe, a globaltimer read, a counter (aggregated per
-#     warp), one ring record per warp (not built yet: no ring for device
-#     programs at this commit; a row of its own). Also the same kernels
+#     warp), one ring record per warp (the device ring, drained at the
+#     syncs). Also the same kernels
 #     without cuprobe (nvcc's SASS; under cuprobe the whole module is JIT
 #     compiled from its PTX). Beside the published anchors and the goals.
 #  4. Attach cost: module load time (gpu/kernel_timing load: cuModuleLoadData
@@ -107,9 +107,7 @@ if installed torch; then
 fi
 
 # 3. Overhead: one run per size with every probe, one without cuprobe.
-# The ring variant joins the list (and device_overhead.bpf.c its program)
-# once device programs have a ring.
-variants=(plain empty timer counter)
+variants=(plain empty timer counter ring)
 for size in $sizes; do
 	run_case "overhead.$size" "$examples/device_overhead.bpf.o" \
 		"$timing" overhead "$rounds" "$launches" "$size" "${variants[@]}"

@@ -7,8 +7,8 @@
  *   vec_add_timer    a read of the globaltimer, kept (a count if it read 0)
  *   vec_add_counter  a counter: one add per thread to one map slot, which
  *                    the translation aggregates per warp (one red per warp)
- * vec_add_ring (one ring record per warp) gets its program when device
- * programs have a ring to write to.
+ *   vec_add_ring     one device-ring record per warp, written by the
+ *                    warp's first thread (block, warp in the block)
  */
 #include "device_check.bpf.h"
 
@@ -33,6 +33,28 @@ SEC("gpu/vec_add_counter")
 int GPU_PROG(counter_probe)
 {
 	count_one(&threads_counted);
+	return 0;
+}
+
+struct warp_record {
+	__u32 block;
+	__u32 warp;
+};
+
+/* Small on purpose: most warps find it full (counted lost, still the same reservation), so the run writes ~1,000 records a launch, not one per warp. */
+CUPROBE_GPU_RING(warp_records, struct warp_record, 1024);
+
+SEC("gpu/vec_add_ring")
+int GPU_PROG(ring_probe)
+{
+	__u64 thread = cuprobe_gpu_thread_index(ctx);
+	struct warp_record record = {};
+
+	if (thread % 32)
+		return 0;
+	record.block = (__u32)cuprobe_gpu_block_index(ctx);
+	record.warp = (__u32)(thread / 32);
+	cuprobe_gpu_output(warp_records, ctx, &record);
 	return 0;
 }
 
