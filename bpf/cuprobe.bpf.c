@@ -102,6 +102,8 @@ __u64 last_wakeup_ns = 0;
 CUPROBE_HASH(kernel_stats, struct cp_kernel_key, struct cp_kernel_stat, 16384);
 CUPROBE_HASH(api_stats, struct cp_api_key, struct cp_api_stat, 8192);
 CUPROBE_HASH(mem_stats, __u32, struct cp_mem_stat, 4096);
+/* --python with the aggregates (top): the Python stack id of each process's most recent launch. */
+CUPROBE_HASH(py_launch_stacks, __u32, __u64, 4096);
 CUPROBE_HASH(live_allocs, struct cp_alloc_key, struct cp_alloc_info, 65536);
 
 /* Per (process, device): allocations and live bytes; copies by direction. */
@@ -573,6 +575,11 @@ int BPF_KPROBE(launch)
 			     (__u64)l.grid[0] * l.grid[1] * l.grid[2] * l.block[0] * l.block[1] *
 			     l.block[2], l.kind == CP_LAUNCH_KIND_GRAPH);
 	py_stack = python_stack(c.pid_tgid, c.api, c.now);
+	if (aggregate && py_stack) {
+		__u32 tgid = c.pid_tgid >> 32;
+
+		bpf_map_update_elem(&py_launch_stacks, &tgid, &py_stack, BPF_ANY);
+	}
 	if (bench_omit & CP_OMIT_RECORD)
 		return 0;
 	/* Names are streamed in every mode (stats name its kernels too). */
