@@ -910,6 +910,31 @@ int BPF_KPROBE(call_stash)
 }
 
 /*
+ * cuprobe run --python: the calling thread's Python stack at the entry of
+ * a call a user's program is on, for cuprobe_python_stack_id(), with the
+ * entry's stack pointer to tell this call from an earlier one.
+ */
+SEC("uprobe")
+int BPF_KPROBE(python_stash)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
+	struct cuprobe_python_stack *slot;
+	__u64 id;
+
+	if (!traced(pid_tgid >> 32))
+		return 0;
+	id = python_stack(pid_tgid, CP_COOKIE_API(bpf_get_attach_cookie(ctx)), now);
+	/* A thread that never had a stack gets no storage. */
+	slot = bpf_task_storage_get(&cuprobe_python_stacks, bpf_get_current_task_btf(), 0,
+				    id ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!slot)
+		return 0;
+	slot->id = id;
+	slot->sp = PT_REGS_SP(ctx);
+	return 0;
+}
+
+/*
  * A VMM handle is freed once released and unmapped everywhere: whichever
  * call sees both counts at zero frees it, exactly once. Returns the
  * physical bytes freed.
