@@ -24,10 +24,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "bench_common.h"
 #include "cuprobe_internal.h"
 #include "tracer_internal.h"
-
-#define MAX_ROUNDS 32
 
 struct variant {
 	const char *name;
@@ -57,51 +56,13 @@ static const char *const others[] = { "copy", "call_entry", "call_return", "free
 #define N_OTHERS (sizeof(others) / sizeof(others[0]))
 static double other_ns[N_OTHERS][MAX_ROUNDS];
 
-static int discard(void *ctx, const union cp_event *event)
-{
-	(void)ctx;
-	(void)event;
-	return 0;
-}
-
-static int by_value(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *values, int n)
-{
-	double sorted[MAX_ROUNDS];
-
-	memcpy(sorted, values, n * sizeof(*values));
-	qsort(sorted, n, sizeof(*sorted), by_value);
-	return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-}
-
-/* Average run time of a program of the tracer's object, from the kernel's stats. */
-static double program_ns(struct cp_tracer *tracer, const char *name, unsigned long long *runs)
-{
-	struct bpf_program *prog = bpf_object__find_program_by_name(tracer->skel->obj, name);
-	struct bpf_prog_info info;
-	__u32 len = sizeof(info);
-
-	memset(&info, 0, sizeof(info));
-	*runs = 0;
-	if (!prog || bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) || !info.run_cnt)
-		return 0;
-	*runs = info.run_cnt;
-	return (double)info.run_time_ns / info.run_cnt;
-}
-
 /* One run of the workload under a tracer loaded with omit; -1 on failure. */
 static int measure(const char *lib, const char *workload, const char *launches, const char *threads,
 		   const struct variant *variant, double *launch_ns, double *others_ns)
 {
 	CP_OPTS(cp_tracer_opts, tracer_opts, .bench_omit = variant->omit, .ring_bytes = 64u << 20,
 		.wakeup_latency_ns = variant->wakeup_latency_ns);
-	CP_OPTS(cp_agent_opts, agent_opts, .on_event = discard);
+	CP_OPTS(cp_agent_opts, agent_opts, .on_event = bench_discard);
 	struct cp_tracer *tracer = cp_tracer__open(&tracer_opts);
 	unsigned long long runs;
 	struct cp_agent *agent = NULL;
@@ -130,9 +91,9 @@ static int measure(const char *lib, const char *workload, const char *launches, 
 		goto out;
 	}
 	cp_agent__stop(agent);
-	*launch_ns = program_ns(tracer, "launch", &runs);
+	*launch_ns = bench_program_ns(tracer, "launch", &runs);
 	for (i = 0; i < N_OTHERS; i++)
-		others_ns[i] = program_ns(tracer, others[i], &runs);
+		others_ns[i] = bench_program_ns(tracer, others[i], &runs);
 	status = *launch_ns > 0 ? 0 : -1;
 out:
 	cp_agent__free(agent);
@@ -170,11 +131,11 @@ int main(int argc, char **argv)
 	close(stats_fd);
 	printf("| launch probe | ns per run (median of %d) | saved vs whole |\n|---|---|---|\n", rounds);
 	for (v = 0; v < N_VARIANTS; v++)
-		printf("| %s | %.0f | %.0f |\n", variants[v].name, median(variants[v].ns, rounds),
-		       median(variants[0].ns, rounds) - median(variants[v].ns, rounds));
+		printf("| %s | %.0f | %.0f |\n", variants[v].name, bench_median(variants[v].ns, rounds),
+		       bench_median(variants[0].ns, rounds) - bench_median(variants[v].ns, rounds));
 	printf("\n| other program (whole) | ns per run (median of %d) |\n|---|---|\n", rounds);
 	for (i = 0; i < N_OTHERS; i++)
-		printf("| %s | %.0f |\n", others[i], median(other_ns[i], rounds));
+		printf("| %s | %.0f |\n", others[i], bench_median(other_ns[i], rounds));
 	printf("\n%s launches from %s thread(s) per run, driver %s.\n", launches, threads, argv[1]);
 	return 0;
 }

@@ -23,10 +23,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "bench_common.h"
 #include "cuprobe_internal.h"
 #include "tracer_internal.h"
-
-#define MAX_ROUNDS 32
 
 struct workload {
 	const char *name;
@@ -44,41 +43,6 @@ static struct workload workloads[] = {
 };
 #define N_WORKLOADS (sizeof(workloads) / sizeof(workloads[0]))
 
-static int discard(void *ctx, const union cp_event *event)
-{
-	(void)ctx;
-	(void)event;
-	return 0;
-}
-
-static int by_value(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(const double *values, int n)
-{
-	double sorted[MAX_ROUNDS];
-
-	memcpy(sorted, values, n * sizeof(*values));
-	qsort(sorted, n, sizeof(*sorted), by_value);
-	return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-}
-
-static double program_ns(struct cp_tracer *tracer, const char *name)
-{
-	struct bpf_program *prog = bpf_object__find_program_by_name(tracer->skel->obj, name);
-	struct bpf_prog_info info;
-	__u32 len = sizeof(info);
-
-	memset(&info, 0, sizeof(info));
-	if (!prog || bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) || !info.run_cnt)
-		return 0;
-	return (double)info.run_time_ns / info.run_cnt;
-}
-
 /* One run: the workload started held until traced, its rate read from its output. */
 static int measure(char **argv, bool walker, const struct workload *w, const char *launches,
 		   double *probe_ns, double *rate)
@@ -86,7 +50,7 @@ static int measure(char **argv, bool walker, const struct workload *w, const cha
 	CP_OPTS(cp_tracer_opts, tracer_opts, .ring_bytes = 64u << 20, .python_stacks = walker,
 		.hold_for_stacks = true);
 	CP_OPTS(cp_python_opts, python_opts);
-	CP_OPTS(cp_agent_opts, agent_opts, .on_event = discard);
+	CP_OPTS(cp_agent_opts, agent_opts, .on_event = bench_discard);
 	struct cp_tracer *tracer = cp_tracer__open(&tracer_opts);
 	struct cp_python *python = NULL;
 	struct cp_agent *agent = NULL;
@@ -136,7 +100,7 @@ static int measure(char **argv, bool walker, const struct workload *w, const cha
 		goto out;
 	}
 	cp_agent__stop(agent);
-	*probe_ns = program_ns(tracer, "launch");
+	*probe_ns = bench_program_ns(tracer, "launch", NULL);
 	*rate = 0;
 	if (w->depth) {
 		const char *at = strstr(text, "seconds=");
@@ -189,8 +153,10 @@ int main(int argc, char **argv)
 	printf("|---|---|---|---|---|---|---|\n");
 	for (i = 0; i < N_WORKLOADS; i++) {
 		const struct workload *w = &workloads[i];
-		double off = median(w->probe_ns[0], rounds), on = median(w->probe_ns[1], rounds);
-		double rate_off = median(w->rate[0], rounds), rate_on = median(w->rate[1], rounds);
+		double off = bench_median(w->probe_ns[0], rounds);
+		double on = bench_median(w->probe_ns[1], rounds);
+		double rate_off = bench_median(w->rate[0], rounds);
+		double rate_on = bench_median(w->rate[1], rounds);
 
 		if (w->depth)
 			printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.3f |\n", w->name, off, on, on - off,

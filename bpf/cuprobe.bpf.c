@@ -108,6 +108,8 @@ __u64 last_wakeup_ns = 0;
 CUPROBE_HASH(kernel_stats, struct cp_kernel_key, struct cp_kernel_stat, 16384);
 CUPROBE_HASH(api_stats, struct cp_api_key, struct cp_api_stat, 8192);
 CUPROBE_HASH(mem_stats, __u32, struct cp_mem_stat, 4096);
+/* --python with the aggregates (top): the Python stack id of each process's most recent launch. */
+CUPROBE_HASH(py_launch_stacks, __u32, __u64, 4096);
 CUPROBE_HASH(live_allocs, struct cp_alloc_key, struct cp_alloc_info, 65536);
 
 /* Per (process, device): allocations and live bytes; copies by direction. */
@@ -579,6 +581,11 @@ int BPF_KPROBE(launch)
 			     (__u64)l.grid[0] * l.grid[1] * l.grid[2] * l.block[0] * l.block[1] *
 			     l.block[2], l.kind == CP_LAUNCH_KIND_GRAPH);
 	py_stack = python_stack(c.pid_tgid, c.api, c.now);
+	if (aggregate && py_stack) {
+		__u32 tgid = c.pid_tgid >> 32;
+
+		bpf_map_update_elem(&py_launch_stacks, &tgid, &py_stack, BPF_ANY);
+	}
 	if (bench_omit & CP_OMIT_RECORD)
 		return 0;
 	/* Names are streamed in every mode (stats name its kernels too). */
@@ -905,6 +912,31 @@ int BPF_KPROBE(call_stash)
 	call = cuprobe_stash_of(&args, bpf_ktime_get_ns());
 	if (bpf_map_update_elem(&cuprobe_calls, &key, &call, BPF_ANY))
 		count(CP_CNT_PENDING_OVERFLOW);
+	return 0;
+}
+
+/*
+ * cuprobe run --python: the calling thread's Python stack at the entry of
+ * a call a user's program is on, for cuprobe_python_stack_id(), with the
+ * entry's stack pointer to tell this call from an earlier one.
+ */
+SEC("uprobe")
+int BPF_KPROBE(python_stash)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid(), now = bpf_ktime_get_ns();
+	struct cuprobe_python_stack *slot;
+	__u64 id;
+
+	if (!traced(pid_tgid >> 32))
+		return 0;
+	id = python_stack(pid_tgid, CP_COOKIE_API(bpf_get_attach_cookie(ctx)), now);
+	/* A thread that never had a stack gets no storage. */
+	slot = bpf_task_storage_get(&cuprobe_python_stacks, bpf_get_current_task_btf(), 0,
+				    id ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	if (!slot)
+		return 0;
+	slot->id = id;
+	slot->sp = PT_REGS_SP(ctx);
 	return 0;
 }
 

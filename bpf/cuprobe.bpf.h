@@ -44,7 +44,9 @@
  *  - every other map of the object, at exit and every -i seconds: keys and
  *    values from BTF; a struct cuprobe_hist is drawn as a log2 histogram, a
  *    cuprobe_kernel_t is shown as the kernel's name, a cuprobe_stack_t as a
- *    symbolized user stack (both of the pid in a field named "pid" beside).
+ *    symbolized user stack, a cuprobe_py_stack_t (cuprobe_python_stack_id(),
+ *    with --python) as its innermost Python frame (all of the pid in a field
+ *    named "pid" beside).
  *
  * Device programs, which run inside the GPU's kernels (SEC("gpu/GLOB")),
  * are described at the end of this file and in docs/device-programs.md.
@@ -117,6 +119,9 @@ CUPROBE_HASH(cuprobe_contexts, struct cuprobe_context_key, __s32 /* device ordin
 /* Each thread's context stack: task-local storage, read without hashing at every launch. */
 CUPROBE_TASK_STORAGE(cuprobe_thread_contexts, struct cuprobe_thread_context);
 
+/* run --python: each thread's Python stack at the entry of its current call. */
+CUPROBE_TASK_STORAGE(cuprobe_python_stacks, struct cuprobe_python_stack);
+
 /*
  * NCCL communicators of traced processes, by (pid, ncclComm_t): rank, size,
  * device and NCCL's id, filled when a call made them returned (or a query
@@ -156,6 +161,8 @@ typedef __u64 cuprobe_kernel_t;
 typedef __s64 cuprobe_stack_t;
 /* An address or handle (pointer, stream, event, context): printed in hex. */
 typedef __u64 cuprobe_addr_t;
+/* A Python stack id from cuprobe_python_stack_id(): printed as its innermost frame. */
+typedef __u64 cuprobe_py_stack_t;
 
 /*
  * A log2 histogram of any __u64 quantity: bucket 0 holds 0 and 1, bucket b
@@ -244,6 +251,26 @@ static __always_inline void cuprobe_hist_add(struct cuprobe_hist *hist, __u64 va
 static __always_inline cuprobe_stack_t cuprobe_user_stack(void *ctx)
 {
 	return bpf_get_stackid(ctx, &cuprobe_stacks, BPF_F_USER_STACK);
+}
+
+/*
+ * With `cuprobe run --python`: the id of the calling thread's Python stack
+ * at the entry of the call being probed (the id of trace's py_stack
+ * records), for a cuprobe_py_stack_t field of a program's own maps; 0 when
+ * the process is not Python, the thread has no Python frames, the stack
+ * could not be walked, or --python was not given. In an entry or a return
+ * program of a cuda/ family, and in the programs it calls with ctx.
+ */
+static __always_inline cuprobe_py_stack_t cuprobe_python_stack_id(struct pt_regs *ctx)
+{
+	struct cuprobe_python_stack *stack =
+		bpf_task_storage_get(&cuprobe_python_stacks, bpf_get_current_task_btf(), 0, 0);
+	__u64 sp = PT_REGS_SP(ctx);
+
+	/* The entry's stack pointer: this call's (sp + 8 at its return), not an earlier one's. */
+	if (!stack || (stack->sp != sp && stack->sp != sp - 8))
+		return 0;
+	return stack->id;
 }
 
 /*

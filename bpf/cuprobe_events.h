@@ -949,6 +949,12 @@ struct cuprobe_context_key {
 
 #define CUPROBE_CONTEXT_DEPTH 4
 
+/* run --python: the thread's Python stack (0: none) at the entry whose stack pointer is sp. */
+struct cuprobe_python_stack {
+	__u64 id;
+	__u64 sp;
+};
+
 /* A thread's context stack, each with its device (kept so a launch reads it in one look-up). */
 struct cuprobe_thread_context {
 	__u64 stack[CUPROBE_CONTEXT_DEPTH];

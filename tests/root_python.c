@@ -504,25 +504,32 @@ static void command_line(char **argv, size_t max, char *const *prefix, char *con
 	argv[n] = NULL;
 }
 
-/* The command line: trace --json --python, every launch carrying its frames. */
-Test(python, trace_json_gives_each_call_its_frames)
+/* Runs prefix (a cuprobe command line up to its "--") on the default workload: its JSON lines. */
+static json_t *run_cuprobe_json(char *const *prefix, const char *out, const char *err)
 {
-	char *dir = make_tmpdir(), *out = path_join(dir, "trace.json"), *err = path_join(dir, "err");
 	struct run_opts opts = { .stderr_path = err };
-	char *prefix[] = { CUPROBE_BIN, "trace", "--json", "--python", "--lib", CUDA_SIM_LIB, "-o",
-			   out, "--", NULL };
 	char *argv[40];
-	struct marked marks[MARKED_MAX];
-	size_t mark_count = find_markers(PY_LAUNCH, marks), i, launch_a = 0, threads = 0;
-	size_t deep = 0, with_frames = 0, ucs4 = 0;
-	json_t *records, *record;
 	int status;
 
 	require_root();
 	command_line(argv, 40, prefix, workload(NULL));
 	status = run_program(argv, &opts, NULL);
-	cr_assert_eq(status, 0, "cuprobe trace: %d: %s", status, read_text(err));
-	records = load_json_lines(out);
+	cr_assert_eq(status, 0, "cuprobe %s: %d: %s", prefix[1], status, read_text(err));
+	return load_json_lines(out);
+}
+
+/* The command line: trace --json --python, every launch carrying its frames. */
+Test(python, trace_json_gives_each_call_its_frames)
+{
+	char *dir = make_tmpdir(), *out = path_join(dir, "trace.json"), *err = path_join(dir, "err");
+	char *prefix[] = { CUPROBE_BIN, "trace", "--json", "--python", "--lib", CUDA_SIM_LIB, "-o",
+			   out, "--", NULL };
+	struct marked marks[MARKED_MAX];
+	size_t mark_count = find_markers(PY_LAUNCH, marks), i, launch_a = 0, threads = 0;
+	size_t deep = 0, with_frames = 0, ucs4 = 0;
+	json_t *records, *record;
+
+	records = run_cuprobe_json(prefix, out, err);
 	json_array_foreach(records, i, record) {
 		const char *type = jstr(record, "type");
 		json_t *frames = json_object_get(record, "py_stack"), *inner;
@@ -731,6 +738,78 @@ Test(python, stats_by_line_system_wide_from_the_attach_on)
 	free(go);
 	free(out);
 	free(stats);
+	free(err);
+	free(dir);
+}
+
+/*
+ * The launches a run --python line counted under pid on the lines of a marked
+ * name (by each stack's innermost frame, "FILE:LINE FUNCTION"); *cut: how
+ * many of those stacks were shown as cut.
+ */
+static long long run_counted(json_t *entries, long long pid, const struct marked *marks,
+			     size_t mark_count, const char *name, int *cut)
+{
+	long long sum = 0;
+	json_t *entry;
+	size_t i;
+
+	json_array_foreach(entries, i, entry) {
+		json_t *key = json_object_get(entry, "key");
+		const char *stack = jstr(key, "stack"), *at = strstr(stack, "py_launch.py:");
+
+		if (jint(key, "pid") != pid || !at ||
+		    !line_is(marks, mark_count, name, atoi(at + strlen("py_launch.py:"))))
+			continue;
+		sum += jint(entry, "value");
+		if (cut)
+			*cut += strstr(stack, " (cut)") != NULL;
+	}
+	return sum;
+}
+
+/* cuprobe run --python: bpf/examples/py_launch_lines.bpf.c counts each launch under its stack. */
+Test(python, run_hands_programs_the_stack_id)
+{
+	char *dir = make_tmpdir(), *out = path_join(dir, "run.json"), *err = path_join(dir, "err");
+	char *prefix[] = { CUPROBE_BIN, "run", (char *)root_owned_copy(EXAMPLES_DIR
+			   "/py_launch_lines.bpf.c"), "--python", "--json", "--lib", CUDA_SIM_LIB,
+			   "-o", out, "--", NULL };
+	struct marked marks[MARKED_MAX];
+	size_t mark_count = find_markers(PY_LAUNCH, marks), i;
+	json_t *lines, *line, *entries = NULL;
+	long long pid = 0, total = 0;
+	int cut = 0;
+
+	lines = run_cuprobe_json(prefix, out, err);
+	json_array_foreach(lines, i, line) {
+		if (!strcmp(jstr(line, "type"), "map") && !strcmp(jstr(line, "map"), "py_launch_lines"))
+			entries = json_object_get(line, "entries");
+	}
+	cr_assert(json_is_array(entries), "py_launch_lines not printed: %s", read_text(err));
+	json_array_foreach(entries, i, line) {
+		const char *stack = jstr(json_object_get(line, "key"), "stack");
+
+		/* Every launch is a Python thread's, and every stack was resolved. */
+		cr_expect(strstr(stack, "py_launch.py:"), "a stack not resolved: %s", stack);
+		pid = jint(json_object_get(line, "key"), "pid");
+		total += jint(line, "value");
+	}
+	cr_expect_eq(run_counted(entries, pid, marks, mark_count, "launch-a", NULL), ITERATIONS);
+	cr_expect_eq(run_counted(entries, pid, marks, mark_count, "launch-b", NULL),
+		     (ITERATIONS + 2) / 3);
+	cr_expect_eq(run_counted(entries, pid, marks, mark_count, "thread-launch", NULL),
+		     THREADS * THREAD_ITERATIONS);
+	cr_expect_eq(run_counted(entries, pid, marks, mark_count, "deep-launch", &cut), DEEP_CALLS);
+	cr_expect_gt(cut, 0, "the deep stacks are shown as cut");
+	cr_expect_eq(run_counted(entries, pid, marks, mark_count, "latin1-launch", NULL), 1);
+	cr_expect_eq(run_counted(entries, pid, marks, mark_count, "ucs2-launch", NULL), 1);
+	cr_expect_eq(run_counted(entries, pid, marks, mark_count, "ucs4-launch", NULL), 1);
+	cr_expect_eq(total, ITERATIONS + (ITERATIONS + 2) / 3 + THREADS * THREAD_ITERATIONS +
+		     DEEP_CALLS + 3, "launches counted in all");
+	json_decref(lines);
+	remove_tree(dir);
+	free(out);
 	free(err);
 	free(dir);
 }

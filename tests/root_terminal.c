@@ -59,7 +59,7 @@ static void sleep_s(double seconds)
  * writes its pid and execs cuprobe (so the pid is cuprobe's), and the first
  * writes cuprobe's exit status when it ends.
  */
-static void start_top(int cols, int rows)
+static void start_top(int cols, int rows, const char *options)
 {
 	char *script, *command = NULL, *pid;
 	FILE *file;
@@ -73,8 +73,8 @@ static void start_top(int cols, int rows)
 	file = fopen(script, "we");
 	cr_assert_not_null(file);
 	fprintf(file, "sh -c 'echo $$ > \"$0\"; exec \"$@\"' '%s' \\\n", run.pid_path);
-	fprintf(file, "\t'%s' top --interval %.1f --lib '%s' 2> '%s'\n", CUPROBE_BIN, INTERVAL_S,
-		CUDA_SIM_LIB, run.err_path);
+	fprintf(file, "\t'%s' top --interval %.1f --lib '%s' %s 2> '%s'\n", CUPROBE_BIN, INTERVAL_S,
+		CUDA_SIM_LIB, options, run.err_path);
 	fprintf(file, "echo \"exit=$?\" > '%s'\n", run.status_path);
 	cr_assert_eq(fclose(file), 0);
 	cr_assert(asprintf(&command, "sh '%s'", script) > 0);
@@ -228,7 +228,7 @@ Test(top, survives_every_terminal_size_and_quits_on_q, .fini = stop_all, .timeou
 	char *text, *status;
 	size_t i;
 
-	start_top(12, 3);
+	start_top(12, 3, "");
 	/* Drawn once attached: the title, cut to 12 columns. */
 	text = wait_for_pane(title, 60, "while attaching at 12x3");
 	cr_assert(text && strstr(text, "cuprobe top"), "top drew nothing at 12x3: %s", text);
@@ -286,7 +286,7 @@ Test(top, names_the_kernels_of_a_process_that_started_launching_before_it,
 	cr_assert(wait_for_text(truth, "kernel pid=", 20), "drv_launch did not start launching");
 	free(truth);
 
-	start_top(120, 30);
+	start_top(120, 30, "");
 	snprintf(row, sizeof(row), "%7d drv_launch ", (int)run.workload);
 	text = wait_for_pane(needles, 30, "attached to a running drv_launch");
 	cr_assert_not_null(text, "no capture of the pane");
@@ -300,6 +300,87 @@ Test(top, names_the_kernels_of_a_process_that_started_launching_before_it,
 		  "drv_launch's TOP KERNEL is not vec_add: \"%s\"", line);
 	cr_assert_eq(kill(run.workload, 0), 0, "drv_launch ended before the test did");
 	free(text);
+}
+
+/* The line of py_launch.py that ends with "  # @MARKER" (its only one). */
+static int marked_line(const char *marker)
+{
+	char *text = read_text(PY_LAUNCH), *at, *line;
+	char needle[64];
+	int number = 1;
+
+	cr_assert_not_null(text, "cannot read %s", PY_LAUNCH);
+	snprintf(needle, sizeof(needle), "  # @%s\n", marker);
+	at = strstr(text, needle);
+	cr_assert_not_null(at, "no %s in %s", needle, PY_LAUNCH);
+	for (line = text; line < at; line++)
+		number += *line == '\n';
+	free(text);
+	return number;
+}
+
+/* The sanitizer build's simulated driver needs its runtime loaded first in the interpreter. */
+#ifdef ASAN_RUNTIME
+#define PYTHON_ENV "/usr/bin/env", "LD_PRELOAD=" ASAN_RUNTIME, "ASAN_OPTIONS=detect_leaks=0",
+#else
+#define PYTHON_ENV
+#endif
+#define WORKLOAD_ARGS (sizeof(workload) / sizeof(workload[0]))
+
+/*
+ * --python: a Python process (py_launch.py through ctypes on the simulated
+ * driver, launching from one line in a loop, started before top) shows that
+ * line in its PYTHON LINE column; a 40-column pane still fits.
+ */
+Test(top, python_shows_the_line_of_the_last_launch, .fini = stop_all, .timeout = 120)
+{
+	/* Launches from @rate-launch for longer than the test: killed at its end. */
+	char *workload[] = { PYTHON_ENV PYTHON_BIN, PY_LAUNCH, CUDA_SIM_LIB, "1000000000", "--rate",
+			     "--depth", "0", "--wait-file", NULL, NULL };
+	char line_text[64], row[64], *text, *line, *end, *out, *go;
+	const char *needles[] = { row, line_text, NULL };
+	struct run_opts o = { 0 };
+
+	require_root();
+	run.workload_dir = make_tmpdir();
+	out = path_join(run.workload_dir, "out");
+	go = path_join(run.workload_dir, "go");
+	o.stdout_path = out;
+	workload[WORKLOAD_ARGS - 2] = go;
+	run.workload = spawn_program(workload, &o);
+	cr_assert_gt(run.workload, 0);
+	/* Its driver set up before top starts: top finds it as a running CUDA process. */
+	cr_assert(wait_for_text(out, "py_launch: ready", 30), "py_launch.py did not start");
+	cr_assert(write_text(go, ""), "cannot write %s", go);
+
+	start_top(160, 30, "--python");
+	snprintf(row, sizeof(row), "%7d ", (int)run.workload);
+	snprintf(line_text, sizeof(line_text), "py_launch.py:%d ", marked_line("rate-launch"));
+	text = wait_for_pane(needles, 30, "attached to a running py_launch.py");
+	cr_assert_not_null(text, "no capture of the pane");
+	cr_assert(strstr(text, "PYTHON LINE"), "no PYTHON LINE column:\n%s", text);
+	line = strstr(text, row);
+	cr_assert_not_null(line, "top shows no row for py_launch.py (\"%s\"):\n%s", row, text);
+	end = line + strcspn(line, "\n");
+	*end = '\0';
+	cr_assert(strstr(line, line_text), "py_launch.py's row does not show %s: \"%s\"", line_text,
+		  line);
+	cr_assert(strstr(line, "vec_add"), "py_launch.py's row has no kernel: \"%s\"", line);
+	free(text);
+
+	cr_assert(tmux_resize(&run.tmux, 40, 20), "tmux could not resize the window to 40x20");
+	sleep_s(3 * INTERVAL_S);
+	/* PID and COMMAND still fit in 40 columns; the rest is cut. */
+	snprintf(row, sizeof(row), "%7d python", (int)run.workload);
+	needles[1] = NULL;
+	text = wait_for_pane(needles, 10, "at 40x20");
+	cr_assert(text && strstr(text, row), "at 40x20 no row for py_launch.py:\n%s", text);
+	assert_fits(text, 40, 20);
+	free(text);
+	assert_alive("at 40x20");
+	cr_assert_eq(kill(run.workload, 0), 0, "py_launch.py ended before the test did");
+	free(out);
+	free(go);
 }
 
 /*

@@ -347,7 +347,7 @@ Test(completion, run_completes_its_program_then_its_options)
 	make_file(dir, "d.bpf.h");
 	programs = PATHS(dir, "a.bpf.c", "b.bpf.o", "sub");
 	for (enum mode mode = 0; mode < MODES; mode++) {
-		expect_completion(mode, "cuprobe run x.bpf.c --p", "--pid\n--ptx\n");
+		expect_completion(mode, "cuprobe run x.bpf.c --p", "--pid\n--ptx\n--python\n");
 		cr_assert(asprintf(&line, "cuprobe run %s/", dir) > 0);
 		expect_completion(mode, line, programs);
 		free(line);

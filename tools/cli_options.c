@@ -121,7 +121,7 @@ static const struct cp_option_doc option_docs[] = {
 		"verdict (gpu-bound or launch-bound) per process (every call is then\n"
 		"streamed to userspace)",
 	  } },
-	{ OPT_PYTHON, "python", 0, NULL, TRACE | STATS,
+	{ OPT_PYTHON, "python", 0, NULL, TRACE | STATS | TOP | RUN,
 	  "walk the calling thread's Python stack (CPython 3.10 to 3.14) at every\n"
 	  "launch, sync, copy and allocation; a process COMMAND starts is held at\n"
 	  "cuInit and at each new stack until cuprobe has read it",
@@ -139,6 +139,17 @@ static const struct cp_option_doc option_docs[] = {
 		"allocations; with --timeline, each line's kernels, their GPU time bound\n"
 		"and a verdict (every call is then streamed to userspace); a process\n"
 		"COMMAND starts is held at cuInit and at each new stack until read",
+		[CP_CMD_TOP] =
+		"walk the calling thread's Python stack (CPython 3.10 to 3.14) at every\n"
+		"launch, sync, copy and allocation, and show a PYTHON LINE column: the\n"
+		"FILE:LINE (file name without its directory) of the innermost frame of\n"
+		"each process's most recent launch that had a Python stack",
+		[CP_CMD_RUN] =
+		"walk the calling thread's Python stack (CPython 3.10 to 3.14) at the\n"
+		"entry of each call PROG's programs are on: cuprobe_python_stack_id(ctx)\n"
+		"hands them its id (0: none), a cuprobe_py_stack_t member of a map is\n"
+		"printed as the stack's innermost frame; a process COMMAND starts is held\n"
+		"at cuInit and at each new stack until cuprobe has read it",
 	  } },
 	{ OPT_PYTHON_OWN, "python-own", 0, NULL, STATS,
 	  "with --python (implied): name each call by the innermost frame of the\n"

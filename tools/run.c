@@ -96,7 +96,8 @@ static int on_record(void *arg, const void *data, size_t size)
 	struct run_ctx *run = ring->run;
 	struct cp_btf_names names = { .names = run->session->names,
 				      .symbolizer = run->session->symbolizer,
-				      .tracer = run->session->tracer };
+				      .tracer = run->session->tracer,
+				      .python = run->session->python };
 
 	/* Shorter than its declared type: counted, not printed from bytes it lacks. */
 	if (ring->info.type_id && size < ring->info.record_size) {
@@ -200,7 +201,8 @@ static void print_maps(struct run_ctx *run, bool final)
 	const struct cp_program *program = run->session->program;
 	struct cp_btf_names names = { .names = run->session->names,
 				      .symbolizer = run->session->symbolizer,
-				      .tracer = run->session->tracer };
+				      .tracer = run->session->tracer,
+				      .python = run->session->python };
 	struct cp_text text = { 0 };
 	size_t i, count = cp_program__map_count(program);
 	uint64_t not_printed = 0;

@@ -3,6 +3,8 @@
  * `cuprobe top`: every CUDA process on the host, refreshed every interval,
  * sorted by kernel launch rate, from the BPF aggregation maps (nothing per
  * call is streamed). The agent still runs, for kernel names and exits.
+ * With --python, a column names the innermost Python frame of each
+ * process's most recent launch (one map entry per process, kept in BPF).
  */
 #include <curses.h>
 #include <term.h>
@@ -32,6 +34,7 @@ struct top_row {
 	unsigned long long top_launches;
 	unsigned long long top_handle;
 	bool top_graph;
+	char python_line[64]; /* --python: FILE:LINE of the last launch's innermost frame */
 };
 
 struct top_ctx {
@@ -44,6 +47,7 @@ struct top_ctx {
 	unsigned long long previous_ns;
 	unsigned long long interval_ms;
 	unsigned long exited;
+	bool python;            /* --python: the PYTHON LINE column */
 	bool quit;
 };
 
@@ -77,6 +81,22 @@ static struct top_row *row_for(struct top_row *rows, size_t *count, uint32_t pid
 	memset(&rows[*count], 0, sizeof(rows[*count]));
 	rows[*count].pid = pid;
 	return &rows[(*count)++];
+}
+
+/* The file's last component and the line: the column stays narrow, and the line is what tells. */
+static void python_line(struct top_ctx *ctx, uint32_t pid, char *out, size_t size)
+{
+	struct cp_py_frame frame;
+	const char *base;
+	uint64_t stack_id;
+
+	snprintf(out, size, "-");
+	if (!ctx->session->python ||
+	    cp_tracer__python_launch_stack(ctx->session->tracer, pid, &stack_id) ||
+	    cp_python__frames(ctx->session->python, pid, stack_id, &frame, 1, NULL) < 1)
+		return;
+	base = strrchr(frame.file, '/');
+	snprintf(out, size, "%s:%d", base ? base + 1 : frame.file, (int)frame.line);
 }
 
 static int by_rate_desc(const void *a, const void *b)
@@ -161,6 +181,8 @@ static void refresh_view(void *arg)
 			rows[i].rate = rows[i].launches >= before ?
 				(rows[i].launches - before) / seconds : 0;
 		}
+		if (ctx->python)
+			python_line(ctx, rows[i].pid, rows[i].python_line, sizeof(rows[i].python_line));
 	}
 	cp_stats_snapshot__release(&snap);
 	qsort(rows, count, sizeof(rows[0]), by_rate_desc);
@@ -186,14 +208,15 @@ static void refresh_view(void *arg)
 	}
 	line++;
 	/* The bar spans the row: "TOP KERNEL" padded to a width put_line cuts. */
-	snprintf(text, sizeof(text), "%7s %-16s %11s %12s %9s %9s  %-*s", "PID", "COMMAND",
-		 "LAUNCH/S", "LAUNCHES", "DEV LIVE", "DEV PEAK", width, "TOP KERNEL");
+	snprintf(text, sizeof(text), "%7s %-16s %11s %12s %9s %9s  %s%-*s", "PID", "COMMAND",
+		 "LAUNCH/S", "LAUNCHES", "DEV LIVE", "DEV PEAK",
+		 ctx->python ? "PYTHON LINE               " : "", width, "TOP KERNEL");
 	attron(A_REVERSE);
 	put_line(line++, text, height, width);
 	attroff(A_REVERSE);
 	pthread_mutex_lock(&ctx->lock);
 	for (i = 0; i < count && line < height; i++) {
-		char live[16], peak[16], label[64];
+		char live[16], peak[16], label[64], python[32] = "";
 		const char *kernel = "-";
 
 		cp_format__bytes(rows[i].live_bytes, true, live, sizeof(live));
@@ -202,9 +225,16 @@ static void refresh_view(void *arg)
 		if (rows[i].top_launches)
 			kernel = cp_format__kernel_label(ctx->names, rows[i].pid, rows[i].top_handle,
 							 rows[i].top_graph, NULL, label, sizeof(label));
+		/* A longer FILE:LINE keeps its end: the line number is what tells. */
+		if (ctx->python) {
+			size_t n = strlen(rows[i].python_line);
+			const char *shown = rows[i].python_line + (n > 25 ? n - 25 : 0);
+
+			snprintf(python, sizeof(python), "%-25s ", shown);
+		}
 		/* The kernel takes the rest of the row, cut where the screen ends. */
-		snprintf(text, sizeof(text), "%7u %-16.16s %11.0f %12llu %9s %9s  %s", rows[i].pid,
-			 rows[i].comm, rows[i].rate, rows[i].launches, live, peak, kernel);
+		snprintf(text, sizeof(text), "%7u %-16.16s %11.0f %12llu %9s %9s  %s%s", rows[i].pid,
+			 rows[i].comm, rows[i].rate, rows[i].launches, live, peak, python, kernel);
 		put_line(line++, text, height, width);
 	}
 	pthread_mutex_unlock(&ctx->lock);
@@ -268,6 +298,7 @@ int cp_cmd_top(const union cp_options *options)
 	}
 	pthread_mutex_init(&ctx->lock, NULL);
 	ctx->interval_ms = opts->interval_ms ? opts->interval_ms : 1000;
+	ctx->python = opts->common.python;
 	tracer_opts.aggregate = true;
 	tracer_opts.no_call_records = true;
 	exit_code = cp_session__open(&session, &opts->common);

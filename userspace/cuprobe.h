@@ -599,6 +599,12 @@ CUPROBE_API int cp_tracer__live_allocs(const struct cp_tracer *tracer, uint32_t 
 /* The user stack stack_id, innermost first: returns the depth, or -ENOENT. */
 CUPROBE_API int cp_tracer__stack(const struct cp_tracer *tracer, int64_t stack_id, uint64_t *ips,
 				 size_t max);
+/*
+ * With python_stacks and aggregate: the Python stack id of pid's most recent
+ * launch that had one (resolve it with cp_python__frames). -ENOENT when none.
+ */
+CUPROBE_API int cp_tracer__python_launch_stack(const struct cp_tracer *tracer, uint32_t pid,
+					       uint64_t *stack_id);
 /* Removes every aggregation row of pid (after its final report was read). */
 CUPROBE_API int cp_tracer__forget_pid(struct cp_tracer *tracer, uint32_t pid);
 

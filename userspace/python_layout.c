@@ -25,6 +25,15 @@
 
 #define NONE CP_PY_NO_OFFSET
 
+/* What 3.11 and 3.12 have at the same place. */
+#define PY_311_AND_312								\
+	.flags = CP_PY_CFRAME,							\
+	.runtime_interpreters_head = 40, .interp_next = 0,			\
+	.tstate_next = 8, .tstate_interp = 16, .tstate_frame = 56,		\
+	.code_filename = 112, .code_name = 120, .code_qualname = 128,		\
+	.code_linetable = 136, .unicode_length = 16, .unicode_state = 32,	\
+	.bytes_size = 16, .bytes_data = 32
+
 struct py_table {
 	uint32_t version;
 	struct cp_py_proc layout;
@@ -46,31 +55,21 @@ static const struct py_table tables[] = {
 		.bytes_size = 16, .bytes_data = 32,
 	} },
 	{ CP_PY_VERSION(3, 11), {
-		.flags = CP_PY_CFRAME,
-		.runtime_interpreters_head = 40,
-		.interp_next = 0, .interp_threads_head = 16,
-		.tstate_next = 8, .tstate_interp = 16, .tstate_thread_id = 152,
-		.tstate_frame = 56, .cframe_current_frame = 8, .tstate_datastack = 296,
+		PY_311_AND_312,
+		.interp_threads_head = 16, .tstate_thread_id = 152,
+		.cframe_current_frame = 8, .tstate_datastack = 296,
 		/* _PyInterpreterFrame: f_code, previous, prev_instr, owner (a char) */
 		.frame_code = 32, .frame_previous = 48, .frame_instr = 56, .frame_owner = 69,
-		.code_filename = 112, .code_name = 120, .code_qualname = 128,
-		.code_linetable = 136, .code_firstlineno = 72, .code_adaptive = 184,
-		.unicode_length = 16, .unicode_state = 32,
+		.code_firstlineno = 72, .code_adaptive = 184,
 		.unicode_ascii_data = 48, .unicode_compact_data = 72,
-		.bytes_size = 16, .bytes_data = 32,
 	} },
 	{ CP_PY_VERSION(3, 12), {
-		.flags = CP_PY_CFRAME,
-		.runtime_interpreters_head = 40,
-		.interp_next = 0, .interp_threads_head = 72,
-		.tstate_next = 8, .tstate_interp = 16, .tstate_thread_id = 136,
-		.tstate_frame = 56, .cframe_current_frame = 0, .tstate_datastack = 232,
+		PY_311_AND_312,
+		.interp_threads_head = 72, .tstate_thread_id = 136,
+		.cframe_current_frame = 0, .tstate_datastack = 232,
 		.frame_code = 0, .frame_previous = 8, .frame_instr = 56, .frame_owner = 70,
-		.code_filename = 112, .code_name = 120, .code_qualname = 128,
-		.code_linetable = 136, .code_firstlineno = 68, .code_adaptive = 192,
-		.unicode_length = 16, .unicode_state = 32,
+		.code_firstlineno = 68, .code_adaptive = 192,
 		.unicode_ascii_data = 40, .unicode_compact_data = 56,
-		.bytes_size = 16, .bytes_data = 32,
 	} },
 };
 

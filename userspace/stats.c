@@ -368,6 +368,8 @@ int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.api_stats), sizeof(struct cp_api_key),
 			sorted, pid_count);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.mem_stats), sizeof(uint32_t), sorted, pid_count);
+	delete_pid_rows(bpf_map__fd(tracer->skel->maps.py_launch_stacks), sizeof(uint32_t), sorted,
+			pid_count);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.device_mem_stats), sizeof(struct cp_device_key),
 			sorted, pid_count);
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.copy_stats), sizeof(struct cp_copy_key),
@@ -386,6 +388,17 @@ int cp_tracer__forget_pids(struct cp_tracer *tracer, const uint32_t *pids, size_
 	delete_pid_rows(bpf_map__fd(tracer->skel->maps.cuprobe_nccl_comms),
 			sizeof(struct cuprobe_nccl_comm_key), sorted, pid_count);
 	free(sorted);
+	return 0;
+}
+
+int cp_tracer__python_launch_stack(const struct cp_tracer *tracer, uint32_t pid,
+				   uint64_t *stack_id)
+{
+	if (!tracer || !pid || !stack_id)
+		return -EINVAL;
+	if (bpf_map__lookup_elem(tracer->skel->maps.py_launch_stacks, &pid, sizeof(pid), stack_id,
+				 sizeof(*stack_id), 0))
+		return -ENOENT;
 	return 0;
 }
 

@@ -607,8 +607,9 @@ static int add_group(struct probe_group **groups, size_t *count, size_t *capacit
 
 /*
  * The groups for a table: cuprobe's programs on its families, every user's
- * program, and the stash on each family a user's return program reads (a
- * group whose family has no symbol in the table attaches nothing).
+ * program, the stash on each family a user's return program reads, and
+ * with --python the walker on each family a user's program is on (a group
+ * whose family has no symbol in the table attaches nothing).
  */
 static int table_groups(const struct cp_tracer *tracer, const struct probe_spec *table,
 			size_t count, struct probe_group **groups, size_t *group_count)
@@ -642,6 +643,20 @@ static int table_groups(const struct cp_tracer *tracer, const struct probe_spec 
 						      .family = binding->family };
 			if (!err)
 				err = add_group(groups, group_count, &capacity, &group);
+		}
+	}
+	/*
+	 * --python: the walk, at the entry of each family a user's program is
+	 * on, attached after every user's program: a probe's programs run
+	 * newest first, so the stack id is there for their entry programs too.
+	 */
+	for (p = 0; !err && tracer->skel->rodata->python_stacks && p < tracer->program_count; p++) {
+		struct cp_program *program = tracer->programs[p];
+
+		for (b = 0; !err && b < program->binding_count; b++) {
+			group = (struct probe_group){ .program = "python_stash",
+						      .family = program->bindings[b].family };
+			err = add_group(groups, group_count, &capacity, &group);
 		}
 	}
 	return err;

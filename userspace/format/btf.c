@@ -175,6 +175,24 @@ static void put_stack(struct btf_walk *w, int64_t stack_id)
 		put(w->out, "]");
 }
 
+/* A Python stack id: "FILE:LINE FUNCTION" of its innermost frame, in the process named by pid. */
+static void put_py_stack(struct btf_walk *w, uint64_t stack_id)
+{
+	struct cp_py_stack_info info = { 0 };
+	struct cp_py_frame frame;
+	char text[1024];
+
+	if (!stack_id)
+		snprintf(text, sizeof(text), "(no Python stack)");
+	else if (!w->names || !w->names->python ||
+		 cp_python__frames(w->names->python, w->pid, stack_id, &frame, 1, &info) < 1)
+		snprintf(text, sizeof(text), "0x%llx", (unsigned long long)stack_id);
+	else
+		snprintf(text, sizeof(text), "%s:%d %s%s", frame.file, (int)frame.line, frame.function,
+			 info.truncated ? " (cut)" : "");
+	put_walk_string(w, text);
+}
+
 /* The bounds of log2 bucket b: 0 and 1, then 2^(b-1)+1 to 2^b. */
 static void hist_bounds(size_t b, unsigned long long *low, unsigned long long *high)
 {
@@ -367,6 +385,10 @@ static void put_value(struct btf_walk *w, __u32 type_id, const unsigned char *da
 	}
 	if (is_typedef_named(w->btf, type, "cuprobe_stack_t")) {
 		put_stack(w, (int64_t)load_int(data, (size_t)size, true));
+		return;
+	}
+	if (is_typedef_named(w->btf, type, "cuprobe_py_stack_t")) {
+		put_py_stack(w, load_int(data, (size_t)size, false));
 		return;
 	}
 	if (is_typedef_named(w->btf, type, "cuprobe_addr_t")) {

@@ -192,6 +192,7 @@ struct cp_btf_names {
 	struct cp_names *names;            /* kernel names; may be NULL */
 	struct cp_symbolizer *symbolizer;  /* stack frames; may be NULL */
 	const struct cp_tracer *tracer;    /* where stacks are read; may be NULL */
+	struct cp_python *python;          /* Python stacks' frames (--python); may be NULL */
 	uint32_t pid;                      /* when no "pid" is beside a value; 0 = none */
 };
 /* One record of a ring, a text line or a JSON object. */
