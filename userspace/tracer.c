@@ -222,8 +222,7 @@ static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opt
 	skel->rodata->watch_nccl = opts->attach_events;
 	skel->rodata->hold_new_mappers = opts->attach_events && opts->hold_new_mappers &&
 					 !opts->system_wide;
-	skel->rodata->hold_for_stacks = opts->hold_for_stacks && opts->record_stacks &&
-					!opts->system_wide;
+	skel->rodata->hold_for_stacks = opts->hold_for_stacks && !opts->system_wide;
 	skel->rodata->launch_slot_magic = opts->launch_slots ? opts->launch_slot_magic : 0;
 	skel->rodata->name_late_handles = opts->name_late_handles;
 	skel->rodata->python_stacks = opts->python_stacks;
