@@ -40,6 +40,7 @@ const volatile bool watch_nccl = false;
 /* Stop a traced process that maps an uncovered file until the agent attached. */
 const volatile bool hold_new_mappers = false;
 const volatile bool hold_for_stacks = false;
+const volatile bool hold_at_init = false;
 /* A CP_EV_RETURN record at every API's return (--perfetto's slices). */
 const volatile bool return_records = false;
 /* Python stacks at launches, syncs, copies and allocations (cuprobe_python.bpf.h). */
@@ -813,10 +814,10 @@ int BPF_KPROBE(event)
 
 /* ---- calls whose result is read on return ---------------------------------- */
 
-/* hold_for_stacks: whether tgid's memory map is to be read before it goes on. */
+/* Whether tgid's memory map is to be read before it goes on (a traced process, not held). */
 static __always_inline bool maps_unread(__u32 tgid)
 {
-	return hold_for_stacks && filter_by_pid && !bpf_map_lookup_elem(&maps_read, &tgid) &&
+	return filter_by_pid && !bpf_map_lookup_elem(&maps_read, &tgid) &&
 	       !bpf_map_lookup_elem(&held_pids, &tgid);
 }
 
@@ -853,7 +854,7 @@ static __always_inline void hold_until_maps_read(struct call *c)
 	__u32 tgid = c->pid_tgid >> 32;
 	struct cp_proc_event *event;
 
-	if (!maps_unread(tgid))
+	if (!hold_for_stacks || !maps_unread(tgid))
 		return;
 	event = reserve(c->slots, sizeof(*event));
 	if (!event)
@@ -1628,11 +1629,11 @@ int BPF_KPROBE(init_entry)
 	event->kind = CP_PROC_CUDA_INIT;
 	PROCESS_COMM(event, (struct task_struct *)bpf_get_current_task());
 	/*
-	 * hold_for_stacks: the agent reads the memory map at this record, and a
+	 * hold_at_init: the agent reads the memory map at this record, and a
 	 * user's program may have stacks to name after the process exits
 	 * (cuprobe run). Taken first: Python's release below leaves this hold.
 	 */
-	if (maps_unread(tgid))
+	if (hold_at_init && maps_unread(tgid))
 		stop_until_maps_read(c.slots, tgid);
 	/* A process not checked for Python yet waits for the agent to look (this record). */
 	if (hold_for_python && !bpf_map_lookup_elem(&py_procs, &tgid))

@@ -497,14 +497,12 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	tracer_opts->runtime_attach = s->runtime;
 	/* Processes already running made handles no naming probe saw: their first launches name them. */
 	tracer_opts->name_late_handles = opts->pid_count || tracer_opts->system_wide;
-	/*
-	 * --python: COMMAND's processes are held until their interpreter and
-	 * each new stack are read. A user's program (run): until their memory
-	 * map is, at cuInit, so the stacks it records are named after they exit.
-	 */
+	/* --python: COMMAND's processes are held until their interpreter and each new stack are read. */
 	tracer_opts->python_stacks = opts->python;
-	if ((opts->python || s->program_elf) && opts->command && !s->program_load_only)
+	if (opts->python && opts->command)
 		tracer_opts->hold_for_stacks = true;
+	/* A user's program (run): until their memory map is read, so the stacks it records are named. */
+	tracer_opts->hold_at_init = s->program_elf && opts->command && !s->program_load_only;
 	s->system_wide = tracer_opts->system_wide;
 	s->tracer = cp_tracer__open(tracer_opts);
 	if (!s->tracer) {

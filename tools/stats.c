@@ -493,7 +493,7 @@ int cp_cmd_stats(const union cp_options *options)
 	tracer_opts.measure_latency = opts->latency;
 	tracer_opts.record_stacks = opts->stacks;
 	/* Processes cuprobe started exit at will: hold them until their stacks can be named. */
-	tracer_opts.hold_for_stacks = opts->common.command != NULL && opts->stacks;
+	tracer_opts.hold_for_stacks = opts->common.command != NULL;
 	/* The timeline, and the Python lines, need the launches, syncs and events themselves. */
 	tracer_opts.no_call_records = !opts->timeline && !opts->common.python;
 	if (opts->timeline) {

@@ -216,15 +216,21 @@ struct cp_tracer_opts {
 	 */
 	bool hold_new_mappers;
 	/*
-	 * Not system_wide: a traced process is stopped at cuInit (its
-	 * CP_PROC_CUDA_INIT record) and, with record_stacks, at its first
-	 * recorded stack after it maps new code, until the consumer has read its
-	 * memory map (a process that exits at once would leave its stacks, its
-	 * own or a user's program's, unnamed) and calls cp_tracer__maps_read.
-	 * Use it for processes cuprobe started: a job-control shell would see
-	 * its job stop.
+	 * With record_stacks and not system_wide: a traced process is stopped at
+	 * its first recorded stack, and again at the first one after it maps new
+	 * code, until the consumer has read its memory map (a process that exits
+	 * at once would leave its stacks unnamed) and calls
+	 * cp_tracer__maps_read. Use it for processes cuprobe started: a
+	 * job-control shell would see its job stop.
 	 */
 	bool hold_for_stacks;
+	/*
+	 * Not system_wide: a traced process is stopped at cuInit until the
+	 * consumer has read its memory map at the CP_PROC_CUDA_INIT record and
+	 * calls cp_tracer__maps_read, so the stacks a user's program records
+	 * (cuprobe run) are named after it exits. For processes cuprobe started.
+	 */
+	bool hold_at_init;
 	/* With attach events: also libcudart files and executables (static cudart). */
 	bool runtime_attach;
 	/*
