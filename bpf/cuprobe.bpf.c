@@ -46,6 +46,7 @@ const volatile bool watch_nccl = false;
 /* Stop a traced process that maps an uncovered file until the agent attached. */
 const volatile bool hold_new_mappers = false;
 const volatile bool hold_for_stacks = false;
+const volatile bool hold_at_init = false;
 /* A CP_EV_RETURN record at every API's return (--perfetto's slices). */
 const volatile bool return_records = false;
 /* Python stacks at launches, syncs, copies and allocations (cuprobe_python.bpf.h). */
@@ -826,34 +827,53 @@ int BPF_KPROBE(event)
 
 /* ---- calls whose result is read on return ---------------------------------- */
 
+/* Whether tgid's memory map is to be read before it goes on (a traced process, not held). */
+static __always_inline bool maps_unread(__u32 tgid)
+{
+	return filter_by_pid && !bpf_map_lookup_elem(&maps_read, &tgid) &&
+	       !bpf_map_lookup_elem(&held_pids, &tgid);
+}
+
+/*
+ * Stops the current process (SIGSTOP, taken before the call runs) until the
+ * agent has read its memory map and calls cp_tracer__maps_read. The caller
+ * has a record reserved, submitted only when this succeeds: a process
+ * stopped with nothing saying so would stay stopped.
+ */
+static __always_inline bool stop_until_maps_read(struct counter_slots *slots, __u32 tgid)
+{
+	struct cp_file_key none = {};
+
+	if (bpf_map_update_elem(&held_pids, &tgid, &none, BPF_ANY)) {
+		count_in(slots, CP_CNT_HOLD_FAILED);
+		return false;
+	}
+	if (bpf_send_signal(SIGSTOP_)) {
+		bpf_map_delete_elem(&held_pids, &tgid);
+		count_in(slots, CP_CNT_HOLD_FAILED);
+		return false;
+	}
+	return true;
+}
+
 /*
  * hold_for_stacks: the first stack of a process whose memory map the agent
- * has not read (since its last executable mapping) stops it (SIGSTOP, taken
- * before the call runs) and says so; the agent reads the map and continues
- * it. Without this a process exiting at once leaves its stacks unnamed.
+ * has not read (since its last executable mapping) stops it and says so;
+ * the agent reads the map and continues it. Without this a process exiting
+ * at once leaves its stacks unnamed.
  */
 static __always_inline void hold_until_maps_read(struct call *c)
 {
 	__u32 tgid = c->pid_tgid >> 32;
-	struct cp_file_key none = {};
 	struct cp_proc_event *event;
 
-	if (!hold_for_stacks || !filter_by_pid || bpf_map_lookup_elem(&maps_read, &tgid) ||
-	    bpf_map_lookup_elem(&held_pids, &tgid))
+	if (!hold_for_stacks || !maps_unread(tgid))
 		return;
-	/* The record first: a process stopped with nothing saying so would stay stopped. */
 	event = reserve(c->slots, sizeof(*event));
 	if (!event)
 		return;
-	if (bpf_map_update_elem(&held_pids, &tgid, &none, BPF_ANY)) {
+	if (!stop_until_maps_read(c->slots, tgid)) {
 		bpf_ringbuf_discard(event, 0);
-		count_in(c->slots, CP_CNT_HOLD_FAILED);
-		return;
-	}
-	if (bpf_send_signal(SIGSTOP_)) {
-		bpf_map_delete_elem(&held_pids, &tgid);
-		bpf_ringbuf_discard(event, 0);
-		count_in(c->slots, CP_CNT_HOLD_FAILED);
 		return;
 	}
 	__builtin_memset(event, 0, sizeof(*event));
@@ -1636,11 +1656,12 @@ int BPF_KPROBE(init_entry)
 {
 	struct cp_proc_event *event;
 	struct call c;
+	__u32 tgid;
 
 	if (!enter(ctx, &c))
 		return 0;
+	tgid = c.pid_tgid >> 32;
 	if (!filter_by_pid) {
-		__u32 tgid = c.pid_tgid >> 32;
 		__u8 one = 1;
 
 		if (bpf_map_update_elem(&cuprobe_targets, &tgid, &one, BPF_ANY))
@@ -1653,13 +1674,16 @@ int BPF_KPROBE(init_entry)
 	fill_header(&event->hdr, CP_EV_PROC, c.api, c.pid_tgid, c.now);
 	event->kind = CP_PROC_CUDA_INIT;
 	PROCESS_COMM(event, (struct task_struct *)bpf_get_current_task());
+	/*
+	 * hold_at_init: the agent reads the memory map at this record, and a
+	 * user's program may have stacks to name after the process exits
+	 * (cuprobe run). Taken first: Python's release below leaves this hold.
+	 */
+	if (hold_at_init && maps_unread(tgid))
+		stop_until_maps_read(c.slots, tgid);
 	/* A process not checked for Python yet waits for the agent to look (this record). */
-	if (hold_for_python) {
-		__u32 tgid = c.pid_tgid >> 32;
-
-		if (!bpf_map_lookup_elem(&py_procs, &tgid))
-			py_hold(tgid);
-	}
+	if (hold_for_python && !bpf_map_lookup_elem(&py_procs, &tgid))
+		py_hold(tgid);
 	submit(event, c.now, true);
 	return 0;
 }

@@ -313,6 +313,61 @@ bool wait_for_text(const char *path, const char *needle, double timeout_s)
 	return false;
 }
 
+/* The pid in the children list text (space-separated) whose /proc/PID/comm is comm, or 0. */
+static pid_t find_named(const char *list, const char *comm)
+{
+	char path[64], *name;
+	const char *p = list;
+	char *end;
+
+	for (; *p; p = end) {
+		pid_t pid = (pid_t)strtol(p, &end, 10);
+		bool same;
+
+		if (end == p)
+			break;
+		snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+		name = read_text(path);
+		same = name && (name[strcspn(name, "\n")] = '\0', !strcmp(name, comm));
+		free(name);
+		if (same)
+			return pid;
+	}
+	return 0;
+}
+
+pid_t child_named(pid_t parent, const char *comm, double timeout_s)
+{
+	double deadline = now_s() + timeout_s;
+	char path[96];
+	pid_t found;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", parent, parent);
+	do {
+		char *list = read_text(path);
+
+		found = list ? find_named(list, comm) : 0;
+		free(list);
+		if (found)
+			return found;
+		usleep(10000);
+	} while (now_s() < deadline);
+	return 0;
+}
+
+char process_state(pid_t pid)
+{
+	char path[64], *text, *close_paren;
+	char state = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	text = read_text(path);
+	if (text && (close_paren = strrchr(text, ')')) && close_paren[1] == ' ')
+		state = close_paren[2];
+	free(text);
+	return state;
+}
+
 pid_t start_background(char *const argv[])
 {
 	pid_t pid = fork();

@@ -72,6 +72,11 @@ int wait_program(pid_t pid, double timeout_s);
 /* Polls the file at path until it contains needle: false after timeout_s seconds. */
 bool wait_for_text(const char *path, const char *needle, double timeout_s);
 
+/* The child of parent whose command name is comm, waited for up to timeout_s seconds; 0 if none. */
+pid_t child_named(pid_t parent, const char *comm, double timeout_s);
+/* The state letter of /proc/PID/stat ('T' stopped, 'Z' exited, not reaped), or 0 when gone. */
+char process_state(pid_t pid);
+
 /* Starts argv in the background (stdio on /dev/null); returns its pid. */
 pid_t start_background(char *const argv[]);
 

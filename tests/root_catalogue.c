@@ -685,38 +685,6 @@ Test(attach, tracefs_is_mounted_where_it_is_not, .timeout = 120)
 	run_free(&r);
 }
 
-/* The state letter of /proc/PID/stat ('T' when stopped), or 0 when gone. */
-static char process_state(pid_t pid)
-{
-	char path[64], *text, *close_paren;
-	char state = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	text = read_text(path);
-	if (text && (close_paren = strrchr(text, ')')) && close_paren[1] == ' ')
-		state = close_paren[2];
-	free(text);
-	return state;
-}
-
-/* The pid of a process named comm whose parent is parent, or 0. */
-static pid_t child_named(pid_t parent, const char *comm)
-{
-	char command[256], *out;
-	pid_t pid = 0;
-	FILE *p;
-
-	snprintf(command, sizeof(command), "pgrep -P %d -x %s", parent, comm);
-	p = popen(command, "r");
-	cr_assert_not_null(p);
-	out = calloc(1, 64);
-	if (fgets(out, 64, p))
-		pid = atoi(out);
-	pclose(p);
-	free(out);
-	return pid;
-}
-
 Test(attach, the_guardian_continues_a_held_process_when_cuprobe_is_killed, .timeout = 120)
 {
 	char script[2048], *fresh;
@@ -736,13 +704,11 @@ Test(attach, the_guardian_continues_a_held_process_when_cuprobe_is_killed, .time
 	/* Orphans come to us, so the shell's exit status can still be read. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	cuprobe = spawn_program(argv, &o);
-	for (i = 0; i < 500 && !shell; i++, usleep(10000))
-		shell = child_named(cuprobe, "sh");
+	shell = child_named(cuprobe, "sh", 5);
 	cr_assert_neq(shell, 0, "the command did not start");
 	/* cuprobe cannot handle the attach event now: the process stays held. */
 	kill(cuprobe, SIGSTOP);
-	for (i = 0; i < 1000 && !workload; i++, usleep(10000))
-		workload = child_named(shell, "drv_launch");
+	workload = child_named(shell, "drv_launch", 10);
 	cr_assert_neq(workload, 0, "drv_launch did not start");
 	for (i = 0; i < 500 && process_state(workload) != 'T'; i++)
 		usleep(10000);

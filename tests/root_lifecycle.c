@@ -124,48 +124,6 @@ Test(embedding, stop_from_destructor_while_threads_launch)
 
 /* ---- the CLI: a target that dies, and cuprobe killed -------------------------- */
 
-/* The child of parent whose command name is comm (cuprobe also runs ldconfig). */
-static pid_t child_named(pid_t parent, const char *comm)
-{
-	char path[96], line[512], name[64];
-	int tries;
-
-	for (tries = 0; tries < 500; tries++) {
-		FILE *children;
-		char *p, *end;
-
-		snprintf(path, sizeof(path), "/proc/%d/task/%d/children", parent, parent);
-		children = fopen(path, "r");
-		line[0] = '\0';
-		if (children) {
-			if (!fgets(line, sizeof(line), children))
-				line[0] = '\0';
-			fclose(children);
-		}
-		for (p = line; *p; p = end) {
-			pid_t pid = (pid_t)strtol(p, &end, 10);
-			FILE *comm_file;
-
-			if (end == p)
-				break;
-			snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-			comm_file = fopen(path, "r");
-			if (!comm_file)
-				continue;
-			if (fgets(name, sizeof(name), comm_file)) {
-				name[strcspn(name, "\n")] = '\0';
-				if (!strcmp(name, comm)) {
-					fclose(comm_file);
-					return pid;
-				}
-			}
-			fclose(comm_file);
-		}
-		usleep(10000);
-	}
-	return -1;
-}
-
 Test(cli, target_killed_mid_stream_ends_the_trace_with_its_status)
 {
 	char *dir = make_tmpdir(), *events = path_join(dir, "events.json");
@@ -191,7 +149,7 @@ Test(cli, target_killed_mid_stream_ends_the_trace_with_its_status)
 		execv(CUPROBE_BIN, argv);
 		_exit(127);
 	}
-	target = child_named(cuprobe, "drv_launch");
+	target = child_named(cuprobe, "drv_launch", 5);
 	cr_assert_gt(target, 0, "cuprobe never started its command");
 	usleep(300000);
 	cr_assert_eq(kill(target, SIGKILL), 0);

@@ -473,17 +473,18 @@ Test(examples, launch_dims_text_draws_the_histogram, .timeout = 120)
 	free_result(&r);
 }
 
-Test(examples, slow_syncs_records_every_sync_with_its_stack, .timeout = 120)
+/*
+ * slow_syncs at min_us=0 on drv_launch 100 3 (pid): each launching thread's
+ * cuStreamSynchronize and main's cuCtxSynchronize, each with its stack
+ * named. Returns the records.
+ */
+static size_t check_sync_records(const struct run_result *r, long long pid)
 {
-	const char *const extra[] = { "--set", "min_us=0", NULL };
-	const char *const workload[] = { "100", "3", NULL };
-	struct run_result r;
 	json_t *line;
 	size_t i, records = 0, stream_syncs = 0, context_syncs = 0;
 
-	run_prog(&r, EXAMPLE("slow_syncs.bpf.c"), extra, workload, true);
-	cr_assert_eq(r.status, 0, "%s", r.err_text);
-	json_array_foreach(r.lines, i, line) {
+	cr_assert_eq(r->status, 0, "%s", r->err_text);
+	json_array_foreach(r->lines, i, line) {
 		json_t *record, *stack;
 		const char *api, *want;
 		bool named = false;
@@ -493,7 +494,7 @@ Test(examples, slow_syncs_records_every_sync_with_its_stack, .timeout = 120)
 			continue;
 		cr_assert_str_eq(jstr(line, "ring"), "slow_syncs");
 		record = json_object_get(line, "record");
-		cr_assert_eq(jint(record, "pid"), workload_value(&r, 0, "pid"));
+		cr_assert_eq(jint(record, "pid"), pid);
 		cr_assert_eq(jint(record, "result"), 0);
 		api = jstr(record, "api");
 		/* Each launching thread syncs its stream; main syncs the context once. */
@@ -517,9 +518,51 @@ Test(examples, slow_syncs_records_every_sync_with_its_stack, .timeout = 120)
 	}
 	cr_assert_eq(stream_syncs, 3);
 	cr_assert_eq(context_syncs, 1);
+	cr_assert(strstr(r->err_text, "ring slow_syncs: 4 records printed, 0 lost, 0 short"),
+		  "%s", r->err_text);
+	return records;
+}
+
+Test(examples, slow_syncs_records_every_sync_with_its_stack, .timeout = 120)
+{
+	const char *const extra[] = { "--set", "min_us=0", NULL };
+	const char *const workload[] = { "100", "3", NULL };
+	struct run_result r;
+	size_t records;
+
+	run_prog(&r, EXAMPLE("slow_syncs.bpf.c"), extra, workload, true);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	records = check_sync_records(&r, workload_value(&r, 0, "pid"));
 	cr_assert_eq((long long)records, workload_value(&r, 0, "syncs"));
-	cr_assert(strstr(r.err_text, "ring slow_syncs: 4 records printed, 0 lost, 0 short"),
-		  "%s", r.err_text);
+	free_result(&r);
+}
+
+/*
+ * A command that exits before cuprobe has read its records still has its
+ * stacks named: it is held at cuInit until its memory map is read. cuprobe
+ * stopped meanwhile makes the race certain: unheld, the command would run
+ * to its end first. Its start delay leaves time to stop cuprobe before cuInit.
+ */
+Test(examples, stacks_named_of_a_command_done_before_cuprobe_reads_them, .timeout = 120)
+{
+	const char *const extra[] = { "--set", "min_us=0", "--", DRV_LAUNCH, "100", "3",
+				      "--start-delay", "2000", NULL };
+	struct run_result r;
+	pid_t cuprobe, workload;
+	char state = 0;
+	int i;
+
+	cuprobe = start_run(&r, EXAMPLE("slow_syncs.bpf.c"), extra);
+	workload = child_named(cuprobe, "drv_launch", 10);
+	cr_assert_gt(workload, 0, "the command did not start");
+	cr_assert_eq(kill(cuprobe, SIGSTOP), 0);
+	/* Held at cuInit ('T'); unheld, it ends ('Z': cuprobe cannot reap it now). */
+	for (i = 0; i < 3000 && (state = process_state(workload)) != 'T' && state != 'Z'; i++)
+		usleep(10000);
+	cr_assert_eq(kill(cuprobe, SIGCONT), 0);
+	cr_assert_eq(state, 'T', "the command was not held at cuInit (state '%c')", state ? state : '-');
+	finish_run(&r, cuprobe);
+	check_sync_records(&r, workload);
 	free_result(&r);
 }
 

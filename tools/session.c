@@ -501,6 +501,8 @@ int cp_session__attach(struct cp_session *s, struct cp_tracer_opts *tracer_opts)
 	tracer_opts->python_stacks = opts->python;
 	if (opts->python && opts->command)
 		tracer_opts->hold_for_stacks = true;
+	/* A user's program (run): until their memory map is read, so the stacks it records are named. */
+	tracer_opts->hold_at_init = s->program_elf && opts->command && !s->program_load_only;
 	s->system_wide = tracer_opts->system_wide;
 	s->tracer = cp_tracer__open(tracer_opts);
 	if (!s->tracer) {

@@ -224,6 +224,13 @@ struct cp_tracer_opts {
 	 * job-control shell would see its job stop.
 	 */
 	bool hold_for_stacks;
+	/*
+	 * Not system_wide: a traced process is stopped at cuInit until the
+	 * consumer has read its memory map at the CP_PROC_CUDA_INIT record and
+	 * calls cp_tracer__maps_read, so the stacks a user's program records
+	 * (cuprobe run) are named after it exits. For processes cuprobe started.
+	 */
+	bool hold_at_init;
 	/* With attach events: also libcudart files and executables (static cudart). */
 	bool runtime_attach;
 	/*

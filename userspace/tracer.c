@@ -225,6 +225,7 @@ static void configure(struct cuprobe_bpf *skel, const struct cp_tracer_opts *opt
 					 !opts->system_wide;
 	skel->rodata->hold_for_stacks = opts->hold_for_stacks && opts->record_stacks &&
 					!opts->system_wide;
+	skel->rodata->hold_at_init = opts->hold_at_init && !opts->system_wide;
 	skel->rodata->launch_slot_magic = opts->launch_slots ? opts->launch_slot_magic : 0;
 	skel->rodata->name_late_handles = opts->name_late_handles;
 	skel->rodata->python_stacks = opts->python_stacks;
@@ -275,6 +276,7 @@ struct cp_tracer *cp_tracer__open(const struct cp_tracer_opts *caller_opts)
 	tracer->return_records = opts->return_records;
 	tracer->builtin_families = opts->families ? opts->families : ~0ull;
 	tracer->hold = tracer->skel->rodata->hold_new_mappers || tracer->skel->rodata->hold_for_stacks ||
+		       tracer->skel->rodata->hold_at_init ||
 		       tracer->skel->rodata->hold_for_python;
 	err = bpf_map__set_max_entries(tracer->skel->maps.events, ring_bytes);
 	if (!err)
