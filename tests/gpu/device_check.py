@@ -175,6 +175,24 @@ def check_counting(run, label, iterations_key, per_launch):
         note(f"coverage: {label}: not instrumentable", f"{detail}: {', '.join(sorted(names))}", "info")
 
 
+def check_ring(run, blocks_per_launch):
+    """gpu_warp_exits on vec_add: every (launch, block, warp) delivered once through the device ring."""
+    summary = run.lines("vec_add: ")
+    launches = int(summary[-1].get("launches", 0)) if summary else 0
+    expected = launches * blocks_per_launch * 8
+    records = [r for r in run.records if r.get("type") == "device_record"]
+    keys = {(r.get("launch_seq"), r["record"].get("block"), r["record"].get("warp"))
+            for r in records if isinstance(r.get("record"), dict)}
+    totals = [r for r in run.records if r.get("type") == "device_ring"]
+    lost = sum(int(t.get("lost", 0)) for t in totals)
+    abandoned = sum(int(t.get("abandoned", 0)) for t in totals)
+    row("device ring: gpu_warp_exits on vec_add: exit status, records, distinct (launch, block, warp), lost, abandoned",
+        f"{run.status or 'not run'}, {len(records)}, {len(keys)}, {lost}, {abandoned}",
+        f"0, {expected} ({launches} launches x {blocks_per_launch} blocks x 8 warps) each, 0, 0",
+        run.status == "0" and launches > 0 and len(records) == expected and len(keys) == expected
+        and lost == 0 and abandoned == 0 and len(totals) > 0)
+
+
 def check_python(run, seconds):
     if not run.present:
         note("coverage: PyTorch and Triton (gpu/device_coverage.py)", "torch not installed",
@@ -299,6 +317,7 @@ def main():
                    "vec_add: ", per_launch)
     check_counting(runs("driver_ptx"), "driver API, PTX by cuModuleLoadData (drv_launch)",
                    "drv_launch: ", per_launch)
+    check_ring(runs("ring"), per_launch // 256)
     cupy = runs("cupy")
     if cupy.present:
         check_counting(cupy, "CuPy RawKernel compiled to PTX (CUPY_COMPILE_WITH_PTX=1)",

@@ -91,6 +91,8 @@ run_case exact "$examples/device_exact.bpf.o" \
 run_case runtime "$examples/device_count.bpf.o" "$bundle/bin/vec_add" "$coverage_iterations" "$coverage_elements"
 run_case driver_ptx "$examples/device_count.bpf.o" \
 	"$bundle/bin/drv_launch" "$coverage_iterations" --elements "$coverage_elements"
+# The device ring, exact: one record per warp of vec_add (blocks of 256: 8 warps a block).
+run_case ring "$examples/gpu_warp_exits.bpf.o" "$bundle/bin/vec_add" "$coverage_iterations" "$coverage_elements"
 installed() { # MODULE: found by Python, without importing it (importing torch takes seconds)
 	python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('$1') is None)"
 }
