@@ -338,27 +338,40 @@ static char *copy_driver(const char *dir)
 	return copy;
 }
 
-Test(attach, system_wide_sees_a_driver_copied_to_another_directory, .timeout = 120)
+/*
+ * drv_launch (argv) run under a system-wide cuprobe with a copy of the driver
+ * in r's folder (its path in *copy): the workload's summary line, its pid in it.
+ */
+static char *system_wide_with_a_copied_driver(struct run *r, char **argv, char **copy)
 {
-	char *drv[] = { DRV_LAUNCH, "300", "--start-delay", "500", NULL };
-	char env_line[512], *env[] = { env_line, NULL }, *copy, *workload_out, *line;
-	struct run r;
-	json_t *attach;
+	char env_line[512], *env[] = { env_line, NULL }, *workload_out, *line;
 	pid_t tracer;
 
-	run_init(&r);
-	copy = copy_driver(r.dir);
-	snprintf(env_line, sizeof(env_line), "LD_LIBRARY_PATH=%s", r.dir);
-	workload_out = path_join(r.dir, "workload.txt");
-	tracer = start_system_wide(&r);
+	run_init(r);
+	*copy = copy_driver(r->dir);
+	snprintf(env_line, sizeof(env_line), "LD_LIBRARY_PATH=%s", r->dir);
+	workload_out = path_join(r->dir, "workload.txt");
+	tracer = start_system_wide(r);
 	{
 		struct run_opts o = { .stdout_path = workload_out, .extra_env = env };
 
-		cr_assert_eq(run_program(drv, &o, NULL), 0);
+		cr_assert_eq(run_program(argv, &o, NULL), 0);
 	}
-	stop_system_wide(&r, tracer);
+	stop_system_wide(r, tracer);
 	line = find_line(read_text(workload_out), "drv_launch: pid=", 0);
 	cr_assert_not_null(line);
+	free(workload_out);
+	return line;
+}
+
+Test(attach, system_wide_sees_a_driver_copied_to_another_directory, .timeout = 120)
+{
+	char *drv[] = { DRV_LAUNCH, "300", "--start-delay", "500", NULL };
+	char *copy, *line;
+	struct run r;
+	json_t *attach;
+
+	line = system_wide_with_a_copied_driver(&r, drv, &copy);
 	cr_assert_eq(launches_of(r.json, line_value(line, "pid")), 300, "stderr:\n%s", r.err_text);
 	attach = attach_of(r.json, line_value(line, "pid"));
 	cr_assert_not_null(attach, "no attach record");
@@ -389,7 +402,6 @@ Test(attach, system_wide_sees_a_driver_copied_to_another_directory, .timeout = 1
 	}
 	free(line);
 	free(copy);
-	free(workload_out);
 	run_free(&r);
 }
 
@@ -397,26 +409,13 @@ Test(attach, system_wide_sees_a_driver_copied_to_another_directory, .timeout = 1
 Test(attach, system_wide_sees_the_exit_of_a_process_that_mapped_a_driver_before_its_probes, .timeout = 120)
 {
 	char *drv[] = { DRV_LAUNCH, "20", NULL };
-	char env_line[512], *env[] = { env_line, NULL }, *copy, *workload_out, *line;
+	char *copy, *line;
 	long long pid;
 	size_t exits = 0, i;
 	struct run r;
 	json_t *ev;
-	pid_t tracer;
 
-	run_init(&r);
-	copy = copy_driver(r.dir);
-	snprintf(env_line, sizeof(env_line), "LD_LIBRARY_PATH=%s", r.dir);
-	workload_out = path_join(r.dir, "workload.txt");
-	tracer = start_system_wide(&r);
-	{
-		struct run_opts o = { .stdout_path = workload_out, .extra_env = env };
-
-		cr_assert_eq(run_program(drv, &o, NULL), 0);
-	}
-	stop_system_wide(&r, tracer);
-	line = find_line(read_text(workload_out), "drv_launch: pid=", 0);
-	cr_assert_not_null(line);
+	line = system_wide_with_a_copied_driver(&r, drv, &copy);
 	pid = line_value(line, "pid");
 	cr_assert_not_null(attach_of(r.json, pid), "no attach record");
 	json_array_foreach(r.json, i, ev)
@@ -426,7 +425,6 @@ Test(attach, system_wide_sees_the_exit_of_a_process_that_mapped_a_driver_before_
 	cr_assert_eq(exits, 1, "exit records of pid %lld: %zu\nstderr:\n%s", pid, exits, r.err_text);
 	free(line);
 	free(copy);
-	free(workload_out);
 	run_free(&r);
 }
 

@@ -71,7 +71,7 @@ clang-14 -m32 -shared -fPIC -nostdlib -Os -o "$tmp/lib32.so" "$tmp/lib.c"
 clang-14 -c -fPIC -Os -o "$tmp/lib.o" "$tmp/lib.c"
 cp "$tmp/lib64.so" $corpus/elf/lib64.so
 cp "$tmp/lib32.so" $corpus/elf/lib32.so
-cp "$tmp/lib.o" $corpus/elf/relocatable.o
+cp "$tmp/lib.o" $corpus/elf/relocatable.elf
 llvm-objcopy-14 --strip-all "$tmp/lib64.so" $corpus/elf/stripped.so
 head -c 1024 "$tmp/lib64.so" > $corpus/elf/cut.so
 
