@@ -20,16 +20,18 @@ tiny=K loop_s=T", T the measured loop's time up to its final sync.
 --profile FILE runs the measured loop under torch.profiler with
 with_stack=True and writes FILE, JSON: the loop's CLOCK_MONOTONIC bounds
 (start_ns, end_ns) and the kernel launches the profiler saw per line of
-this script ("launches_by_line": the innermost frame in it of the op that
-launched each), to set against cuprobe's count on the same run.
+this script ("launches_by_line": each launch placed by time under the
+innermost op or Python call of its thread that stands on a line of the
+script), to set against cuprobe's count on the same run.
 
 --rate-seconds T runs the step for T seconds instead and prints, every
 0.2 s, "torch_item_loop: rate t_ns=N steps=S" (CLOCK_MONOTONIC at the end
 of the sample, steps in it; each sample ends with a sync): a tracer
 attached and detached meanwhile shows what it costs, in one process.
 """
-import json
 import argparse
+import bisect
+import json
 import os
 import sys
 import time
@@ -78,29 +80,62 @@ def start_profiler():
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 
 
+def script_line_of(event, script):
+    """The line of this script an event stands on: the innermost frame of its
+    stack in the script (an op recorded with with_stack), or, for the Python
+    tracer's call events ("path(line): function", the call site), its own."""
+    for frame in getattr(event, "stack", None) or []:
+        # "path(line): function", innermost first
+        where, _, _ = frame.partition(": ")
+        file, _, number = where.rpartition("(")
+        if number.endswith(")") and number[:-1].isdigit() and os.path.abspath(file) == script:
+            return int(number[:-1])
+    where, _, _ = event.name.partition(": ")
+    file, _, number = where.rpartition("(")
+    if number.endswith(")") and number[:-1].isdigit() and file and os.path.abspath(file) == script:
+        return int(number[:-1])
+    return None
+
+
 def write_profile(profiler, path, start_ns, end_ns):
-    """Each launch the profiler saw, by the innermost frame in this script of the op above it."""
+    """Each launch the profiler saw, by the line of this script it happened under.
+
+    The profiler's runtime events (cudaLaunchKernel) carry no stack and, on
+    recent torch, no cpu_parent: a launch is placed by time instead, under the
+    innermost event of the same thread whose span holds the launch's start and
+    that stands on a line of this script (an op with a stack, or a Python call)."""
     script = os.path.abspath(__file__)
-    by_line, unplaced = {}, 0
+    launches, placers = [], {}
     for event in profiler.events():
-        if event.name not in LAUNCH_NAMES:
+        if event.name in LAUNCH_NAMES:
+            launches.append(event)
             continue
-        line, op = None, event
-        while op is not None and line is None:
-            for frame in op.stack or []:
-                # "path(line): function", innermost first
-                where, _, _ = frame.partition(": ")
-                file, _, number = where.rpartition("(")
-                if os.path.abspath(file) == script and number.endswith(")"):
-                    line = int(number[:-1])
-                    break
-            op = op.cpu_parent
+        line = script_line_of(event, script)
+        if line is not None:
+            span = event.time_range
+            placers.setdefault(event.thread, []).append((span.start, -span.end, line))
+    for spans in placers.values():
+        spans.sort()
+    starts = {thread: [s[0] for s in spans] for thread, spans in placers.items()}
+    by_line, unplaced = {}, 0
+    for launch in launches:
+        at, line = launch.time_range.start, None
+        spans = placers.get(launch.thread, [])
+        # the latest-starting span that holds the launch is the innermost
+        i = bisect.bisect_right(starts.get(launch.thread, []), at) - 1
+        while i >= 0 and line is None:
+            span_start, negative_end, span_line = spans[i]
+            if -negative_end >= at:
+                line = span_line
+            i -= 1
         if line is None:
             unplaced += 1
         else:
             by_line[line] = by_line.get(line, 0) + 1
     with open(path, "w", encoding="utf-8") as out:
-        json.dump({"start_ns": start_ns, "end_ns": end_ns, "launches_unplaced": unplaced,
+        json.dump({"start_ns": start_ns, "end_ns": end_ns, "launches": len(launches),
+                   "launches_unplaced": unplaced,
+                   "events_on_script_lines": sum(len(s) for s in placers.values()),
                    "launches_by_line": {str(k): v for k, v in by_line.items()}}, out)
 
 

@@ -696,6 +696,42 @@ Test(python, stats_by_line_exactly)
 	free(dir);
 }
 
+/* An interval report of pid in stats (being written) whose lines hold its last call, 𠀀's. */
+static bool report_has_last_call(const char *stats, long long pid)
+{
+	char *text = read_text(stats), *line, *save = NULL;
+	bool found = false;
+
+	for (line = text ? strtok_r(text, "\n", &save) : NULL; line && !found;
+	     line = strtok_r(NULL, "\n", &save)) {
+		json_t *record = json_loads(line, 0, NULL), *row;
+		size_t i;
+
+		/* the line being written is not JSON yet */
+		if (record && json_is_object(record) && json_is_string(json_object_get(record, "type")) &&
+		    !strcmp(jstr(record, "type"), "stats") &&
+		    json_integer_value(json_object_get(record, "pid")) == pid)
+			json_array_foreach(json_object_get(record, "python_lines"), i, row)
+				if (json_is_string(json_object_get(row, "function")) &&
+				    !strcmp(jstr(row, "function"), "\xf0\xa0\x80\x80") &&
+				    json_integer_value(json_object_get(row, "launches")) > 0)
+					found = true;
+		json_decref(record);
+	}
+	free(text);
+	return found;
+}
+
+static bool wait_for_last_call(const char *stats, long long pid, int seconds)
+{
+	for (int i = 0; i < seconds * 20; i++) {
+		if (report_has_last_call(stats, pid))
+			return true;
+		usleep(50 * 1000);
+	}
+	return false;
+}
+
 /*
  * Late, system-wide: stats --python started after the workload set its
  * driver up counts every call from the attach on, by line, exactly.
@@ -707,7 +743,7 @@ Test(python, stats_by_line_system_wide_from_the_attach_on)
 	struct run_opts work_opts = { .stdout_path = out };
 	struct run_opts cuprobe_opts = { .stderr_path = err };
 	char *argv[] = { CUPROBE_BIN, "stats", "-v", "--json", "--python", "--lib", CUDA_SIM_LIB,
-			 "-o", stats, "-d", "90", NULL };
+			 "-i", "0.1", "-o", stats, "-d", "90", NULL };
 	json_t *records;
 	pid_t pid, tracer;
 	int fd;
@@ -723,8 +759,13 @@ Test(python, stats_by_line_system_wide_from_the_attach_on)
 	cr_assert_geq(fd, 0);
 	close(fd);
 	cr_assert(wait_for_text(out, "py_launch: done", 60), "py_launch.py did not finish");
-	/* Not held: its code objects must live until the agent has read each new stack. */
-	usleep(1500 * 1000);
+	/*
+	 * Held until an interval report counts its last call (the ring is read in
+	 * order, so every call before it was read too): its code objects must
+	 * live until the agent has read each new stack.
+	 */
+	cr_assert(wait_for_last_call(stats, pid, 60), "no report counted the last call: %s",
+		  read_text(err));
 	cr_assert_eq(unlink(go), 0);
 	cr_assert_eq(wait_program(pid, 60), 0, "py_launch.py failed");
 	/* Its exit reported, then cuprobe stopped. */

@@ -152,8 +152,10 @@ else:
         row(f"launches at line {line} {('@' + name) if name else ''}: cuprobe vs torch.profiler",
             f"{mine} vs {prof}", "equal (within 2%)",
             prof > 0 and abs(mine - prof) <= max(1, prof * 0.02))
-    note("profiler launches on no line of the script (autograd's thread); cuprobe's main-thread "
-         "launches on none", f"{profile['launches_unplaced']}; {ours.get(None, 0)}", "info")
+    note("profiler launches on no line of the script (autograd's thread), of all it saw; "
+         "its events on a script line; cuprobe's main-thread launches on none",
+         f"{profile['launches_unplaced']} of {profile.get('launches', '?')}; "
+         f"{profile.get('events_on_script_lines', '?')}; {ours.get(None, 0)}", "info")
 
 # ---- 2. stats --python --timeline: the .item() line
 srun = summary(f"{work}/stats.txt")
