@@ -20,9 +20,13 @@ tiny=K loop_s=T", T the measured loop's time up to its final sync.
 --profile FILE runs the measured loop under torch.profiler with
 with_stack=True and writes FILE, JSON: the loop's CLOCK_MONOTONIC bounds
 (start_ns, end_ns) and the kernel launches the profiler saw per line of
-this script ("launches_by_line": each launch placed by time under the
-innermost op or Python call of its thread that stands on a line of the
-script), to set against cuprobe's count on the same run.
+this script ("launches_by_line", and per system thread id in
+"launches_by_thread_and_line": each launch placed by time under the
+innermost op of its thread whose stack stands on a line of the script), to
+set against cuprobe's count on the same run ("main_thread": the key of the
+main thread). The profiler's frames carry
+each function's first line, not the line running: its "lines" are the
+functions' def lines.
 
 --rate-seconds T runs the step for T seconds instead and prints, every
 0.2 s, "torch_item_loop: rate t_ns=N steps=S" (CLOCK_MONOTONIC at the end
@@ -70,30 +74,47 @@ def rate(step, seconds):
 
 
 def start_profiler():
+    # with_stack alone gives empty stacks on torch 2.0 to 2.3 and, measured,
+    # on the H200's torch: the Python frames reach the events only with the
+    # experimental config's verbose set (pytorch/pytorch#100253, #127951).
+    extra = {}
+    config = getattr(getattr(torch._C, "_profiler", None), "_ExperimentalConfig", None)
+    if config is not None:
+        extra["experimental_config"] = config(verbose=True)
     profiler = torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],
-        with_stack=True)
+        with_stack=True, **extra)
     profiler.start()
     return profiler
 
 
+MAIN_MARKER = "torch_item_loop: main thread"
 LAUNCH_NAMES = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx")
 
 
+def is_script(file, script):
+    """The profiler writes paths relative to the sys.path entry they were found under."""
+    return file == script or script.endswith(os.sep + file)
+
+
 def script_line_of(event, script):
-    """The line of this script an event stands on: the innermost frame of its
-    stack in the script (an op recorded with with_stack), or, for the Python
-    tracer's call events ("path(line): function", the call site), its own."""
+    """The innermost frame of an op's stack (with_stack) in this script: its line, or None."""
     for frame in getattr(event, "stack", None) or []:
         # "path(line): function", innermost first
         where, _, _ = frame.partition(": ")
         file, _, number = where.rpartition("(")
-        if number.endswith(")") and number[:-1].isdigit() and os.path.abspath(file) == script:
+        if number.endswith(")") and number[:-1].isdigit() and is_script(file, script):
             return int(number[:-1])
-    where, _, _ = event.name.partition(": ")
-    file, _, number = where.rpartition("(")
-    if number.endswith(")") and number[:-1].isdigit() and file and os.path.abspath(file) == script:
-        return int(number[:-1])
+    return None
+
+
+def innermost_line(spans, starts, at):
+    """The line of the latest-starting span (start, -end, line) that holds at: the innermost."""
+    i = bisect.bisect_right(starts, at) - 1
+    while i >= 0:
+        if -spans[i][1] >= at:
+            return spans[i][2]
+        i -= 1
     return None
 
 
@@ -101,42 +122,63 @@ def write_profile(profiler, path, start_ns, end_ns):
     """Each launch the profiler saw, by the line of this script it happened under.
 
     The profiler's runtime events (cudaLaunchKernel) carry no stack and, on
-    recent torch, no cpu_parent: a launch is placed by time instead, under the
-    innermost event of the same thread whose span holds the launch's start and
-    that stands on a line of this script (an op with a stack, or a Python call)."""
+    recent torch, no cpu_parent: a launch is placed by time, under the
+    innermost op of its thread whose span holds the launch's start and whose
+    stack stands on a line of this script. Ops name their thread by the
+    profiler's own small numbers, runtime events by the system's: each op
+    thread is taken for the system thread most of whose launches its ops hold.
+    (The Python tracer's call events are no help: they name the callee's
+    first line, not the line that called it.)"""
     script = os.path.abspath(__file__)
-    launches, placers = [], {}
+    launches, ops, with_stack, sample = {}, {}, 0, None
+    main_op_thread = None
     for event in profiler.events():
-        if event.name in LAUNCH_NAMES:
-            launches.append(event)
+        if event.name == MAIN_MARKER:
+            main_op_thread = event.thread
             continue
+        if event.name in LAUNCH_NAMES:
+            launches.setdefault(event.thread, []).append(event.time_range.start)
+            continue
+        if getattr(event, "stack", None):
+            with_stack += 1
+            sample = sample or event.stack[:3]
         line = script_line_of(event, script)
         if line is not None:
-            span = event.time_range
-            placers.setdefault(event.thread, []).append((span.start, -span.end, line))
-    for spans in placers.values():
+            ops.setdefault(event.thread, []).append((event.time_range.start, -event.time_range.end, line))
+    starts = {}
+    for thread, spans in ops.items():
         spans.sort()
-    starts = {thread: [s[0] for s in spans] for thread, spans in placers.items()}
-    by_line, unplaced = {}, 0
-    for launch in launches:
-        at, line = launch.time_range.start, None
-        spans = placers.get(launch.thread, [])
-        # the latest-starting span that holds the launch is the innermost
-        i = bisect.bisect_right(starts.get(launch.thread, []), at) - 1
-        while i >= 0 and line is None:
-            span_start, negative_end, span_line = spans[i]
-            if -negative_end >= at:
-                line = span_line
-            i -= 1
-        if line is None:
-            unplaced += 1
-        else:
+        starts[thread] = [span[0] for span in spans]
+    threads = {}
+    for op_thread, spans in ops.items():
+        held = {tid: sum(innermost_line(spans, starts[op_thread], at) is not None for at in ats)
+                for tid, ats in launches.items()}
+        best = max(held, key=held.get, default=None)
+        if best is not None and held[best] > 0:
+            threads.setdefault(best, []).append(op_thread)
+    by_line, by_thread, unplaced = {}, {}, 0
+    for tid, ats in launches.items():
+        for at in ats:
+            line = None
+            for op_thread in threads.get(tid, []):
+                line = line or innermost_line(ops[op_thread], starts[op_thread], at)
+            if line is None:
+                unplaced += 1
+                continue
             by_line[line] = by_line.get(line, 0) + 1
+            lines = by_thread.setdefault(str(tid), {})
+            lines[str(line)] = lines.get(str(line), 0) + 1
     with open(path, "w", encoding="utf-8") as out:
-        json.dump({"start_ns": start_ns, "end_ns": end_ns, "launches": len(launches),
+        json.dump({"start_ns": start_ns, "end_ns": end_ns,
+                   "launches": sum(len(ats) for ats in launches.values()),
                    "launches_unplaced": unplaced,
-                   "events_on_script_lines": sum(len(s) for s in placers.values()),
-                   "launches_by_line": {str(k): v for k, v in by_line.items()}}, out)
+                   "events_with_a_stack": with_stack, "a_stack": sample,
+                   "events_on_script_lines": sum(len(s) for s in ops.values()),
+                   "threads": {str(k): v for k, v in threads.items()},
+                   "main_thread": next((str(tid) for tid, op_threads in threads.items()
+                                        if main_op_thread in op_threads), None),
+                   "launches_by_line": {str(k): v for k, v in by_line.items()},
+                   "launches_by_thread_and_line": by_thread}, out)
 
 
 def positive(text):
@@ -179,6 +221,10 @@ def main():
     if args.rate_seconds:
         return rate(step, args.rate_seconds)
     profiler = start_profiler() if args.profile else None
+    # An op of the main thread around the loop: it tells the main thread among the profiler's threads
+    marker = torch.profiler.record_function(MAIN_MARKER) if profiler else None
+    if marker:
+        marker.__enter__()
     start_ns = time.monotonic_ns()
     value = None
     start = time.perf_counter()
@@ -190,6 +236,7 @@ def main():
     loop_s = time.perf_counter() - start
     end_ns = time.monotonic_ns()
     if profiler:
+        marker.__exit__(None, None, None)
         profiler.stop()
         write_profile(profiler, args.profile, start_ns, end_ns)
     del value

@@ -5,8 +5,10 @@
 #
 #  1. gpu/torch_item_loop.py --profile under `cuprobe trace --json --python`:
 #     every frame resolved, the main thread's launches all with a stack, and
-#     in the SAME run the launches per line of the script set against what
-#     torch.profiler(with_stack=True) saw over the profiled loop.
+#     in the SAME run the launches set against what torch.profiler
+#     (with_stack=True) saw over the profiled loop: in all, and per function
+#     on the main thread (the profiler's frames carry each function's first
+#     line, not the line running, so it cannot say the line).
 #  2. The loop under `cuprobe stats --json --python --timeline`: the .item()
 #     line has one sync per .item(), the most time blocked of any line, and
 #     its share of the wall time and verdict are one row of the report.
@@ -79,7 +81,7 @@ kill "$rate_pid" 2>/dev/null
 wait "$rate_pid" 2>/dev/null
 
 python3 - "$work" "$out" "$script" "$steps" "$every" "$tiny" "${EXPECT_PYTHON:-3.12}" <<'PY'
-import collections, json, re, statistics, sys
+import ast, collections, json, re, statistics, sys
 from checks import finish, note, row
 work, out, script, steps, every, tiny, expect_python = sys.argv[1:8]
 steps, every, tiny = int(steps), int(every), int(tiny)
@@ -136,6 +138,13 @@ def script_line(record):
             return frame["line"]
     return None
 
+def script_function(record):
+    """The function of the innermost frame in the script, or None."""
+    for frame in record.get("py_stack", []):
+        if frame["file"] == script:
+            return frame["function"]
+    return None
+
 try:
     profile = json.load(open(f"{work}/profile.json"))
 except (OSError, ValueError):
@@ -143,19 +152,41 @@ except (OSError, ValueError):
 if not profile:
     row("torch.profiler's launches per line (same run)", "no profile written", "a profile", False)
 else:
-    ours = collections.Counter(script_line(r) for r in main_launches
-                               if profile["start_ns"] <= r["time_ns"] <= profile["end_ns"])
-    theirs = {int(k): v for k, v in profile["launches_by_line"].items()}
-    for line in sorted(set(theirs) | {l for l in ours if l}):
-        mine, prof = ours.get(line, 0), theirs.get(line, 0)
-        name = line_name.get(line, "")
-        row(f"launches at line {line} {('@' + name) if name else ''}: cuprobe vs torch.profiler",
-            f"{mine} vs {prof}", "equal (within 2%)",
-            prof > 0 and abs(mine - prof) <= max(1, prof * 0.02))
-    note("profiler launches on no line of the script (autograd's thread), of all it saw; "
-         "its events on a script line; cuprobe's main-thread launches on none",
+    window = [r for r in calls if r["type"] == "launch" and
+              profile["start_ns"] <= r["time_ns"] <= profile["end_ns"]]
+    row("launches in the profiled loop, every thread: cuprobe vs torch.profiler",
+        f"{len(window)} vs {profile['launches']}", "equal (within 2%)",
+        profile["launches"] > 0 and abs(len(window) - profile["launches"]) <= max(1, profile["launches"] * 0.02))
+    # The profiler's frames carry each function's first line (measured: every
+    # launch "at" train_step's def line): compared by function, on the main
+    # thread; cuprobe's own lines are set against the loop's structure in 2.
+    defs = {}
+    for node in ast.walk(ast.parse(open(script).read())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs[node.lineno] = node.name
+    main = [r for r in window if r["tid"] == pid]
+    ours_lines = collections.Counter(script_line(r) for r in main)
+    ours_functions = collections.Counter(script_function(r) for r in main)
+    theirs_lines = {int(k): v for k, v in profile["launches_by_thread_and_line"].get(profile.get("main_thread"), {}).items()}
+    theirs_functions = collections.Counter()
+    for line, count in theirs_lines.items():
+        theirs_functions[defs.get(line, f"line {line}")] += count
+    row("torch.profiler's main-thread lines that are a function's def line (its frames' resolution)",
+        f"{sum(1 for l in theirs_lines if l in defs)} of {len(theirs_lines)}: "
+        + ", ".join(f"{l} ({defs.get(l, '?')})" for l in sorted(theirs_lines)), "information", None)
+    for function in sorted(set(theirs_functions) | {f for f in ours_functions if f}):
+        mine, prof = ours_functions.get(function, 0), theirs_functions.get(function, 0)
+        row(f"main-thread launches in {function}(): cuprobe vs torch.profiler", f"{mine} vs {prof}",
+            "equal (within 2%)", prof > 0 and abs(mine - prof) <= max(1, prof * 0.02))
+    row("main-thread launches per line, cuprobe (torch.profiler cannot say the line)",
+        ", ".join(f"{l} @{line_name.get(l, '?')}: {n}" for l, n in sorted(ours_lines.items(), key=lambda x: x[0] or 0)),
+        "information", None)
+    note("profiler launches on no line of the script, of all it saw; its events with a stack, on a "
+         "script line; cuprobe's main-thread launches on none",
          f"{profile['launches_unplaced']} of {profile.get('launches', '?')}; "
-         f"{profile.get('events_on_script_lines', '?')}; {ours.get(None, 0)}", "info")
+         f"{profile.get('events_with_a_stack', '?')}, {profile.get('events_on_script_lines', '?')}; "
+         f"{ours_lines.get(None, 0)}" + ("" if profile.get("events_on_script_lines") else
+                                   f" (a stack it saw: {profile.get('a_stack')})"), "info")
 
 # ---- 2. stats --python --timeline: the .item() line
 srun = summary(f"{work}/stats.txt")
