@@ -339,7 +339,7 @@ Test(inject_library, every_wrapped_entry_point_is_a_driver_580_export)
 Test(inject_protocol, a_plan_survives_its_bytes)
 {
 	struct cp_inject_program programs[2] = {
-		{ .name = "count", .glob = "vec_*", .function = "__cuprobe_gpu_count" },
+		{ .name = "count", .glob = "vec_*", .function = "__cuprobe_gpu_count", .uses_shadow = true },
 		{ .name = "leave", .glob = "ns::gemm<*>", .function = "__cuprobe_gpu_leave", .at_exit = true },
 	};
 	struct cp_inject_map maps[1] = { { .index = 5, .fd = 17, .value_size = 8, .max_entries = 4,
@@ -363,6 +363,8 @@ Test(inject_protocol, a_plan_survives_its_bytes)
 	cr_expect_str_eq(back.programs[1].function, "__cuprobe_gpu_leave");
 	cr_expect(back.programs[1].at_exit);
 	cr_expect(!back.programs[0].at_exit);
+	cr_expect(back.programs[0].uses_shadow);
+	cr_expect(!back.programs[1].uses_shadow);
 	cr_assert_eq(back.map_count, 1);
 	cr_expect_eq(back.maps[0].index, 5);
 	cr_expect_eq(back.maps[0].fd, 17);

@@ -284,7 +284,7 @@ Test(ptxas, accepts_a_module_of_several_programs_and_the_declarations_alone)
 	assert_lacks(module, "__cuprobe_map_0 ");
 	assert_has(module, "// other: SEC(\"gpu.exit/b*\")");
 	assert_has(module, "call other, (__cuprobe_p);");
-	cr_assert_eq(cp_ptx__map_declarations(addresses, declare, MAP_COUNT, &declarations), 0);
+	cr_assert_eq(cp_ptx__map_declarations(addresses, NULL, declare, MAP_COUNT, &declarations, NULL), 0);
 	cr_assert_str_eq(declarations,
 			 ".const .align 8 .u64 __cuprobe_map_0 = 139637976731648;\n"
 			 ".const .align 8 .u64 __cuprobe_map_4 = 139637976735744;\n");
@@ -665,4 +665,93 @@ Test(refusals, programs_longer_than_the_gpu_takes)
 	insns[count - 1] = EXIT();
 	assert_refused(insns, count, -EOPNOTSUPP, "65537 instructions: device programs have at most 65536");
 	free(insns);
+}
+
+/* ---- counters in a device-memory shadow ------------------------------------------------- */
+
+static size_t occurrences(const char *text, const char *what)
+{
+	size_t n = 0;
+
+	for (const char *at = strstr(text, what); at; at = strstr(at + 1, what))
+		n++;
+	return n;
+}
+
+Test(shadow, small_maps_get_replicas_that_share_128_values_and_large_ones_none)
+{
+	cr_expect_eq(cp_ptx__shadow_replicas(8, 1), 128);
+	cr_expect_eq(cp_ptx__shadow_replicas(8, 4), 32);
+	cr_expect_eq(cp_ptx__shadow_replicas(12, 3), 21, "12-byte values take 16");
+	cr_expect_eq(cp_ptx__shadow_replicas(64, 1), 16);
+	cr_expect_eq(cp_ptx__shadow_replicas(8, 128), 1);
+	cr_expect_eq(cp_ptx__shadow_replicas(8, 129), 0);
+	cr_expect_eq(cp_ptx__shadow_replicas(4096, 1), 0);
+	cr_expect_eq(cp_ptx__shadow_replicas(8, 0), 0);
+	cr_expect_eq(cp_ptx__shadow_replicas(0, 4), 0);
+}
+
+Test(shadow, a_launchs_64_bit_counter_goes_to_its_sms_replica_and_nothing_else_does)
+{
+	char *ptx = translate(PROG(LD_MAP_VALUE(1, BSS_FD, 0), MOV64_IMM(2, 1),
+				   ATOMIC(BPF_DW, 1, 2, 8, BPF_ADD),
+				   ATOMIC(BPF_W, 1, 2, 16, BPF_ADD),
+				   ATOMIC(BPF_DW, 1, 2, 24, BPF_ADD | BPF_FETCH),
+				   ATOMIC(BPF_DW, 1, 2, 32, BPF_OR),
+				   MOV64_IMM(0, 0), EXIT()));
+	struct cp_ptx_function function = { .name = "prog", .section = "gpu/k", .ptx = ptx };
+	char *module = NULL;
+
+	/* Only with a launch slot, only inside the map (64 bytes), to replica smid mod 16. */
+	assert_has(ptx, "setp.eq.u64 %shp, %cp_launch, 0;\n\t@%shp bra $L3_shadowed;\n"
+			"\tld.const.u64 %sh0, [__cuprobe_map_4];\n\tsub.u64 %sh1, %t6, %sh0;\n"
+			"\tsetp.ge.u64 %shp, %sh1, 64;\n\t@%shp bra $L3_not_shadow4;\n"
+			"\tmov.u32 %shw, %smid;\n\trem.u32 %shw, %shw, 16;\n\tmul.wide.u32 %sh2, %shw, 128;\n"
+			"\tmov.u64 %sh0, __cuprobe_shadow_4;\n\tcvta.global.u64 %sh0, %sh0;\n"
+			"\tadd.u64 %sh0, %sh0, %sh2;\n\tadd.u64 %t6, %sh0, %sh1;\n");
+	/* Then the warp's aggregation on the moved address: a butterfly when all 32 lanes add to it. */
+	assert_has(ptx, "$L3_shadowed:\n\t}\n\t{\n\t.reg .b32 %ga<10>;");
+	assert_has(ptx, "setp.ne.u32 %gp0, %ga1, -1;\n\t@%gp0 bra $L3_sum;\n\tmov.b64 %gd0, {%ga8, %ga9};\n"
+			"\tmov.b64 {%ga6, %ga7}, %gd0;\n\tshfl.sync.bfly.b32 %ga6, %ga6, 16, 31, -1;");
+	assert_has(ptx, "shfl.sync.bfly.b32 %ga7, %ga7, 1, 31, -1;\n\tmov.b64 %gd1, {%ga6, %ga7};\n"
+			"\tadd.u64 %gd0, %gd0, %gd1;\n\tbra.uni $L3_summed;\n$L3_sum:");
+	/* The 32-bit add, the add with a result and the or reach the map itself. */
+	cr_expect_eq(occurrences(ptx, "%smid"), 1, "%s", ptx);
+	assert_lacks(ptx, "__cuprobe_shadow_0");
+	cr_assert_eq(cp_ptx__module(&function, 1, maps, used, MAP_COUNT, &module), 0);
+	assert_has(module, ".global .align 128 .b8 __cuprobe_shadow_4[2048];");
+	assert_has(module, ".shared .align 4 .u32 __cuprobe_block_exits;");
+	assert_has(module, ".global .align 4 .u32 __cuprobe_blocks_done[4096];");
+	assert_has(module, ".func " CP_PTX_LAUNCH_END " (.param .b64 __cuprobe_launch)");
+	/* The last warp: replicas 1 to 15 (8 values each) into replica 0, then replica 0 into the map. */
+	assert_has(module, "// map 4: 16 replicas of 8 words\n");
+	assert_has(module, "setp.ge.u32 %q1, %f9, 120;");
+	assert_has(module, "@%q2 red.add.u64 [%e6], %e7;");
+	assert_has(module, "call " CP_PTX_LAUNCH_START ";");
+	judge(ptx, "a counter into a shadow");
+	free(module);
+	free(ptx);
+}
+
+Test(shadow, declarations_say_whether_the_kernels_need_the_launchs_start_and_end)
+{
+	static const struct cp_ptx_map large[] = {
+		{ .name = "big", .value_size = 8, .max_entries = 1024 },
+		{ .name = "small", .value_size = 8, .max_entries = 1 },
+	};
+	uint64_t addresses[] = { 0x7f0000001000ull, 0x7f0000009000ull };
+	bool only_large[] = { true, false }, shadowed = true;
+	char *text = NULL;
+
+	cr_assert_eq(cp_ptx__map_declarations(addresses, large, only_large, 2, &text, &shadowed), 0);
+	cr_expect(!shadowed);
+	assert_lacks(text, "__cuprobe_shadow");
+	assert_lacks(text, CP_PTX_LAUNCH_END);
+	free(text);
+	cr_assert_eq(cp_ptx__map_declarations(addresses, large, NULL, 2, &text, &shadowed), 0);
+	cr_expect(shadowed);
+	assert_lacks(text, "__cuprobe_shadow_0");
+	assert_has(text, ".global .align 128 .b8 __cuprobe_shadow_1[16384];");
+	assert_has(text, "// map 1: 128 replicas of 1 words\n");
+	free(text);
 }

@@ -52,6 +52,8 @@ static const struct bpf_insn enter_insns[] = {
 };
 static const struct bpf_insn leave_insns[] = { MOV64_IMM(0, 0), EXIT() };
 static char *prelude;
+/* counts has a device-memory shadow: kernels call the launch's start and end. */
+static bool shadowed;
 
 static char *translated(const char *name, const struct bpf_insn *insns, size_t count)
 {
@@ -68,9 +70,12 @@ static void make_prelude(void)
 	uint64_t address = 0x7f0000001000ull;
 	char *declarations, *enter, *leave;
 
-	cr_assert_eq(cp_ptx__map_declarations(&address, NULL, 1, &declarations), 0);
+	cr_assert_eq(cp_ptx__map_declarations(&address, &counts, NULL, 1, &declarations, &shadowed), 0);
+	cr_assert(shadowed, "a map of 2 counters has a shadow");
 	enter = translated("__cuprobe_gpu_enter", enter_insns, sizeof(enter_insns) / sizeof(enter_insns[0]));
 	leave = translated("__cuprobe_gpu_leave", leave_insns, sizeof(leave_insns) / sizeof(leave_insns[0]));
+	/* The entry counter's add goes to the shadow; the empty exit program names none. */
+	cr_assert(cp_ptx__uses_shadow(enter) && !cp_ptx__uses_shadow(leave));
 	cr_assert_gt(asprintf(&prelude, "%s%s%s", declarations, enter, leave), 0);
 	free(declarations);
 	free(enter);
@@ -86,14 +91,16 @@ static void free_prelude(void)
 TestSuite(ptx_rewrite, .init = make_prelude, .fini = free_prelude);
 
 static const struct cp_ptx_probe both[] = {
-	{ .glob = "*", .function = "__cuprobe_gpu_enter" },
+	{ .glob = "*", .function = "__cuprobe_gpu_enter", .uses_shadow = true },
 	{ .glob = "*", .function = "__cuprobe_gpu_leave", .at_exit = true },
 };
 
 static int rewrite(const char *ptx, const struct cp_ptx_probe *probes, size_t count,
 		   struct cp_ptx_rewrite *out, char *error, size_t error_size)
 {
-	struct cp_ptx_rewrite_opts opts = { .probes = probes, .probe_count = count, .prelude = prelude };
+	struct cp_ptx_rewrite_opts opts = { .probes = probes, .probe_count = count, .prelude = prelude,
+					    .launch_start = shadowed ? CP_PTX_LAUNCH_START : NULL,
+					    .launch_end = shadowed ? CP_PTX_LAUNCH_END : NULL };
 
 	return cp_ptx__rewrite(ptx, strlen(ptx), &opts, out, error, error_size);
 }
@@ -308,6 +315,12 @@ Test(ptx_rewrite, every_exit_gets_the_exit_programs_under_its_guard)
 	cr_expect_eq(count_of(out.text, "@%p1 call \t__cuprobe_gpu_leave"), 1, "%s", out.text);
 	cr_expect_eq(count_of(out.text, "@!%p2 call \t__cuprobe_gpu_leave"), 1, "%s", out.text);
 	cr_expect_eq(count_of(out.text, "call \t__cuprobe_gpu_enter"), 1);
+	/* The launch's start before the entry programs, its end after the exit programs at every exit. */
+	cr_expect_eq(count_of(out.text, "call \t" CP_PTX_LAUNCH_START ";\n\tcall \t__cuprobe_gpu_enter"), 1,
+		     "%s", out.text);
+	cr_expect_eq(count_of(out.text, "call \t__cuprobe_gpu_leave, (__cuprobe_arg);\n\t@%p1 call \t"
+				       CP_PTX_LAUNCH_END ", (__cuprobe_arg);"), 1, "%s", out.text);
+	cr_expect_eq(count_of(out.text, "call \t" CP_PTX_LAUNCH_END), 3, "%s", out.text);
 	cr_expect_not_null(strstr(out.text, ".entry pred(.param .u64 __cuprobe_launch) .pragma"));
 	/* The declaration, matching too, gets the parameter (a definition elsewhere would). */
 	cr_expect_not_null(strstr(out.text, ".entry declared(.param .u32 a,\n\t.param .u64 __cuprobe_launch)"),
@@ -315,6 +328,24 @@ Test(ptx_rewrite, every_exit_gets_the_exit_programs_under_its_guard)
 	cr_expect_not_null(strstr(out.text, "$L_end:\n\t{ // cuprobe: exit programs"), "%s", out.text);
 	expect_ptxas(out.text, "sm_90", "predicated exits");
 	expect_ptxas(out.text, "sm_75", "predicated exits");
+	cp_ptx_rewrite__release(&out);
+}
+
+/* A kernel whose programs add into no shadow pays nothing for the launch's start and end. */
+Test(ptx_rewrite, only_kernels_of_programs_that_use_a_shadow_count_their_launch)
+{
+	static const struct cp_ptx_probe exit_only[] = {
+		{ .glob = "*", .function = "__cuprobe_gpu_leave", .at_exit = true },
+	};
+	struct cp_ptx_rewrite out;
+	char error[512];
+
+	cr_assert_eq(rewrite(predicated, exit_only, 1, &out, error, sizeof(error)), 0, "%s", error);
+	cr_assert_not_null(out.text);
+	cr_expect_eq(count_of(out.text, "call \t__cuprobe_gpu_leave"), 3, "%s", out.text);
+	cr_expect_eq(count_of(out.text, "call \t" CP_PTX_LAUNCH_START), 0, "%s", out.text);
+	cr_expect_eq(count_of(out.text, "call \t" CP_PTX_LAUNCH_END), 0, "%s", out.text);
+	expect_ptxas(out.text, "sm_90", "exit programs without a shadow");
 	cp_ptx_rewrite__release(&out);
 }
 

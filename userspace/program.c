@@ -616,6 +616,7 @@ static int translate_devices(struct cp_program *program, const struct cp_program
 		}
 		for (m = 0; m < program->device_map_count; m++)
 			program->device_map_used[m] |= used[m];
+		device->uses_shadow = cp_ptx__uses_shadow(device->ptx);
 	}
 	free(used);
 	return 0;
@@ -1044,7 +1045,8 @@ int cp_program__device(const struct cp_program *program, size_t index,
 	device = &program->devices[index];
 	*out = (struct cp_device_program_info){
 		.name = device->program, .section = device->section, .glob = device->glob,
-		.at_exit = device->at_exit, .function = device->function, .ptx = device->ptx };
+		.at_exit = device->at_exit, .uses_shadow = device->uses_shadow,
+		.function = device->function, .ptx = device->ptx };
 	return 0;
 }
 

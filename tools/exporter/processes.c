@@ -677,7 +677,10 @@ void processes__on_record(struct exporter *x, const struct cp_proc_event *proc, 
 		 */
 		if (p && (p->exit_pending || start_time_changed(p)))
 			retire_now(x, p);
-		process__live(x, pid);
+		p = process__live(x, pid);
+		/* Gone before its record was read (a short run, a loaded machine): the name BPF read. */
+		if (p && !strcmp(p->comm, "?") && proc->comm[0])
+			snprintf(p->comm, sizeof(p->comm), "%s", proc->comm);
 	} else if (proc->kind == CP_PROC_EXIT && p) {
 		p->exit_pending = true; /* the next refresh reads its final rows */
 	}

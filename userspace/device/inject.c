@@ -283,6 +283,7 @@ static int make_prelude(void)
 {
 	size_t symbols = 0, i;
 	uint64_t *addresses;
+	struct cp_ptx_map *shapes;
 	bool *declare;
 	char *declarations = NULL;
 	int err;
@@ -292,13 +293,19 @@ static int make_prelude(void)
 			symbols = inject.plan.maps[i].index + 1;
 	addresses = calloc(symbols ? symbols : 1, sizeof(*addresses));
 	declare = calloc(symbols ? symbols : 1, sizeof(*declare));
-	err = addresses && declare ? 0 : -ENOMEM;
+	shapes = calloc(symbols ? symbols : 1, sizeof(*shapes));
+	err = addresses && declare && shapes ? 0 : -ENOMEM;
 	for (i = 0; !err && i < inject.plan.map_count; i++) {
-		addresses[inject.plan.maps[i].index] = (uint64_t)(uintptr_t)inject.maps[i].base;
-		declare[inject.plan.maps[i].index] = true;
+		const struct cp_inject_map *map = &inject.plan.maps[i];
+
+		addresses[map->index] = (uint64_t)(uintptr_t)inject.maps[i].base;
+		declare[map->index] = true;
+		shapes[map->index].value_size = map->value_size;
+		shapes[map->index].max_entries = map->max_entries;
 	}
 	if (!err)
-		err = cp_ptx__map_declarations(addresses, declare, symbols, &declarations);
+		err = cp_ptx__map_declarations(addresses, shapes, declare, symbols, &declarations,
+					       &inject.shadowed);
 	if (!err && asprintf(&inject.prelude, "%s%s", declarations,
 			     inject.plan.functions ? inject.plan.functions : "") < 0) {
 		inject.prelude = NULL;
@@ -307,6 +314,7 @@ static int make_prelude(void)
 	free(declarations);
 	free(addresses);
 	free(declare);
+	free(shapes);
 	return err;
 }
 
@@ -364,7 +372,8 @@ static int start(const char *fd_text)
 	for (i = 0; i < inject.plan.program_count; i++)
 		inject.probes[i] = (struct cp_ptx_probe){ .glob = inject.plan.programs[i].glob,
 							  .function = inject.plan.programs[i].function,
-							  .at_exit = inject.plan.programs[i].at_exit };
+							  .at_exit = inject.plan.programs[i].at_exit,
+							  .uses_shadow = inject.plan.programs[i].uses_shadow };
 	err = make_prelude();
 	if (err)
 		report(CP_INJECT_ERROR, NULL, NULL, 0, 0, "out of memory");

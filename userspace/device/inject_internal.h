@@ -188,6 +188,7 @@ struct inject_state {
 	ino_t report_ino;
 	struct cp_ptx_probe *probes;
 	char *prelude;              /* map declarations and the programs' functions */
+	bool shadowed;              /* some map has a shadow: kernels call the launch's start and end */
 	struct region *maps;
 	struct region slots;        /* the launch-slot map: u64 values, slot 0 the allocation counter */
 	pthread_mutex_t register_lock;

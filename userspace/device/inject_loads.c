@@ -78,7 +78,9 @@ static char *instrument(const char *api, const void *image, size_t bound, struct
 {
 	struct cp_ptx_rewrite_opts opts = { .probes = inject.probes,
 					    .probe_count = inject.plan.program_count,
-					    .prelude = inject.prelude };
+					    .prelude = inject.prelude,
+					    .launch_start = inject.shadowed ? CP_PTX_LAUNCH_START : NULL,
+					    .launch_end = inject.shadowed ? CP_PTX_LAUNCH_END : NULL };
 	struct cp_ptx_rewrite rewrite;
 	struct cp_image parsed;
 	char error[512], origin[320] = "", *ptx = NULL, **names = NULL, *text = NULL;

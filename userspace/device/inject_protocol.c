@@ -82,6 +82,7 @@ int cp_inject_plan__encode(const struct cp_inject_plan *plan, void **buf, size_t
 		put_str(&w, p->glob);
 		put_str(&w, p->function);
 		put_u32(&w, p->at_exit);
+		put_u32(&w, p->uses_shadow);
 	}
 	for (i = 0; i < plan->map_count; i++) {
 		const struct cp_inject_map *m = &plan->maps[i];
@@ -202,6 +203,7 @@ int cp_inject_plan__decode(const void *buf, size_t len, struct cp_inject_plan *p
 		p->glob = get_str(&r);
 		p->function = get_str(&r);
 		p->at_exit = get_u32(&r) != 0;
+		p->uses_shadow = get_u32(&r) != 0;
 	}
 	for (i = 0; i < maps && !r.failed; i++) {
 		struct cp_inject_map *m = &plan->maps[plan->map_count++];

@@ -38,6 +38,7 @@ static int add_program(struct cp_inject_plan *plan, const struct cp_device_progr
 	p->glob = strdup(info->glob);
 	p->function = strdup(info->function);
 	p->at_exit = info->at_exit;
+	p->uses_shadow = info->uses_shadow;
 	plan->program_count++;
 	return p->name && p->glob && p->function ? 0 : -ENOMEM;
 }

@@ -68,15 +68,43 @@ int cp_ptx__translate(const struct cp_ptx_program *prog, char **ptx, bool *maps_
 		      char *error, size_t error_size);
 
 /*
+ * Device-memory shadows (docs/device-programs.md, "Counters in a shadow"):
+ * a map of at most CP_PTX_SHADOW_MAX_WORDS 8-byte words of values gets, in
+ * each module, copies of its values in device memory, one for each of
+ * cp_ptx__shadow_replicas() groups of SMs. A 64-bit add without a result
+ * (a counter) of a launch that has a slot goes to its SM's copy; the last
+ * warp of the launch to finish moves the copies' sums into the kernel's map
+ * (__cuprobe_launch_end, called before every exit), so the map holds every
+ * add of a launch before the launch is done. Everything else (loads,
+ * stores, other atomics, 32-bit adds, launches without a slot) reaches the
+ * map as before.
+ */
+#define CP_PTX_SHADOW_MAX_WORDS 128
+/* Per launch slot (modulo), the blocks of the launch that finished. */
+#define CP_PTX_LAUNCH_COUNTERS 4096
+/* .func NAME (): at the start of every instrumented kernel of a module with shadows. */
+#define CP_PTX_LAUNCH_START "__cuprobe_launch_start"
+/* .func NAME (.param .b64 __cuprobe_launch): before every exit, after the exit programs. */
+#define CP_PTX_LAUNCH_END "__cuprobe_launch_end"
+
+/* The copies a map of this shape gets (1 to 128), or 0: none, its adds go to the map. */
+unsigned int cp_ptx__shadow_replicas(uint32_t value_size, uint32_t max_entries);
+/* Does a translation (cp_ptx__translate's text) add into a shadow? Its kernels then call the launch's start and end. */
+bool cp_ptx__uses_shadow(const char *ptx);
+
+/*
  * The module-scope declarations of the maps i < count with declare[i] (all
  * when declare is NULL), one line each:
  *	.const .align 8 .u64 __cuprobe_map_<i> = <addresses[i]>;
  * addresses[i]: the generic (UVA) address of map i's first value (what a
- * mapping of the map's fd starts with). 0 with *ptx malloc'd, or
- * -EINVAL/-ENOMEM.
+ * mapping of the map's fd starts with). With shapes (value_size and
+ * max_entries of each map; NULL: no shadows), the shadows of the declared
+ * maps that have one, and when any does, the launch's start and end
+ * functions (*shadowed set; the rewriter must call them). 0 with *ptx
+ * malloc'd, or -EINVAL/-ENOMEM.
  */
-int cp_ptx__map_declarations(const uint64_t *addresses, const bool *declare, size_t count,
-			     char **ptx);
+int cp_ptx__map_declarations(const uint64_t *addresses, const struct cp_ptx_map *shapes,
+			     const bool *declare, size_t count, char **ptx, bool *shadowed);
 
 /* A translated program, for a whole module. */
 struct cp_ptx_function {

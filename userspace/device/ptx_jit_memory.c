@@ -218,6 +218,25 @@ static void emit_warp_add(struct jit *j, size_t i, const char *value, int bits)
 		cp_jit_emit(j, "mov.b64 {%%ga8, %%ga9}, %s;", value);
 	else
 		cp_jit_emit(j, "mov.b32 %%ga8, %s;", value);
+	/*
+	 * The whole warp on one address (a counter): a butterfly, five
+	 * exchanges, where the loop below would take 32 (it is most of a
+	 * counter's cost once the add itself is cheap).
+	 */
+	cp_jit_emit(j, "setp.ne.u32 %%gp0, %%ga1, -1;");
+	cp_jit_emit(j, "@%%gp0 bra $L%zu_sum;", i);
+	if (bits == 64)
+		cp_jit_emit(j, "mov.b64 %%gd0, {%%ga8, %%ga9};");
+	else
+		cp_jit_emit(j, "cvt.u64.u32 %%gd0, %%ga8;");
+	for (int lanes = 16; lanes; lanes >>= 1) {
+		cp_jit_emit(j, "mov.b64 {%%ga6, %%ga7}, %%gd0;");
+		cp_jit_emit(j, "shfl.sync.bfly.b32 %%ga6, %%ga6, %d, 31, -1;", lanes);
+		cp_jit_emit(j, "shfl.sync.bfly.b32 %%ga7, %%ga7, %d, 31, -1;", lanes);
+		cp_jit_emit(j, "mov.b64 %%gd1, {%%ga6, %%ga7};");
+		cp_jit_emit(j, "add.u64 %%gd0, %%gd0, %%gd1;");
+	}
+	cp_jit_emit(j, "bra.uni $L%zu_summed;", i);
 	/* Each peer's operand, lowest lane first, summed by every peer. */
 	fprintf(j->out, "$L%zu_sum:\n", i);
 	emit_lowest_lane(j, "%ga2");
@@ -232,6 +251,7 @@ static void emit_warp_add(struct jit *j, size_t i, const char *value, int bits)
 	cp_jit_emit(j, "xor.b32 %%ga2, %%ga2, %%ga3;");
 	cp_jit_emit(j, "setp.ne.u32 %%gp0, %%ga2, 0;");
 	cp_jit_emit(j, "@%%gp0 bra $L%zu_sum;", i);
+	fprintf(j->out, "$L%zu_summed:\n", i);
 	/* The lowest peer adds the sum (modulo 2^bits, as the lanes' adds would). */
 	emit_lowest_lane(j, "%ga1");
 	cp_jit_emit(j, "mov.u32 %%ga5, %%laneid;");
@@ -243,6 +263,56 @@ static void emit_warp_add(struct jit *j, size_t i, const char *value, int bits)
 		cp_jit_emit(j, "@%%gp1 red.add.u32 [%%t6], %%ga6;");
 	}
 	cp_jit_emit(j, "}");
+}
+
+/*
+ * A counter's add of a launch with a slot, to a map with a shadow
+ * (ptx_jit.h): %t6 moved to the same offset in its SM's replica. The maps
+ * it may be in are those the program names.
+ */
+static void emit_shadow_redirect(struct jit *j, size_t i)
+{
+	const struct cp_ptx_program *prog = j->prog;
+	bool any = false;
+	size_t m, k;
+
+	for (m = 0; m < prog->map_count; m++) {
+		unsigned int replicas = cp_ptx__shadow_replicas(prog->maps[m].value_size,
+								prog->maps[m].max_entries);
+		uint64_t bytes = ((uint64_t)prog->maps[m].value_size + 7) / 8 * 8 * prog->maps[m].max_entries;
+		bool named = false;
+
+		for (k = 0; k < j->count && !named; k++)
+			named = j->map_of[k] == (int)m;
+		if (!replicas || !named)
+			continue;
+		if (!any) {
+			cp_jit_emit(j, "{");
+			cp_jit_emit(j, ".reg .b64 %%sh<3>;");
+			cp_jit_emit(j, ".reg .b32 %%shw;");
+			cp_jit_emit(j, ".reg .pred %%shp;");
+			cp_jit_emit(j, "setp.eq.u64 %%shp, %%cp_launch, 0;");
+			cp_jit_emit(j, "@%%shp bra $L%zu_shadowed;", i);
+			any = true;
+		}
+		cp_jit_emit(j, "ld.const.u64 %%sh0, [__cuprobe_map_%zu];", m);
+		cp_jit_emit(j, "sub.u64 %%sh1, %%t6, %%sh0;");
+		cp_jit_emit(j, "setp.ge.u64 %%shp, %%sh1, %llu;", (unsigned long long)bytes);
+		cp_jit_emit(j, "@%%shp bra $L%zu_not_shadow%zu;", i, m);
+		cp_jit_emit(j, "mov.u32 %%shw, %%smid;");
+		cp_jit_emit(j, "rem.u32 %%shw, %%shw, %u;", replicas);
+		cp_jit_emit(j, "mul.wide.u32 %%sh2, %%shw, %llu;", (unsigned long long)((bytes + 127) / 128 * 128));
+		cp_jit_emit(j, "mov.u64 %%sh0, __cuprobe_shadow_%zu;", m);
+		cp_jit_emit(j, "cvta.global.u64 %%sh0, %%sh0;");
+		cp_jit_emit(j, "add.u64 %%sh0, %%sh0, %%sh2;");
+		cp_jit_emit(j, "add.u64 %%t6, %%sh0, %%sh1;");
+		cp_jit_emit(j, "bra.uni $L%zu_shadowed;", i);
+		fprintf(j->out, "$L%zu_not_shadow%zu:\n", i, m);
+	}
+	if (any) {
+		fprintf(j->out, "$L%zu_shadowed:\n", i);
+		cp_jit_emit(j, "}");
+	}
 }
 
 static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const char *value,
@@ -261,6 +331,8 @@ static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const 
 	}
 	if (in->imm == BPF_ADD) {
 		/* The address in %t6: the emitter's callers put it there. */
+		if (bits == 64)
+			emit_shadow_redirect(j, i);
 		emit_warp_add(j, i, value, bits);
 		return;
 	}
