@@ -12,7 +12,8 @@
  * mapped to the GPU (where a kernel BPF map's values are). Variants:
  *
  *   plain       vec_add alone (the baseline)
- *   host        a red per warp straight into the host word (the design as built)
+ *   host        a red per warp straight into the host word (device maps before
+ *               their shadows)
  *   device      a red per warp into one word of device memory (never folded:
  *               contention alone)
  *   replicas    a red per warp into one of 128 device words picked by the SM
@@ -24,6 +25,8 @@
  *   block_done  replicas + each block counts its warps in shared memory (set up
  *               by its first thread, one barrier at entry); the block that
  *               completes its group counts groups; the last warp folds
+ *   block_one_counter  block_done with one counter for all the launch's
+ *               blocks instead of groups
  *   fold_kernel replicas + a one-warp kernel after each launch on the stream folds
  *
  * Every variant that folds is checked exact: the host word must equal
@@ -46,9 +49,12 @@
 #define ROUNDS 5
 #define BLOCK 256
 
-enum variant { PLAIN, HOST, DEVICE, REPLICAS_ONLY, WARP_DONE, BLOCK_DONE, FOLD_KERNEL, VARIANTS };
+enum variant {
+	PLAIN, HOST, DEVICE, REPLICAS_ONLY, WARP_DONE, BLOCK_DONE, BLOCK_ONE_COUNTER, FOLD_KERNEL, VARIANTS
+};
 static const char *const variant_names[VARIANTS] = {
-	"plain", "host", "device", "replicas", "warp_done", "block_done", "fold_kernel",
+	"plain", "host", "device", "replicas", "warp_done", "block_done", "block_one_counter",
+	"fold_kernel",
 };
 
 __device__ unsigned long long shadow[REPLICAS * REPLICA_STRIDE];
@@ -100,7 +106,7 @@ __global__ void counted_vec_add(const float *a, const float *b, float *c, int n,
 	unsigned int blocks_in_group = total_blocks / GROUPS + (group < total_blocks % GROUPS);
 	int i = blockIdx.x * blockDim.x + threadIdx.x;
 
-	if (VARIANT == BLOCK_DONE) {
+	if (VARIANT == BLOCK_DONE || VARIANT == BLOCK_ONE_COUNTER) {
 		if (threadIdx.x == 0)
 			block_threads_done = 0;
 		__syncthreads();
@@ -128,6 +134,15 @@ __global__ void counted_vec_add(const float *a, const float *b, float *c, int n,
 				group_count[group] = 0;
 				last = group_done(total_blocks);
 			}
+		} else if (VARIANT == BLOCK_ONE_COUNTER) {
+			__threadfence_block();
+			if (atomicAdd(&block_threads_done, count) + count == blockDim.x) {
+				__threadfence();
+				if (atomicAdd(&groups_done, 1u) + 1 == total_blocks) {
+					groups_done = 0;
+					last = true;
+				}
+			}
 		} else if (VARIANT == BLOCK_DONE) {
 			__threadfence_block();
 			if (atomicAdd(&block_threads_done, count) + count == blockDim.x &&
@@ -137,7 +152,7 @@ __global__ void counted_vec_add(const float *a, const float *b, float *c, int n,
 			}
 		}
 	}
-	if (VARIANT == WARP_DONE || VARIANT == BLOCK_DONE) {
+	if (VARIANT == WARP_DONE || VARIANT == BLOCK_DONE || VARIANT == BLOCK_ONE_COUNTER) {
 		if (__shfl_sync(mask, (int)last, leader))
 			fold(mask, host);
 	}
@@ -161,7 +176,7 @@ typedef void (*kernel_fn)(const float *, const float *, float *, int, unsigned l
 static const kernel_fn kernels[VARIANTS] = {
 	counted_vec_add<PLAIN>, counted_vec_add<HOST>, counted_vec_add<DEVICE>,
 	counted_vec_add<REPLICAS_ONLY>, counted_vec_add<WARP_DONE>, counted_vec_add<BLOCK_DONE>,
-	counted_vec_add<REPLICAS_ONLY>,
+	counted_vec_add<BLOCK_ONE_COUNTER>, counted_vec_add<REPLICAS_ONLY>,
 };
 
 static void launch(int v, int blocks, const float *a, const float *b, float *c, int n,
@@ -174,7 +189,7 @@ static void launch(int v, int blocks, const float *a, const float *b, float *c, 
 
 static bool folds(int v)
 {
-	return v == WARP_DONE || v == BLOCK_DONE || v == FOLD_KERNEL;
+	return v == WARP_DONE || v == BLOCK_DONE || v == BLOCK_ONE_COUNTER || v == FOLD_KERNEL;
 }
 
 static int run_size(int n)

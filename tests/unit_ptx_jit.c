@@ -721,7 +721,11 @@ Test(shadow, a_launchs_64_bit_counter_goes_to_its_sms_replica_and_nothing_else_d
 	cr_assert_eq(cp_ptx__module(&function, 1, maps, used, MAP_COUNT, &module), 0);
 	assert_has(module, ".global .align 128 .b8 __cuprobe_shadow_4[2048];");
 	assert_has(module, ".shared .align 4 .u32 __cuprobe_block_exits;");
-	assert_has(module, ".global .align 4 .u32 __cuprobe_blocks_done[4096];");
+	assert_has(module, ".global .align 4 .u32 __cuprobe_blocks_done[16384];");
+	assert_has(module, ".global .align 4 .u32 __cuprobe_groups_done[256];");
+	/* a block counts out in its group (of 64), the group's last block counts the group out */
+	assert_has(module, "rem.u32 %f9, %f6, 64;\n\tdiv.u32 %f10, %f8, 64;\n\trem.u32 %f11, %f8, 64;");
+	assert_has(module, "min.u32 %f10, %f8, 64;");
 	assert_has(module, ".func " CP_PTX_LAUNCH_END " (.param .b64 __cuprobe_launch)");
 	/* The last warp: replicas 1 to 15 (8 values each) into replica 0, then replica 0 into the map. */
 	assert_has(module, "// map 4: 16 replicas of 8 words\n");

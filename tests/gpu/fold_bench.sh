@@ -1,10 +1,11 @@
 #!/bin/bash
 # What a device counter costs in each memory design a map could use, on a
-# machine with a GPU (gpu/fold_bench.cu says what each variant is): the
-# design as built (a red per warp into host memory mapped to the GPU), and
-# device-memory shadows folded into the host word once per launch, by the
-# launch's last warp (completion counted per warp or per block) or by a
-# one-warp kernel after each launch. Hand-written CUDA, not the translator:
+# machine with a GPU (gpu/fold_bench.cu says what each variant is): a red
+# per warp into host memory mapped to the GPU (device maps before their
+# shadows), and device-memory shadows folded into the host word once per
+# launch, by the launch's last warp (completion counted per warp, or per
+# block in groups, as built, or with one counter) or by a one-warp kernel
+# after each launch. Hand-written CUDA, not the translator:
 # the numbers choose a design for device programs' maps
 # (docs/device-programs.md).
 #
@@ -27,17 +28,18 @@ from checks import finish, row
 
 work, out, status = sys.argv[1], sys.argv[2], int(sys.argv[3])
 what = {
-    "host": "a red per warp into host memory mapped to the GPU (the design as built)",
+    "host": "a red per warp into host memory mapped to the GPU (device maps before the shadows)",
     "device": "a red per warp into one word of device memory (not folded)",
     "replicas": "a red per warp into 128 device words by SM (not folded: the floor)",
     "warp_done": "replicas, completion counted per warp in 512 groups, folded by the last warp",
-    "block_done": "replicas, completion counted per block in shared memory, folded by the last warp",
+    "block_done": "replicas, completion counted per block in shared memory, blocks in 512 groups, folded by the last warp (the design built)",
+    "block_one_counter": "replicas, completion counted per block in shared memory, one counter for all blocks, folded by the last warp",
     "fold_kernel": "replicas, folded by a one-warp kernel after each launch",
 }
 lines = [dict(re.findall(r"(\w+)=(\S+)", l)) for l in open(f"{work}/bench.txt")
          if l.startswith("fold_bench: elements=")]
-row("fold_bench: exit status, results", f"{status}, {len(lines)}", "0, 7 per size",
-    status == 0 and lines and len(lines) % 7 == 0)
+row("fold_bench: exit status, results", f"{status}, {len(lines)}", "0, 8 per size",
+    status == 0 and lines and len(lines) % 8 == 0)
 for l in lines:
     if l["variant"] == "plain":
         row(f"vec_add of {l['elements']} elements: the kernel alone, per launch",

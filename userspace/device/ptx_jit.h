@@ -80,8 +80,15 @@ int cp_ptx__translate(const struct cp_ptx_program *prog, char **ptx, bool *maps_
  * map as before.
  */
 #define CP_PTX_SHADOW_MAX_WORDS 128
-/* Per launch slot (modulo), the blocks of the launch that finished. */
-#define CP_PTX_LAUNCH_COUNTERS 4096
+/*
+ * A launch counts its blocks out in CP_PTX_LAUNCH_GROUPS groups (one counter
+ * each, then one for the groups: a single counter for every block of a
+ * launch is a contended address, measured slower), the counters picked by
+ * its launch slot modulo CP_PTX_LAUNCH_COUNTERS: more than a GPU runs at
+ * once (128 kernels).
+ */
+#define CP_PTX_LAUNCH_COUNTERS 256
+#define CP_PTX_LAUNCH_GROUPS 64
 /* .func NAME (): at the start of every instrumented kernel of a module with shadows. */
 #define CP_PTX_LAUNCH_START "__cuprobe_launch_start"
 /* .func NAME (.param .b64 __cuprobe_launch): before every exit, after the exit programs. */

@@ -87,8 +87,9 @@ static void emit_map_move(FILE *out, size_t i, const struct cp_ptx_map *map)
 /*
  * The launch's start (the block's count of finished threads set to 0,
  * before any thread can finish) and end: each warp counts its lanes out;
- * the last warp of a block counts the block out of its launch (by slot);
- * the last warp of the launch moves every replica's values into the map.
+ * the last warp of a block counts the block out of its group, the last
+ * block of a group the group out of its launch (counters by slot); the
+ * last warp of the launch moves every replica's values into the map.
  * Fences: a warp's adds reach the device before its count (cta, then gpu
  * in the block's last warp); the moves reach the host before the launch
  * is done (sys).
@@ -99,7 +100,9 @@ static void emit_launch_functions(FILE *out, const struct cp_ptx_map *shapes, co
 	size_t i;
 
 	fprintf(out, ".shared .align 4 .u32 __cuprobe_block_exits;\n"
-		".global .align 4 .u32 __cuprobe_blocks_done[%u];\n\n", CP_PTX_LAUNCH_COUNTERS);
+		".global .align 4 .u32 __cuprobe_blocks_done[%u];\n"
+		".global .align 4 .u32 __cuprobe_groups_done[%u];\n\n",
+		CP_PTX_LAUNCH_COUNTERS * CP_PTX_LAUNCH_GROUPS, CP_PTX_LAUNCH_COUNTERS);
 	fputs(".func " CP_PTX_LAUNCH_START " ()\n{\n"
 	      "\t.reg .b32 %s<3>;\n\t.reg .pred %sp;\n"
 	      "\tmov.u32 %s0, %tid.x;\n\tmov.u32 %s1, %tid.y;\n\tor.b32 %s0, %s0, %s1;\n"
@@ -121,16 +124,33 @@ static void emit_launch_functions(FILE *out, const struct cp_ptx_map *shapes, co
 	      "\tmov.u32 %f6, %ntid.x;\n\tmov.u32 %f7, %ntid.y;\n\tmul.lo.u32 %f6, %f6, %f7;\n"
 	      "\tmov.u32 %f7, %ntid.z;\n\tmul.lo.u32 %f6, %f6, %f7;\n"
 	      "\tsetp.ne.u32 %q1, %f5, %f6;\n\t@%q1 bra $counted;\n"
-	      /* the block's last warp: the block out of its launch's count, by slot */
+	      /* the block's last warp: the block out of its group, by slot */
 	      "\tmembar.gl;\n\tshr.u64 %e1, %e0, 3;\n", out);
 	fprintf(out, "\tand.b64 %%e1, %%e1, %u;\n", CP_PTX_LAUNCH_COUNTERS - 1);
-	fputs("\tshl.b64 %e1, %e1, 2;\n"
-	      "\tmov.u64 %e2, __cuprobe_blocks_done;\n\tcvta.global.u64 %e2, %e2;\n\tadd.u64 %e2, %e2, %e1;\n"
+	/* the block's index in its grid, the grid's blocks, its group, the group's blocks */
+	fputs("\tmov.u32 %f6, %ctaid.z;\n\tmov.u32 %f7, %nctaid.y;\n\tmul.lo.u32 %f6, %f6, %f7;\n"
+	      "\tmov.u32 %f7, %ctaid.y;\n\tadd.u32 %f6, %f6, %f7;\n"
+	      "\tmov.u32 %f7, %nctaid.x;\n\tmul.lo.u32 %f6, %f6, %f7;\n"
+	      "\tmov.u32 %f7, %ctaid.x;\n\tadd.u32 %f6, %f6, %f7;\n"
+	      "\tmov.u32 %f8, %nctaid.x;\n\tmov.u32 %f9, %nctaid.y;\n\tmul.lo.u32 %f8, %f8, %f9;\n"
+	      "\tmov.u32 %f9, %nctaid.z;\n\tmul.lo.u32 %f8, %f8, %f9;\n", out);
+	fprintf(out, "\trem.u32 %%f9, %%f6, %u;\n\tdiv.u32 %%f10, %%f8, %u;\n\trem.u32 %%f11, %%f8, %u;\n",
+		CP_PTX_LAUNCH_GROUPS, CP_PTX_LAUNCH_GROUPS, CP_PTX_LAUNCH_GROUPS);
+	fputs("\tsetp.lt.u32 %q2, %f9, %f11;\n\tselp.u32 %f11, 1, 0, %q2;\n\tadd.u32 %f10, %f10, %f11;\n"
+	      "\tcvt.u64.u32 %e3, %f9;\n", out);
+	fprintf(out, "\tmul.lo.u64 %%e4, %%e1, %u;\n", CP_PTX_LAUNCH_GROUPS);
+	fputs("\tadd.u64 %e3, %e3, %e4;\n\tshl.b64 %e3, %e3, 2;\n"
+	      "\tmov.u64 %e2, __cuprobe_blocks_done;\n\tcvta.global.u64 %e2, %e2;\n\tadd.u64 %e2, %e2, %e3;\n"
 	      "\tatom.add.u32 %f5, [%e2], 1;\n\tadd.u32 %f5, %f5, 1;\n"
-	      "\tmov.u32 %f6, %nctaid.x;\n\tmov.u32 %f7, %nctaid.y;\n\tmul.lo.u32 %f6, %f6, %f7;\n"
-	      "\tmov.u32 %f7, %nctaid.z;\n\tmul.lo.u32 %f6, %f6, %f7;\n"
-	      "\tsetp.ne.u32 %q1, %f5, %f6;\n\t@%q1 bra $counted;\n"
-	      /* every block counted: the counter is free for the slot's next launch */
+	      "\tsetp.ne.u32 %q1, %f5, %f10;\n\t@%q1 bra $counted;\n"
+	      /* the group's last block: its counter free for the slot's next launch, the group counted out */
+	      "\tmov.u32 %f5, 0;\n\tst.u32 [%e2], %f5;\n", out);
+	fprintf(out, "\tmin.u32 %%f10, %%f8, %u;\n", CP_PTX_LAUNCH_GROUPS);
+	fputs("\tmembar.gl;\n\tshl.b64 %e3, %e1, 2;\n"
+	      "\tmov.u64 %e2, __cuprobe_groups_done;\n\tcvta.global.u64 %e2, %e2;\n\tadd.u64 %e2, %e2, %e3;\n"
+	      "\tatom.add.u32 %f5, [%e2], 1;\n\tadd.u32 %f5, %f5, 1;\n"
+	      "\tsetp.ne.u32 %q1, %f5, %f10;\n\t@%q1 bra $counted;\n"
+	      /* every group counted: the launch's last warp */
 	      "\tmov.u32 %f5, 0;\n\tst.u32 [%e2], %f5;\n\tmembar.gl;\n\tmov.u32 %f4, 1;\n"
 	      "$counted:\n"
 	      "\tshfl.sync.idx.b32 %f4, %f4, %f2, 31, %f0;\n"
