@@ -141,6 +141,9 @@ int cp_jit_emit_map_helper(struct jit *j, size_t i, bool update);
 int cp_jit_emit_ctx_load(struct jit *j, size_t i);
 int cp_jit_emit_atomic(struct jit *j, size_t i);
 
+/* ptx_module.c: a map's values in bytes (its shadow's copy), and the bytes between two copies. */
+uint64_t cp_jit_shadow_bytes(const struct cp_ptx_map *map);
+uint64_t cp_jit_shadow_stride(const struct cp_ptx_map *map);
 /* ptx_module.c: a name PTX takes for a function (letters, digits, _ and $, < 120 bytes). */
 bool cp_ptx_identifier(const char *name);
 

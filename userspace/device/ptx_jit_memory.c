@@ -279,7 +279,7 @@ static void emit_shadow_redirect(struct jit *j, size_t i)
 	for (m = 0; m < prog->map_count; m++) {
 		unsigned int replicas = cp_ptx__shadow_replicas(prog->maps[m].value_size,
 								prog->maps[m].max_entries);
-		uint64_t bytes = ((uint64_t)prog->maps[m].value_size + 7) / 8 * 8 * prog->maps[m].max_entries;
+		uint64_t bytes = cp_jit_shadow_bytes(&prog->maps[m]);
 		bool named = false;
 
 		for (k = 0; k < j->count && !named; k++)
@@ -301,7 +301,8 @@ static void emit_shadow_redirect(struct jit *j, size_t i)
 		cp_jit_emit(j, "@%%shp bra $L%zu_not_shadow%zu;", i, m);
 		cp_jit_emit(j, "mov.u32 %%shw, %%smid;");
 		cp_jit_emit(j, "rem.u32 %%shw, %%shw, %u;", replicas);
-		cp_jit_emit(j, "mul.wide.u32 %%sh2, %%shw, %llu;", (unsigned long long)((bytes + 127) / 128 * 128));
+		cp_jit_emit(j, "mul.wide.u32 %%sh2, %%shw, %llu;",
+			    (unsigned long long)cp_jit_shadow_stride(&prog->maps[m]));
 		cp_jit_emit(j, "mov.u64 %%sh0, __cuprobe_shadow_%zu;", m);
 		cp_jit_emit(j, "cvta.global.u64 %%sh0, %%sh0;");
 		cp_jit_emit(j, "add.u64 %%sh0, %%sh0, %%sh2;");

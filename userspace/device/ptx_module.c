@@ -38,22 +38,28 @@ bool cp_ptx__uses_shadow(const char *ptx)
 	return ptx && strstr(ptx, "__cuprobe_shadow_");
 }
 
-static uint64_t shadow_words(const struct cp_ptx_map *map)
+uint64_t cp_jit_shadow_bytes(const struct cp_ptx_map *map)
 {
-	return ((uint64_t)map->value_size + 7) / 8 * map->max_entries;
+	/* An array's values are value_size rounded up to 8, one after the other. */
+	return ((uint64_t)map->value_size + 7) / 8 * 8 * map->max_entries;
 }
 
 /* Bytes between two replicas: whole 128-byte lines, so that SMs never share one. */
-static uint64_t shadow_stride(const struct cp_ptx_map *map)
+uint64_t cp_jit_shadow_stride(const struct cp_ptx_map *map)
 {
-	return (shadow_words(map) * 8 + 127) / 128 * 128;
+	return (cp_jit_shadow_bytes(map) + 127) / 128 * 128;
+}
+
+static uint64_t shadow_words(const struct cp_ptx_map *map)
+{
+	return cp_jit_shadow_bytes(map) / 8;
 }
 
 /* The moves of one map's replicas, by the launch's last warp (emit_launch_functions). */
 static void emit_map_move(FILE *out, size_t i, const struct cp_ptx_map *map)
 {
 	unsigned int replicas = cp_ptx__shadow_replicas(map->value_size, map->max_entries);
-	unsigned long long words = shadow_words(map), stride = shadow_stride(map);
+	unsigned long long words = shadow_words(map), stride = cp_jit_shadow_stride(map);
 
 	fprintf(out, "\t// map %zu: %u replicas of %llu words\n", i, replicas, words);
 	fprintf(out, "\tmov.u64 %%e3, __cuprobe_shadow_%zu;\n\tcvta.global.u64 %%e3, %%e3;\n", i);
@@ -171,7 +177,7 @@ static void declare_shadow(FILE *out, size_t index, const struct cp_ptx_map *map
 
 	if (replicas)
 		fprintf(out, ".global .align 128 .b8 __cuprobe_shadow_%zu[%llu];\n", index,
-			(unsigned long long)(replicas * shadow_stride(map)));
+			(unsigned long long)(replicas * cp_jit_shadow_stride(map)));
 }
 
 static bool any_shadow(const struct cp_ptx_map *shapes, const bool *declare, size_t count)
