@@ -263,6 +263,7 @@ static int check_insn(struct jit *j, size_t i)
 			j->map_of[i] = device_map(j, i, in->imm);
 			if (j->map_of[i] < 0)
 				return j->err;
+			j->map_named[j->map_of[i]] = true;
 			if (in->src_reg == BPF_PSEUDO_MAP_VALUE &&
 			    (uint32_t)in[1].imm >= j->prog->maps[j->map_of[i]].value_size *
 						   (uint64_t)j->prog->maps[j->map_of[i]].max_entries)
@@ -380,7 +381,7 @@ static int check_program(struct jit *j)
 static void free_jit(struct jit *j)
 {
 	void *arrays[] = { j->states, j->funcs, j->func_of, j->leader, j->target, j->map_of,
-			   j->base_mask };
+			   j->map_named, j->base_mask };
 	size_t i;
 
 	if (j->states)
@@ -420,10 +421,11 @@ int cp_ptx__translate(const struct cp_ptx_program *prog, char **ptx, bool *maps_
 	j.leader = calloc(j.count, sizeof(*j.leader));
 	j.target = calloc(j.count, sizeof(*j.target));
 	j.map_of = calloc(j.count, sizeof(*j.map_of));
+	j.map_named = calloc(prog->map_count ? prog->map_count : 1, sizeof(*j.map_named));
 	j.base_mask = calloc(j.count, sizeof(*j.base_mask));
 	j.states = calloc(j.count, sizeof(*j.states));
-	if (!j.funcs || !j.func_of || !j.leader || !j.target || !j.map_of || !j.base_mask ||
-	    !j.states) {
+	if (!j.funcs || !j.func_of || !j.leader || !j.target || !j.map_of || !j.map_named ||
+	    !j.base_mask || !j.states) {
 		err = cp_jit_refuse(&j, -ENOMEM, "out of memory");
 		goto out;
 	}

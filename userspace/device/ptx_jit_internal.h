@@ -90,6 +90,7 @@ struct jit {
 	bool *leader;            /* a block starts here */
 	bool *target;            /* a branch goes here: a label */
 	int *map_of;             /* ld_imm64 of a map: the map's index; -1 */
+	bool *map_named;         /* per map: some ld_imm64 names it (the maps a value pointer may be in) */
 	int bit_of_map[MAP_BITS];/* map pointer bits: which map each is */
 	int map_bit_count;
 	/* analysis */

@@ -274,17 +274,14 @@ static void emit_shadow_redirect(struct jit *j, size_t i)
 {
 	const struct cp_ptx_program *prog = j->prog;
 	bool any = false;
-	size_t m, k;
+	size_t m;
 
 	for (m = 0; m < prog->map_count; m++) {
 		unsigned int replicas = cp_ptx__shadow_replicas(prog->maps[m].value_size,
 								prog->maps[m].max_entries);
 		uint64_t bytes = cp_jit_shadow_bytes(&prog->maps[m]);
-		bool named = false;
 
-		for (k = 0; k < j->count && !named; k++)
-			named = j->map_of[k] == (int)m;
-		if (!replicas || !named)
+		if (!replicas || !j->map_named[m])
 			continue;
 		if (!any) {
 			cp_jit_emit(j, "{");

@@ -24,7 +24,8 @@ bool cp_ptx_identifier(const char *name)
 
 unsigned int cp_ptx__shadow_replicas(uint32_t value_size, uint32_t max_entries)
 {
-	uint64_t words = ((uint64_t)value_size + 7) / 8 * max_entries;
+	struct cp_ptx_map shape = { .value_size = value_size, .max_entries = max_entries };
+	uint64_t words = cp_jit_shadow_bytes(&shape) / 8;
 
 	if (!words || words > CP_PTX_SHADOW_MAX_WORDS)
 		return 0;
