@@ -13,6 +13,13 @@
  *	  kernel_timing: overhead round=R kernel=vec_add_V launches=L median_ns=M min_ns=N
  *	then "kernel_timing: overhead elements=E grid=G block=256 result=ok".
  *
+ *   kernel_timing syncs ROUNDS LAUNCHES ELEMENTS VARIANT...
+ *	The same kernels, each launch followed by cudaStreamSynchronize (a
+ *	call that proves kernels done, where cuprobe's injection drains the
+ *	counters' shadows), LAUNCHES of a variant then the next, timed by the
+ *	process's clock, per round and variant the mean of launch + sync:
+ *	  kernel_timing: syncs round=R kernel=vec_add_V launches=L per_sync_ns=N
+ *
  *   kernel_timing exact LAUNCHES ELEMENTS WIDTH HEIGHT
  *	vec_add_kernel (1D, ELEMENTS, blocks of 256) and add_2d_kernel (a
  *	WIDTH x HEIGHT matrix, blocks of 16 x 8), LAUNCHES each, every launch
@@ -121,6 +128,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: kernel_timing overhead ROUNDS LAUNCHES ELEMENTS VARIANT...\n"
+		"       kernel_timing syncs ROUNDS LAUNCHES ELEMENTS VARIANT...\n"
 		"       kernel_timing exact LAUNCHES ELEMENTS WIDTH HEIGHT\n"
 		"       kernel_timing load FATBIN REPEATS\n"
 		"  VARIANT: plain, empty, timer, counter, ring (vec_add_VARIANT)\n"
@@ -264,6 +272,56 @@ static int overhead(int argc, char **argv)
 	buffers_free(&buf);
 	printf("kernel_timing: overhead elements=%d grid=%u block=%d result=ok\n", n, grid,
 	       BLOCK_THREADS);
+	return 0;
+}
+
+/* Launch and synchronize, LAUNCHES times a variant: what a proof (and its drain) costs. */
+static int syncs(int argc, char **argv)
+{
+	long rounds, launches, elements;
+	std::vector<size_t> chosen;
+	struct buffers buf;
+
+	if (argc < 6)
+		usage();
+	rounds = number(argv[2], 1, MAX_ROUNDS);
+	launches = number(argv[3], 1, MAX_LAUNCHES);
+	elements = number(argv[4], 1, MAX_ELEMENTS);
+	for (int i = 5; i < argc; i++) {
+		size_t v = 0;
+
+		while (v < VARIANTS && strcmp(argv[i], variant_names[v]))
+			v++;
+		if (v == VARIANTS)
+			usage();
+		chosen.push_back(v);
+	}
+
+	const int n = (int)elements;
+	const unsigned int grid = (unsigned int)((n + BLOCK_THREADS - 1) / BLOCK_THREADS);
+
+	buffers_make(&buf, n);
+	for (size_t k = 0; k < chosen.size(); k++)
+		variant_kernels[chosen[k]]<<<grid, BLOCK_THREADS>>>(buf.dev_a, buf.dev_b, buf.dev_c, n);
+	rt(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	for (long round = 1; round <= rounds; round++)
+		for (size_t k = 0; k < chosen.size(); k++) {
+			auto started = std::chrono::steady_clock::now();
+
+			for (long l = 0; l < launches; l++) {
+				variant_kernels[chosen[k]]<<<grid, BLOCK_THREADS>>>(buf.dev_a, buf.dev_b,
+										   buf.dev_c, n);
+				rt(cudaGetLastError(), "vec_add_<variant><<<>>>");
+				rt(cudaStreamSynchronize(0), "cudaStreamSynchronize");
+			}
+			double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() -
+									     started).count();
+			printf("kernel_timing: syncs round=%ld kernel=vec_add_%s launches=%ld per_sync_ns=%.0f\n",
+			       round, variant_names[chosen[k]], launches, ns / (double)launches);
+		}
+	buffers_check(&buf, n, "vec_add");
+	buffers_free(&buf);
+	printf("kernel_timing: syncs elements=%d grid=%u block=%d result=ok\n", n, grid, BLOCK_THREADS);
 	return 0;
 }
 
@@ -439,6 +497,8 @@ int main(int argc, char **argv)
 		usage();
 	if (!strcmp(argv[1], "overhead"))
 		return overhead(argc, argv);
+	if (!strcmp(argv[1], "syncs"))
+		return syncs(argc, argv);
 	if (!strcmp(argv[1], "exact"))
 		return exact(argc, argv);
 	if (!strcmp(argv[1], "load"))

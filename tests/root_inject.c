@@ -52,6 +52,7 @@ struct run {
 	char *dir;
 	char *images;      /* CUDA_SIM_IMAGE_DIR */
 	const char *library_path; /* COMMAND's LD_LIBRARY_PATH, when set */
+	const char *sim_env;      /* one more NAME=VALUE for COMMAND, when set */
 	char *prog;
 	int status;
 	char *out_text;
@@ -87,7 +88,8 @@ static void run_cuprobe(struct run *r, const char *const *extra, const char *con
 {
 	char *argv[64], *out_path = path_join(r->dir, "stdout"), *err_path = path_join(r->dir, "stderr");
 	char env_line[4200], library_line[4200];
-	char *env[] = { env_line, r->library_path ? library_line : NULL, NULL };
+	char *env[] = { env_line, r->library_path ? library_line : (char *)r->sim_env,
+			r->library_path ? (char *)r->sim_env : NULL, NULL };
 	struct run_opts opts = { .stdout_path = out_path, .stderr_path = err_path, .extra_env = env };
 	int n = 0, i;
 
@@ -520,6 +522,40 @@ static void expect_seqs_with(const char *launch_option)
 	cr_assert_eq(launch_seqs(&r, seqs, 8), 4, "%s", launch_option);
 	cr_expect(seqs[0] == 1 && seqs[1] == 2 && seqs[2] == 3 && seqs[3] == 4, "%s: seqs %lu %lu %lu %lu",
 		  launch_option, seqs[0], seqs[1], seqs[2], seqs[3]);
+	free_run(&r);
+}
+
+/*
+ * Counters add into their module's device-memory shadow; the injection
+ * moves what the shadows gained into the kernel's map at the calls that
+ * prove kernels done (module_loads ends with cuCtxSynchronize and a
+ * blocking copy). The simulator runs no PTX: with CUDA_SIM_SHADOW_ADDS=1
+ * each launch adds its thread count to every word of the shadow, in one
+ * copy after another, as the count program's entry and exit adds would.
+ */
+Test(inject, counters_reach_the_map_at_the_synchronizations, .timeout = 120)
+{
+	const char *steps[] = { "--launches", "3", "ptx", NULL };
+	char expected[64];
+	struct run r;
+
+	setup_run(&r);
+	r.sim_env = "CUDA_SIM_SHADOW_ADDS=1";
+	count_kernels(&r, "vec_add");
+	run_cuprobe(&r, NULL, steps);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	/* 3 launches of 4 blocks of 256 threads: every entry and every exit. */
+	snprintf(expected, sizeof(expected), "counts (array)\n  0: %d\n  1: %d\n", 3 * 1024, 3 * 1024);
+	cr_expect_not_null(strstr(r.out_text, expected), "%s", r.out_text);
+	cr_expect_null(strstr(r.err_text, "after their last synchronization"), "%s", r.err_text);
+	free_run(&r);
+
+	/* Without the adds (the simulator's default) the shadows stay empty and so does the map. */
+	setup_run(&r);
+	count_kernels(&r, "vec_add");
+	run_cuprobe(&r, NULL, steps);
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	cr_expect_not_null(strstr(r.out_text, "counts (array)\n  (no entries)\n"), "%s", r.out_text);
 	free_run(&r);
 }
 

@@ -493,7 +493,10 @@ Test(semantics, atomics_fetch_fenced_and_on_the_stack_plain)
 	/* map value: the address in %t6; an add without a result aggregated per warp, the others
 	 * red without a result, atom with one between fences, 32 bits zero-extended */
 	assert_has(ptx, "cvt.u32.u64 %w5, %r1;\n\tadd.u64 %t6, %r6, 0;\n\t{\n");
-	assert_has(ptx, "activemask.b32 %ga0;\n\tmatch.any.sync.b64 %ga1, %t6, %ga0;");
+	/* the whole warp on lane 0's address found by an exchange and a vote; else grouped by address */
+	assert_has(ptx, "shfl.sync.idx.b32 %ga7, %ga7, 0, 31, -1;\n\tmov.b64 %gd1, {%ga6, %ga7};\n"
+			"\tsetp.eq.u64 %gp0, %gd1, %t6;\n\tvote.sync.all.pred %gp0, %gp0, -1;");
+	assert_has(ptx, "_match:\n\tmatch.any.sync.b64 %ga1, %t6, %ga0;");
 	assert_has(ptx, "shfl.sync.idx.b32 %ga6, %ga8, %ga4, 31, %ga1;");
 	assert_has(ptx, "cvt.u32.u64 %ga6, %gd0;\n\t@%gp1 red.add.u32 [%t6], %ga6;\n\t}");
 	assert_has(ptx, "@%gp1 red.add.u64 [%t6], %gd0;\n\t}");
@@ -691,7 +694,7 @@ Test(shadow, small_maps_get_replicas_that_share_128_values_and_large_ones_none)
 	cr_expect_eq(cp_ptx__shadow_replicas(0, 4), 0);
 }
 
-Test(shadow, a_launchs_64_bit_counter_goes_to_its_sms_replica_and_nothing_else_does)
+Test(shadow, a_64_bit_counter_goes_to_its_sms_replica_and_nothing_else_does)
 {
 	char *ptx = translate(PROG(LD_MAP_VALUE(1, BSS_FD, 0), MOV64_IMM(2, 1),
 				   ATOMIC(BPF_DW, 1, 2, 8, BPF_ADD),
@@ -702,42 +705,46 @@ Test(shadow, a_launchs_64_bit_counter_goes_to_its_sms_replica_and_nothing_else_d
 	struct cp_ptx_function function = { .name = "prog", .section = "gpu/k", .ptx = ptx };
 	char *module = NULL;
 
-	/* Only with a launch slot, only inside the map (64 bytes), to replica smid mod 16. */
-	assert_has(ptx, "setp.eq.u64 %shp, %cp_launch, 0;\n\t@%shp bra $L3_shadowed;\n"
-			"\tld.const.u64 %sh0, [__cuprobe_map_4];\n\tsub.u64 %sh1, %t6, %sh0;\n"
+	/* Every launch's (graph nodes' too), only inside the map (64 bytes), to replica smid mod 16. */
+	assert_has(ptx, ".reg .pred %shp;\n\tld.const.u64 %sh0, [__cuprobe_map_4];\n\tsub.u64 %sh1, %t6, %sh0;\n"
 			"\tsetp.ge.u64 %shp, %sh1, 64;\n\t@%shp bra $L3_not_shadow4;\n"
 			"\tmov.u32 %shw, %smid;\n\trem.u32 %shw, %shw, 16;\n\tmul.wide.u32 %sh2, %shw, 128;\n"
 			"\tmov.u64 %sh0, __cuprobe_shadow_4;\n\tcvta.global.u64 %sh0, %sh0;\n"
 			"\tadd.u64 %sh0, %sh0, %sh2;\n\tadd.u64 %t6, %sh0, %sh1;\n");
-	/* Then the warp's aggregation on the moved address: a butterfly when all 32 lanes add to it. */
+	/*
+	 * Then the warp's aggregation on the moved address. The operand is the
+	 * constant 1 set just before: 32 for a whole warp on one address, else
+	 * 1 times the lanes on each address; no exchange of operands.
+	 */
 	assert_has(ptx, "$L3_shadowed:\n\t}\n\t{\n\t.reg .b32 %ga<10>;");
-	assert_has(ptx, "setp.ne.u32 %gp0, %ga1, -1;\n\t@%gp0 bra $L3_sum;\n\tmov.b64 %gd0, {%ga8, %ga9};\n"
+	assert_has(ptx, "@!%gp0 bra $L3_match;\n\tmov.b32 %ga1, -1;\n\tmov.u64 %gd0, 32;\n"
+			"\tbra.uni $L3_summed;\n$L3_match:\n\tmatch.any.sync.b64 %ga1, %t6, %ga0;\n"
+			"\tpopc.b32 %ga6, %ga1;\n\tcvt.u64.u32 %gd1, %ga6;\n\tmul.lo.u64 %gd0, %gd1, 1;\n"
+			"$L3_summed:");
+	assert_lacks(ptx, "$L3_sum:");
+	/* The 32-bit add's operand was not set just before it: a butterfly, or the loop by address. */
+	assert_has(ptx, "@!%gp0 bra $L4_match;\n\tmov.b32 %ga1, -1;\n\tcvt.u64.u32 %gd0, %ga8;\n"
 			"\tmov.b64 {%ga6, %ga7}, %gd0;\n\tshfl.sync.bfly.b32 %ga6, %ga6, 16, 31, -1;");
 	assert_has(ptx, "shfl.sync.bfly.b32 %ga7, %ga7, 1, 31, -1;\n\tmov.b64 %gd1, {%ga6, %ga7};\n"
-			"\tadd.u64 %gd0, %gd0, %gd1;\n\tbra.uni $L3_summed;\n$L3_sum:");
+			"\tadd.u64 %gd0, %gd0, %gd1;\n\tbra.uni $L4_summed;\n$L4_match:");
+	assert_has(ptx, "$L4_sum:");
 	/* The 32-bit add, the add with a result and the or reach the map itself. */
 	cr_expect_eq(occurrences(ptx, "%smid"), 1, "%s", ptx);
 	assert_lacks(ptx, "__cuprobe_shadow_0");
 	cr_assert_eq(cp_ptx__module(&function, 1, maps, used, MAP_COUNT, &module), 0);
-	assert_has(module, ".global .align 128 .b8 __cuprobe_shadow_4[2048];");
-	assert_has(module, ".shared .align 4 .u32 __cuprobe_block_exits;");
-	assert_has(module, ".global .align 4 .u32 __cuprobe_blocks_done[16384];");
-	assert_has(module, ".global .align 4 .u32 __cuprobe_groups_done[256];");
-	/* a block counts out in its group (of 64), the group's last block counts the group out */
-	assert_has(module, "rem.u32 %f9, %f6, 64;\n\tdiv.u32 %f10, %f8, 64;\n\trem.u32 %f11, %f8, 64;");
-	assert_has(module, "min.u32 %f10, %f8, 64;");
-	assert_has(module, ".func " CP_PTX_LAUNCH_END " (.param .b64 __cuprobe_launch)");
-	/* The last warp: replicas 1 to 15 (8 values each) into replica 0, then replica 0 into the map. */
-	assert_has(module, "// map 4: 16 replicas of 8 words\n");
-	assert_has(module, "setp.ge.u32 %q1, %f9, 120;");
-	assert_has(module, "@%q2 red.add.u64 [%e6], %e7;");
-	assert_has(module, "call " CP_PTX_LAUNCH_START ";");
+	/* 16 copies of 8 words, 128 bytes apart; weak: the copies of a link's inputs are one. */
+	assert_has(module, ".weak .global .align 128 .b8 __cuprobe_shadow_4[2048];"
+			   "\t// 16 copies of 8 words, 128 bytes apart\n");
+	cr_expect_eq(cp_ptx__shadow_stride(8, 8), 128);
+	/* Nothing else in the kernel: no count of its blocks, no work at its end. */
+	assert_lacks(module, ".shared");
+	assert_lacks(module, "bar.sync");
 	judge(ptx, "a counter into a shadow");
 	free(module);
 	free(ptx);
 }
 
-Test(shadow, declarations_say_whether_the_kernels_need_the_launchs_start_and_end)
+Test(shadow, declarations_say_whether_some_map_has_a_shadow)
 {
 	static const struct cp_ptx_map large[] = {
 		{ .name = "big", .value_size = 8, .max_entries = 1024 },
@@ -750,12 +757,12 @@ Test(shadow, declarations_say_whether_the_kernels_need_the_launchs_start_and_end
 	cr_assert_eq(cp_ptx__map_declarations(addresses, large, only_large, 2, &text, &shadowed), 0);
 	cr_expect(!shadowed);
 	assert_lacks(text, "__cuprobe_shadow");
-	assert_lacks(text, CP_PTX_LAUNCH_END);
 	free(text);
 	cr_assert_eq(cp_ptx__map_declarations(addresses, large, NULL, 2, &text, &shadowed), 0);
 	cr_expect(shadowed);
 	assert_lacks(text, "__cuprobe_shadow_0");
-	assert_has(text, ".global .align 128 .b8 __cuprobe_shadow_1[16384];");
-	assert_has(text, "// map 1: 128 replicas of 1 words\n");
+	assert_has(text, ".weak .global .align 128 .b8 __cuprobe_shadow_1[16384];"
+			 "\t// 128 copies of 1 words, 128 bytes apart\n");
+	cr_expect_eq(cp_ptx__shadow_stride(8, 1), 128, "one word takes a whole line");
 	free(text);
 }

@@ -91,16 +91,14 @@ static void free_prelude(void)
 TestSuite(ptx_rewrite, .init = make_prelude, .fini = free_prelude);
 
 static const struct cp_ptx_probe both[] = {
-	{ .glob = "*", .function = "__cuprobe_gpu_enter", .uses_shadow = true },
+	{ .glob = "*", .function = "__cuprobe_gpu_enter" },
 	{ .glob = "*", .function = "__cuprobe_gpu_leave", .at_exit = true },
 };
 
 static int rewrite(const char *ptx, const struct cp_ptx_probe *probes, size_t count,
 		   struct cp_ptx_rewrite *out, char *error, size_t error_size)
 {
-	struct cp_ptx_rewrite_opts opts = { .probes = probes, .probe_count = count, .prelude = prelude,
-					    .launch_start = shadowed ? CP_PTX_LAUNCH_START : NULL,
-					    .launch_end = shadowed ? CP_PTX_LAUNCH_END : NULL };
+	struct cp_ptx_rewrite_opts opts = { .probes = probes, .probe_count = count, .prelude = prelude };
 
 	return cp_ptx__rewrite(ptx, strlen(ptx), &opts, out, error, error_size);
 }
@@ -315,12 +313,8 @@ Test(ptx_rewrite, every_exit_gets_the_exit_programs_under_its_guard)
 	cr_expect_eq(count_of(out.text, "@%p1 call \t__cuprobe_gpu_leave"), 1, "%s", out.text);
 	cr_expect_eq(count_of(out.text, "@!%p2 call \t__cuprobe_gpu_leave"), 1, "%s", out.text);
 	cr_expect_eq(count_of(out.text, "call \t__cuprobe_gpu_enter"), 1);
-	/* The launch's start before the entry programs, its end after the exit programs at every exit. */
-	cr_expect_eq(count_of(out.text, "call \t" CP_PTX_LAUNCH_START ";\n\tcall \t__cuprobe_gpu_enter"), 1,
-		     "%s", out.text);
-	cr_expect_eq(count_of(out.text, "call \t__cuprobe_gpu_leave, (__cuprobe_arg);\n\t@%p1 call \t"
-				       CP_PTX_LAUNCH_END ", (__cuprobe_arg);"), 1, "%s", out.text);
-	cr_expect_eq(count_of(out.text, "call \t" CP_PTX_LAUNCH_END), 3, "%s", out.text);
+	/* The programs' calls and nothing else: a counter's shadow needs no work in the kernel. */
+	cr_expect_eq(count_of(out.text, "call \t"), 4, "%s", out.text);
 	cr_expect_not_null(strstr(out.text, ".entry pred(.param .u64 __cuprobe_launch) .pragma"));
 	/* The declaration, matching too, gets the parameter (a definition elsewhere would). */
 	cr_expect_not_null(strstr(out.text, ".entry declared(.param .u32 a,\n\t.param .u64 __cuprobe_launch)"),
@@ -331,23 +325,6 @@ Test(ptx_rewrite, every_exit_gets_the_exit_programs_under_its_guard)
 	cp_ptx_rewrite__release(&out);
 }
 
-/* A kernel whose programs add into no shadow pays nothing for the launch's start and end. */
-Test(ptx_rewrite, only_kernels_of_programs_that_use_a_shadow_count_their_launch)
-{
-	static const struct cp_ptx_probe exit_only[] = {
-		{ .glob = "*", .function = "__cuprobe_gpu_leave", .at_exit = true },
-	};
-	struct cp_ptx_rewrite out;
-	char error[512];
-
-	cr_assert_eq(rewrite(predicated, exit_only, 1, &out, error, sizeof(error)), 0, "%s", error);
-	cr_assert_not_null(out.text);
-	cr_expect_eq(count_of(out.text, "call \t__cuprobe_gpu_leave"), 3, "%s", out.text);
-	cr_expect_eq(count_of(out.text, "call \t" CP_PTX_LAUNCH_START), 0, "%s", out.text);
-	cr_expect_eq(count_of(out.text, "call \t" CP_PTX_LAUNCH_END), 0, "%s", out.text);
-	expect_ptxas(out.text, "sm_90", "exit programs without a shadow");
-	cp_ptx_rewrite__release(&out);
-}
 
 Test(ptx_rewrite, globs_match_demangled_names_without_parameters_or_mangled_ones)
 {

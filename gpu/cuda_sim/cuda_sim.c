@@ -125,14 +125,28 @@ struct sim_function {
 	bool launch_param;		/* its last parameter is cuprobe's __cuprobe_launch */
 	struct cuprobe_gpu_ring_control *ring; /* a device ring its module declares, or NULL */
 	unsigned char *ring_slots;	/* its slots */
+	const struct sim_module *shadowed; /* its module, when that declares counter shadows */
 	char name[];
 };
+
+/* A counter's shadow (cuprobe's __cuprobe_shadow_N): device memory the module declares. */
+struct sim_shadow {
+	char name[64];
+	uintptr_t address;
+	size_t bytes;
+	unsigned int copies;
+	size_t words, stride;
+};
+
+#define SIM_MAX_SHADOWS 16
 
 /* A CUmodule or a CUlibrary: the entries its PTX declared. */
 struct sim_module {
 	enum sim_magic magic;		/* MODULE or LIBRARY */
 	size_t entry_count;
 	struct sim_function **entries;
+	struct sim_shadow shadows[SIM_MAX_SHADOWS];
+	size_t shadow_count;
 };
 
 struct sim_context {
@@ -954,6 +968,8 @@ static bool starts_with_bytes(const char *image, const char *magic)
 	return *magic == '\0';
 }
 
+static CUresult release(uintptr_t base, unsigned int kinds);
+
 static void free_module(struct sim_module *module)
 {
 	size_t i;
@@ -971,6 +987,8 @@ static void free_module(struct sim_module *module)
 		free(entry);
 	}
 	free(module->entries);
+	for (i = 0; i < module->shadow_count; i++)
+		release(module->shadows[i].address, SIM_MEM_DEVICE);
 	module->magic = SIM_MAGIC_DEAD;
 	free(module);
 }
@@ -1081,6 +1099,66 @@ static void find_device_ring(struct sim_module *module, const char *ptx)
 			module->entries[i]->ring = control;
 			module->entries[i]->ring_slots = ring_slots(ptx, control->slots_map);
 		}
+}
+
+static CUresult allocate(uintptr_t *out, size_t bytes, enum sim_mem_kind kind);
+
+/*
+ * The stand-in for counters' GPU code: the shadows the module declares
+ * (".weak .global .align 128 .b8 __cuprobe_shadow_N[BYTES];\t// C copies of
+ * W words, S bytes apart") in device memory, found by cuModuleGetGlobal;
+ * with CUDA_SIM_SHADOW_ADDS=1, at each launch of an instrumented kernel
+ * every word of every shadow gains the launch's thread count, in one copy
+ * (launches take the copies in turn): what a program adding 1 per thread to
+ * each value (gpu_threads.bpf.c, an entry and an exit count) adds.
+ */
+static void find_shadows(struct sim_module *module, const char *ptx)
+{
+	static const char declaration[] = ".weak .global .align 128 .b8 __cuprobe_shadow_";
+	const char *at = ptx;
+	size_t i;
+
+	while (module->shadow_count < SIM_MAX_SHADOWS && (at = strstr(at, declaration))) {
+		struct sim_shadow *s = &module->shadows[module->shadow_count];
+		unsigned long long index, bytes, words, stride;
+		unsigned int copies;
+		int used = 0;
+
+		at += sizeof(declaration) - 1;
+		if (sscanf(at, "%llu[%llu];\t// %u copies of %llu words, %llu bytes apart%n", &index, &bytes,
+			   &copies, &words, &stride, &used) != 5 || !used || !copies ||
+		    copies * stride != bytes || words * 8 > stride)
+			continue;
+		snprintf(s->name, sizeof(s->name), "__cuprobe_shadow_%llu", index);
+		if (allocate(&s->address, bytes, SIM_MEM_DEVICE) != CUDA_SUCCESS)
+			continue;
+		memset((void *)s->address, 0, bytes);
+		s->bytes = bytes;
+		s->copies = copies;
+		s->words = words;
+		s->stride = stride;
+		module->shadow_count++;
+	}
+	for (i = 0; module->shadow_count && i < module->entry_count; i++)
+		if (module->entries[i]->launch_param)
+			module->entries[i]->shadowed = module;
+}
+
+static void add_to_shadows(const struct sim_module *module, const struct sim_launch_dims *dims)
+{
+	static atomic_uint launches;
+	uint64_t threads = (uint64_t)dims->grid[0] * dims->grid[1] * dims->grid[2] *
+			   dims->block[0] * dims->block[1] * dims->block[2];
+	unsigned int turn = atomic_fetch_add(&launches, 1);
+	size_t i, w;
+
+	for (i = 0; i < module->shadow_count; i++) {
+		const struct sim_shadow *s = &module->shadows[i];
+		uint64_t *copy = (uint64_t *)(s->address + (turn % s->copies) * s->stride);
+
+		for (w = 0; w < s->words; w++)
+			__atomic_fetch_add(&copy[w], threads, __ATOMIC_RELAXED);
+	}
 }
 
 /* One record, as the translated cuprobe_gpu_output does it: true when committed. */
@@ -1198,8 +1276,10 @@ static CUresult parse_ptx(struct sim_module *module, enum sim_magic entry_magic,
 		}
 		p++;
 	}
-	if (seen_version)
+	if (seen_version) {
 		find_device_ring(module, ptx);
+		find_shadows(module, ptx);
+	}
 	return seen_version ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
 }
 
@@ -1563,6 +1643,31 @@ SIM_EXPORT CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
 	return CUDA_SUCCESS;
 }
 
+/* Only cuprobe's counter shadows (find_shadows): the simulator keeps no other globals. */
+SIM_EXPORT CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod,
+					      const char *name)
+{
+	const struct sim_module *module = (const struct sim_module *)hmod;
+	CUresult rc = require_context();
+	size_t i;
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!module || (module->magic != SIM_MAGIC_MODULE && module->magic != SIM_MAGIC_LIBRARY))
+		return CUDA_ERROR_INVALID_HANDLE;
+	for (i = 0; i < module->shadow_count; i++)
+		if (!strcmp(module->shadows[i].name, name)) {
+			if (dptr)
+				*dptr = (CUdeviceptr)module->shadows[i].address;
+			if (bytes)
+				*bytes = module->shadows[i].bytes;
+			return CUDA_SUCCESS;
+		}
+	return CUDA_ERROR_NOT_FOUND;
+}
+
 /* Libraries are context-independent, as in the real driver. Options are accepted and ignored: there is no JIT. */
 static CUresult load_library(CUlibrary *library, const void *code, bool bad_jit_options,
 			     bool bad_library_options)
@@ -1599,6 +1704,21 @@ SIM_EXPORT CUresult CUDAAPI cuLibraryGetKernel(CUkernel *pKernel, CUlibrary libr
 		return rc;
 	return get_entry((struct sim_function **)pKernel, library,
 			 SIM_MAGIC_LIBRARY, name);
+}
+
+/* The library's module in the current context: the library itself here (one context). */
+SIM_EXPORT CUresult CUDAAPI cuLibraryGetModule(CUmodule *pMod, CUlibrary library)
+{
+	CUresult rc = require_context();
+
+	if (rc != CUDA_SUCCESS)
+		return rc;
+	if (!pMod)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!module_from_handle(library, SIM_MAGIC_LIBRARY))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*pMod = (CUmodule)library;
+	return CUDA_SUCCESS;
 }
 
 /*
@@ -2006,6 +2126,8 @@ static CUresult launch(CUfunction f, const struct sim_launch_dims *dims,
 		record_launch(function, params);
 	if (function->ring)
 		write_ring_records(function, dims, params);
+	if (function->shadowed && getenv("CUDA_SIM_SHADOW_ADDS"))
+		add_to_shadows(function->shadowed, dims);
 	/* The entry exists in the image, but the simulator cannot run it. */
 	if (!function->impl)
 		return CUDA_ERROR_NOT_SUPPORTED;

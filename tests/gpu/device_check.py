@@ -279,6 +279,28 @@ def check_overhead(runs, sizes, rounds, launches):
             counted == expected_threads)
         zero_reads = probed.counter("timer_read_zero")
         row(f"{label}: globaltimer reads that gave 0", f"{zero_reads}", "0", zero_reads == 0)
+        syncs = runs(f"syncs.{size}")
+        per_round = {}
+        for f in syncs.lines("kernel_timing: syncs round="):
+            per_round.setdefault(int(f["round"]), {})[f["kernel"].removeprefix("vec_add_")] = float(f["per_sync_ns"])
+        pairs = [(r["plain"], r["counter"]) for r in per_round.values() if "plain" in r and "counter" in r]
+        if syncs.status != "0" or not pairs:
+            row(f"{label}: launch + cudaStreamSynchronize, counter vs plain", f"status {syncs.status or 'not run'}",
+                "a time per variant and round", False)
+        else:
+            plain_ns = statistics.median(p for p, _ in pairs)
+            counter_ns = statistics.median(c for _, c in pairs)
+            row(f"{label}: launch + cudaStreamSynchronize, counter vs plain (the drain at each sync), "
+                f"process clock", f"{fmt_ns(counter_ns)} vs {fmt_ns(plain_ns)} (+{fmt_ns(counter_ns - plain_ns)}, "
+                f"{counter_ns / plain_ns:.2f}x; rounds {', '.join(f'{c / p:.2f}' for p, c in pairs)})",
+                "information: the drain's copy per sync", None)
+            launches_synced = sum(int(f["launches"]) for f in syncs.lines("kernel_timing: syncs round=")
+                                  if f["kernel"] == "vec_add_counter")
+            counted = syncs.counter("threads_counted")
+            expected_threads = (1 + launches_synced) * grid * 256
+            row(f"{label}: the counter's count after launch + sync pairs", f"{counted}",
+                f"{expected_threads} ((1 warm-up + {launches_synced}) launches x grid x block)",
+                counted == expected_threads)
 
 
 def check_load(runs):

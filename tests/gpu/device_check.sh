@@ -56,6 +56,7 @@ started=$(date +%s)
 rounds=${ROUNDS:-3}
 launches=${LAUNCHES:-10}                   # of each variant, per round
 sizes=${SIZES:-1048576}                    # vec_add elements, overhead runs
+sync_launches=${SYNC_LAUNCHES:-200}        # launch + sync pairs per variant and round
 exact_launches=${EXACT_LAUNCHES:-10}
 exact_elements=${EXACT_ELEMENTS:-100000}   # 391 blocks of 256, the last one partial
 exact_width=${EXACT_WIDTH:-500}            # 32 x 26 blocks of 16 x 8, partial at both edges
@@ -117,6 +118,9 @@ for size in $sizes; do
 	run_case "overhead.$size" "$examples/device_overhead.bpf.o" \
 		"$timing" overhead "$rounds" "$launches" "$size" "${variants[@]}"
 	plain_case "overhead_plain.$size" "$timing" overhead "$rounds" "$launches" "$size" "${variants[@]}"
+	# A launch and its synchronization: the counter's kernels drain at every sync.
+	run_case "syncs.$size" "$examples/device_overhead.bpf.o" \
+		"$timing" syncs "$rounds" "$sync_launches" "$size" plain counter
 done
 
 # 4. Attach cost, the runs with and without probes alternated.

@@ -25,6 +25,9 @@
  *    kernelParams array, where cuprobe's BPF launch program reads it;
  *  - the maps and the slots are registered with the driver
  *    (cuMemHostRegister, DEVICEMAP | PORTABLE) once a context is current.
+ *  - counters' shadows (device memory in each instrumented module) are
+ *    drained into the maps at the calls that prove kernels done and before
+ *    a module or context goes (inject_drain.c).
  *
  * The driver is reached both ways programs reach it: by symbol (our
  * exports interpose libcuda's) and through cuGetProcAddress, which cudart
@@ -277,7 +280,8 @@ static int map_region(int fd, size_t size, bool read_only, struct region *r)
 /*
  * The prelude every instrumented module gets: the declarations of the maps
  * (each at the address this process mapped it, under the index the
- * translator named it by) and the programs' functions.
+ * translator named it by), the shadows the programs add into, and the
+ * programs' functions.
  */
 static int make_prelude(void)
 {
@@ -298,10 +302,16 @@ static int make_prelude(void)
 	for (i = 0; !err && i < inject.plan.map_count; i++) {
 		const struct cp_inject_map *map = &inject.plan.maps[i];
 
+		char shadow[64];
+
 		addresses[map->index] = (uint64_t)(uintptr_t)inject.maps[i].base;
 		declare[map->index] = true;
-		shapes[map->index].value_size = map->value_size;
-		shapes[map->index].max_entries = map->max_entries;
+		/* A shadow only where some program adds into one (and the drain moves only those). */
+		snprintf(shadow, sizeof(shadow), CP_PTX_SHADOW_PREFIX "%u;", map->index);
+		if (inject.plan.functions && strstr(inject.plan.functions, shadow) && !inject.maps[i].read_only) {
+			shapes[map->index].value_size = map->value_size;
+			shapes[map->index].max_entries = map->max_entries;
+		}
 	}
 	if (!err)
 		err = cp_ptx__map_declarations(addresses, shapes, declare, symbols, &declarations,
@@ -372,8 +382,7 @@ static int start(const char *fd_text)
 	for (i = 0; i < inject.plan.program_count; i++)
 		inject.probes[i] = (struct cp_ptx_probe){ .glob = inject.plan.programs[i].glob,
 							  .function = inject.plan.programs[i].function,
-							  .at_exit = inject.plan.programs[i].at_exit,
-							  .uses_shadow = inject.plan.programs[i].uses_shadow };
+							  .at_exit = inject.plan.programs[i].at_exit };
 	err = make_prelude();
 	if (err)
 		report(CP_INJECT_ERROR, NULL, NULL, 0, 0, "out of memory");

@@ -5,7 +5,8 @@
  * the plan read at start), inject_device.c (reports, the device, the maps
  * registered with the driver), inject_handles.c (handle tables, kernel
  * handles), inject_loads.c (module loads and links), inject_launch.c
- * (launches, graph kernel nodes). Built with hidden visibility: nothing here
+ * (launches, graph kernel nodes), inject_drain.c (counters' shadows moved
+ * into the maps at the calls that prove kernels done). Built with hidden visibility: nothing here
  * is exported.
  */
 #ifndef CUPROBE_INJECT_INTERNAL_H
@@ -76,9 +77,18 @@
 	X(cuGraphExecKernelNodeSetParams_v2, 12000, 0)				\
 	X(cuGraphAddNode, 12020, 0) X(cuGraphAddNode_v2, 12030, 0)		\
 	X(cuGraphNodeSetParams, 12020, 0) X(cuGraphExecNodeSetParams, 12020, 0)
+#define DRAIN_HOOKS(X)		/* inject_drain.c: calls that prove kernels done, contexts going */ \
+	X(cuCtxSynchronize, 2000, 0) X(cuCtxSynchronize_v2, 13000, 0)		\
+	X(cuStreamSynchronize, 2000, 0) X(cuStreamSynchronize_ptsz, 7000, 1)	\
+	X(cuStreamQuery, 2000, 0) X(cuStreamQuery_ptsz, 7000, 1)		\
+	X(cuEventSynchronize, 2000, 0) X(cuEventQuery, 2000, 0)			\
+	X(cuMemcpyHtoD_v2, 3020, 0) X(cuMemcpyHtoD_v2_ptds, 7000, 1)		\
+	X(cuMemcpyDtoH_v2, 3020, 0) X(cuMemcpyDtoH_v2_ptds, 7000, 1)		\
+	X(cuCtxDestroy_v2, 4000, 0) X(cuDevicePrimaryCtxRelease_v2, 11000, 0)	\
+	X(cuDevicePrimaryCtxReset_v2, 11000, 0)
 #define RESOLVE_HOOKS(X)	/* inject.c */				\
 	X(cuGetProcAddress, 11030, 0) X(cuGetProcAddress_v2, 12000, 0)
-#define HOOKS(X) LOAD_HOOKS(X) HANDLE_HOOKS(X) LAUNCH_HOOKS(X) RESOLVE_HOOKS(X)
+#define HOOKS(X) LOAD_HOOKS(X) HANDLE_HOOKS(X) LAUNCH_HOOKS(X) DRAIN_HOOKS(X) RESOLVE_HOOKS(X)
 
 /*
  * The exported names are the wrappers (one definition each, under the
@@ -93,7 +103,12 @@
 	X(cuDeviceGetAttribute) X(cuMemHostRegister_v2)				\
 	X(cuMemHostGetDevicePointer_v2) X(cuStreamIsCapturing)			\
 	X(cuStreamIsCapturing_ptsz) X(cuParamSetv) X(cuFuncGetName)		\
-	X(cuKernelGetName) X(cuGetErrorName)
+	X(cuKernelGetName) X(cuGetErrorName) X(cuModuleGetGlobal_v2)		\
+	X(cuMemAllocHost_v2) X(cuMemFreeHost) X(cuStreamCreate)			\
+	X(cuStreamDestroy_v2) X(cuMemcpyDtoHAsync_v2)				\
+	X(cuThreadExchangeStreamCaptureMode) X(cuCtxPushCurrent_v2)		\
+	X(cuCtxPopCurrent_v2) X(cuDevicePrimaryCtxGetState)			\
+	X(cuDevicePrimaryCtxRetain)
 
 enum hook_id {
 #define HOOK_ENUM(name, since, ptsz) HOOK_##name,
@@ -144,6 +159,7 @@ struct kernel_info {
 	uint64_t probes;
 	unsigned int param_count;
 	size_t param_bytes;
+	bool uses_shadow;  /* a program it runs adds into a shadow: its launches are drained */
 };
 
 /* A module or library with instrumented kernels (or a cubin a rewritten link made). */
@@ -151,6 +167,7 @@ struct module_info {
 	struct kernel_info *kernels;
 	size_t kernel_count;
 	const char *api;
+	bool library;      /* a CUlibrary: its module differs by context */
 	/*
 	 * The rewritten images the driver got, kept until the module is
 	 * unloaded (or the link destroyed): a library loaded with
@@ -188,7 +205,7 @@ struct inject_state {
 	ino_t report_ino;
 	struct cp_ptx_probe *probes;
 	char *prelude;              /* map declarations and the programs' functions */
-	bool shadowed;              /* some map has a shadow: kernels call the launch's start and end */
+	bool shadowed;              /* some map has a shadow (inject_drain.c drains it) */
 	struct region *maps;
 	struct region slots;        /* the launch-slot map: u64 values, slot 0 the allocation counter */
 	pthread_mutex_t register_lock;
@@ -227,5 +244,23 @@ int table_put(struct handle_table *t, const void *handle, void *value, const voi
 void table_remove_owned(struct handle_table *t, const void *owner);
 void module_info_free(struct module_info *m);
 void keep_image(struct module_info *m, char **image);
+
+/*
+ * inject_drain.c: the counters' shadows moved into the maps. A launch of a
+ * kernel with uses_shadow is noted (handle: the CUfunction or CUkernel;
+ * owner: the module or library it came from); a proof drains the context's
+ * shadows while some launch in it is not proved done.
+ */
+enum drain_proof {
+	DRAIN_PROOF_CONTEXT, /* every launch of the context done */
+	DRAIN_PROOF_STREAM,  /* every launch of the stream done */
+	DRAIN_PROOF_OTHER,   /* some launches done (an event's) */
+};
+void drain_note_launch(const void *handle, const void *owner, CUstream stream, bool per_thread,
+		       bool in_graph);
+void drain_after_proof(enum drain_proof proof, CUcontext context, CUstream stream, bool per_thread);
+/* Before a module or library is unloaded: its shadows drained, forgotten. */
+void drain_before_unload(const void *owner);
+void drain_before_context_goes(CUcontext context);
 
 #endif /* CUPROBE_INJECT_INTERNAL_H */

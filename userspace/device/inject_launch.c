@@ -7,8 +7,11 @@ static const uint64_t no_slot;
 
 /* ---- launches -------------------------------------------------------------------------------- */
 
-/* The instrumented kernel a function handle launches, or NULL. Copied under the lock. */
-static bool instrumented(const void *f, struct kernel_info *out)
+/*
+ * The instrumented kernel a function handle launches, and the module or
+ * library it came from (owner, when asked), or false. Copied under the lock.
+ */
+static bool instrumented_from(const void *f, struct kernel_info *out, const void **owner)
 {
 	struct handle_entry *e;
 
@@ -16,10 +19,18 @@ static bool instrumented(const void *f, struct kernel_info *out)
 		return false;
 	pthread_rwlock_rdlock(&inject.lock);
 	e = table_find(&inject.functions, f);
-	if (e)
+	if (e) {
 		*out = *(struct kernel_info *)e->value;
+		if (owner)
+			*owner = e->owner;
+	}
 	pthread_rwlock_unlock(&inject.lock);
 	return e != NULL;
+}
+
+static bool instrumented(const void *f, struct kernel_info *out)
+{
+	return instrumented_from(f, out, NULL);
 }
 
 /*
@@ -178,21 +189,25 @@ static CUresult launch_allowed(const struct kernel_info *k)
 					       void **kernelParams, void **extra)	\
 	{									\
 		struct kernel_info k;						\
+		const void *owner = NULL;					\
 		struct launch l;						\
+		bool captured;							\
 		CUresult rc;							\
 										\
-		if (!instrumented(f, &k))					\
+		if (!instrumented_from(f, &k, &owner))				\
 			return REAL(hook, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, \
 				    blockDimZ, sharedMemBytes, hStream, kernelParams, extra); \
+		captured = capturing(hStream, ptsz_twin);			\
 		rc = launch_allowed(&k);					\
 		if (rc == CUDA_SUCCESS)						\
-			rc = prepare_launch(&l, &k, kernelParams, extra,	\
-					    !capturing(hStream, ptsz_twin));	\
+			rc = prepare_launch(&l, &k, kernelParams, extra, !captured); \
 		if (rc != CUDA_SUCCESS)						\
 			return rc;						\
 		rc = REAL(hook, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
 			  sharedMemBytes, hStream, l.params, l.extra);		\
 		finish_launch(&l);						\
+		if (rc == CUDA_SUCCESS && k.uses_shadow)			\
+			drain_note_launch(f, owner, hStream, ptsz_twin, captured); \
 		return rc;							\
 	}
 
@@ -204,19 +219,23 @@ LAUNCH_KERNEL(wrap_cuLaunchKernel_ptsz, cuLaunchKernel_ptsz, true)
 					       void **kernelParams, void **extra)	\
 	{									\
 		struct kernel_info k;						\
+		const void *owner = NULL;					\
 		struct launch l;						\
+		bool captured;							\
 		CUresult rc;							\
 										\
-		if (!instrumented(f, &k) || !config)				\
+		if (!config || !instrumented_from(f, &k, &owner))		\
 			return REAL(hook, config, f, kernelParams, extra);	\
+		captured = capturing(config->hStream, ptsz_twin);		\
 		rc = launch_allowed(&k);					\
 		if (rc == CUDA_SUCCESS)						\
-			rc = prepare_launch(&l, &k, kernelParams, extra,	\
-					    !capturing(config->hStream, ptsz_twin)); \
+			rc = prepare_launch(&l, &k, kernelParams, extra, !captured); \
 		if (rc != CUDA_SUCCESS)						\
 			return rc;						\
 		rc = REAL(hook, config, f, l.params, l.extra);			\
 		finish_launch(&l);						\
+		if (rc == CUDA_SUCCESS && k.uses_shadow)			\
+			drain_note_launch(f, owner, config->hStream, ptsz_twin, captured); \
 		return rc;							\
 	}
 
@@ -232,21 +251,25 @@ LAUNCH_KERNEL_EX(wrap_cuLaunchKernelEx_ptsz, cuLaunchKernelEx_ptsz, true)
 					       void **kernelParams)			\
 	{									\
 		struct kernel_info k;						\
+		const void *owner = NULL;					\
 		struct launch l;						\
+		bool captured;							\
 		CUresult rc;							\
 										\
-		if (!instrumented(f, &k))					\
+		if (!instrumented_from(f, &k, &owner))				\
 			return REAL(hook, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, \
 				    blockDimZ, sharedMemBytes, hStream, kernelParams);	\
+		captured = capturing(hStream, ptsz_twin);			\
 		rc = launch_allowed(&k);					\
 		if (rc == CUDA_SUCCESS)						\
-			rc = prepare_launch(&l, &k, kernelParams, NULL,		\
-					    !capturing(hStream, ptsz_twin));	\
+			rc = prepare_launch(&l, &k, kernelParams, NULL, !captured); \
 		if (rc != CUDA_SUCCESS)						\
 			return rc;						\
 		rc = REAL(hook, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
 			  sharedMemBytes, hStream, l.params);			\
 		finish_launch(&l);						\
+		if (rc == CUDA_SUCCESS && k.uses_shadow)			\
+			drain_note_launch(f, owner, hStream, ptsz_twin, captured); \
 		return rc;							\
 	}
 
@@ -277,11 +300,15 @@ CUresult CUDAAPI wrap_cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *l
 CUresult CUDAAPI wrap_cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
 {
 	struct kernel_info k;
+	const void *owner = NULL;
 	unsigned int at;
 	CUresult rc;
 
-	if (!instrumented(hfunc, &k))
+	if (!instrumented_from(hfunc, &k, &owner))
 		return REAL(cuParamSetSize, hfunc, numbytes);
+	/* Its launches (cuLaunch, cuLaunchGrid) are not seen: its shadows drain at every proof. */
+	if (k.uses_shadow)
+		drain_note_launch(hfunc, owner, NULL, false, true);
 	at = (unsigned int)((k.param_bytes + 7) / 8 * 8);
 	rc = REAL(cuParamSetSize, hfunc, at + 8);
 	if (rc == CUDA_SUCCESS)
@@ -308,13 +335,17 @@ static CUresult node_prepare(struct node_params *np, CUfunction func, CUkernel k
 			     void **extra)
 {
 	struct kernel_info k;
+	const void *owner = NULL, *handle = func;
 	CUresult rc;
 
 	memset(np, 0, sizeof(*np));
 	np->params = params;
 	np->extra = extra;
-	if (!instrumented(func, &k) && !instrumented(kern, &k))
+	if (!instrumented_from(func, &k, &owner) && !instrumented_from(handle = kern, &k, &owner))
 		return CUDA_SUCCESS;
+	/* Its launches (the graph's) are not seen: its shadows drain at every proof. */
+	if (k.uses_shadow)
+		drain_note_launch(handle, owner, NULL, false, true);
 	rc = launch_allowed(&k);
 	if (rc == CUDA_SUCCESS)
 		rc = prepare_launch(&np->launch, &k, params, extra, false);

@@ -78,9 +78,7 @@ static char *instrument(const char *api, const void *image, size_t bound, struct
 {
 	struct cp_ptx_rewrite_opts opts = { .probes = inject.probes,
 					    .probe_count = inject.plan.program_count,
-					    .prelude = inject.prelude,
-					    .launch_start = inject.shadowed ? CP_PTX_LAUNCH_START : NULL,
-					    .launch_end = inject.shadowed ? CP_PTX_LAUNCH_END : NULL };
+					    .prelude = inject.prelude };
 	struct cp_ptx_rewrite rewrite;
 	struct cp_image parsed;
 	char error[512], origin[320] = "", *ptx = NULL, **names = NULL, *text = NULL;
@@ -149,12 +147,18 @@ static char *instrument(const char *api, const void *image, size_t bound, struct
 	snprintf((*info)->origin, sizeof((*info)->origin), "%s", origin);
 	for (i = 0; i < rewrite.kernel_count; i++) {
 		struct cp_ptx_kernel *k = &rewrite.kernels[i];
+		bool uses_shadow = false;
+		size_t j;
 
 		if (!k->probes || !k->defined)
 			continue;
+		for (j = 0; j < inject.plan.program_count; j++)
+			uses_shadow |= (k->probes >> j & 1) && inject.shadowed &&
+				       inject.plan.programs[j].uses_shadow;
 		(*info)->kernels[n] = (struct kernel_info){ .name = k->name, .probes = k->probes,
 							    .param_count = k->param_count,
-							    .param_bytes = k->param_bytes };
+							    .param_bytes = k->param_bytes,
+							    .uses_shadow = uses_shadow };
 		k->name = NULL; /* now the module_info's */
 		n++;
 	}
@@ -171,10 +175,11 @@ fail:
 }
 
 /* The module is loaded: its instrumented kernels are told to cuprobe, its handle remembered. */
-static void loaded(const void *handle, struct module_info *info, char **image)
+static void loaded(const void *handle, struct module_info *info, char **image, bool library)
 {
 	size_t i;
 
+	info->library = library;
 	keep_image(info, image);
 	pthread_rwlock_wrlock(&inject.lock);
 	if (table_put(&inject.modules, handle, info, handle)) {
@@ -293,7 +298,7 @@ CUresult CUDAAPI wrap_cuModuleLoadData(CUmodule *module, const void *image)
 		rc = REAL(cuModuleLoadData, module, image);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*module, info, &text);
+		loaded(*module, info, &text, false);
 	else
 		module_info_free(info);
 	free(text);
@@ -315,7 +320,7 @@ CUresult CUDAAPI wrap_cuModuleLoadDataEx(CUmodule *module, const void *image,
 		rc = REAL(cuModuleLoadDataEx, module, image, numOptions, options, optionValues);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*module, info, &text);
+		loaded(*module, info, &text, false);
 	else
 		module_info_free(info);
 	free(text);
@@ -335,7 +340,7 @@ CUresult CUDAAPI wrap_cuModuleLoadFatBinary(CUmodule *module, const void *fatCub
 		rc = REAL(cuModuleLoadFatBinary, module, fatCubin);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*module, info, &text);
+		loaded(*module, info, &text, false);
 	else
 		module_info_free(info);
 	free(text);
@@ -356,7 +361,7 @@ CUresult CUDAAPI wrap_cuModuleLoad(CUmodule *module, const char *fname)
 		rc = REAL(cuModuleLoad, module, fname);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*module, info, &text);
+		loaded(*module, info, &text, false);
 	else
 		module_info_free(info);
 	free(text);
@@ -366,7 +371,10 @@ CUresult CUDAAPI wrap_cuModuleLoad(CUmodule *module, const char *fname)
 
 CUresult CUDAAPI wrap_cuModuleUnload(CUmodule hmod)
 {
-	CUresult rc = REAL(cuModuleUnload, hmod);
+	CUresult rc;
+
+	drain_before_unload(hmod);
+	rc = REAL(cuModuleUnload, hmod);
 
 	if (rc == CUDA_SUCCESS)
 		unloaded(hmod);
@@ -390,7 +398,7 @@ CUresult CUDAAPI wrap_cuLibraryLoadData(CUlibrary *library, const void *code, CU
 			  libraryOptions, libraryOptionValues, numLibraryOptions);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*library, info, &text);
+		loaded(*library, info, &text, true);
 	else
 		module_info_free(info);
 	free(text);
@@ -421,7 +429,7 @@ CUresult CUDAAPI wrap_cuLibraryLoadFromFile(CUlibrary *library, const char *file
 			  numJitOptions, libraryOptions, libraryOptionValues, numLibraryOptions);
 	}
 	if (info && rc == CUDA_SUCCESS)
-		loaded(*library, info, &text);
+		loaded(*library, info, &text, true);
 	else
 		module_info_free(info);
 	free(text);
@@ -431,7 +439,10 @@ CUresult CUDAAPI wrap_cuLibraryLoadFromFile(CUlibrary *library, const char *file
 
 CUresult CUDAAPI wrap_cuLibraryUnload(CUlibrary library)
 {
-	CUresult rc = REAL(cuLibraryUnload, library);
+	CUresult rc;
+
+	drain_before_unload(library);
+	rc = REAL(cuLibraryUnload, library);
 
 	if (rc == CUDA_SUCCESS)
 		unloaded(library);

@@ -72,31 +72,21 @@ int cp_ptx__translate(const struct cp_ptx_program *prog, char **ptx, bool *maps_
  * a map of at most CP_PTX_SHADOW_MAX_WORDS 8-byte words of values gets, in
  * each module, copies of its values in device memory, one for each of
  * cp_ptx__shadow_replicas() groups of SMs. A 64-bit add without a result
- * (a counter) of a launch that has a slot goes to its SM's copy; the last
- * warp of the launch to finish moves the copies' sums into the kernel's map
- * (__cuprobe_launch_end, called before every exit), so the map holds every
- * add of a launch before the launch is done. Everything else (loads,
- * stores, other atomics, 32-bit adds, launches without a slot) reaches the
- * map as before.
+ * (a counter) goes to its SM's copy; the injection moves what the copies
+ * gained into the kernel's map at the calls that prove kernels done
+ * (synchronizations, completed queries, blocking copies) and before the
+ * module or its context goes. Everything else (loads, stores, other
+ * atomics, 32-bit adds) reaches the map as before.
  */
 #define CP_PTX_SHADOW_MAX_WORDS 128
-/*
- * A launch counts its blocks out in CP_PTX_LAUNCH_GROUPS groups (one counter
- * each, then one for the groups: a single counter for every block of a
- * launch is a contended address, measured slower), the counters picked by
- * its launch slot modulo CP_PTX_LAUNCH_COUNTERS: more than a GPU runs at
- * once (128 kernels).
- */
-#define CP_PTX_LAUNCH_COUNTERS 256
-#define CP_PTX_LAUNCH_GROUPS 64
-/* .func NAME (): at the start of every instrumented kernel of a module with shadows. */
-#define CP_PTX_LAUNCH_START "__cuprobe_launch_start"
-/* .func NAME (.param .b64 __cuprobe_launch): before every exit, after the exit programs. */
-#define CP_PTX_LAUNCH_END "__cuprobe_launch_end"
+/* The shadow of map I in a module: `.global .b8 NAME<I>[replicas x stride]`. */
+#define CP_PTX_SHADOW_PREFIX "__cuprobe_shadow_"
 
 /* The copies a map of this shape gets (1 to 128), or 0: none, its adds go to the map. */
 unsigned int cp_ptx__shadow_replicas(uint32_t value_size, uint32_t max_entries);
-/* Does a translation (cp_ptx__translate's text) add into a shadow? Its kernels then call the launch's start and end. */
+/* Bytes from one copy to the next (whole 128-byte lines): the shadow is replicas x this. */
+uint64_t cp_ptx__shadow_stride(uint32_t value_size, uint32_t max_entries);
+/* Does a translation (cp_ptx__translate's text) add into a shadow? Its launches then need a drain. */
 bool cp_ptx__uses_shadow(const char *ptx);
 
 /*

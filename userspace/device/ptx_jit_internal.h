@@ -143,6 +143,8 @@ int cp_jit_emit_ctx_load(struct jit *j, size_t i);
 int cp_jit_emit_atomic(struct jit *j, size_t i);
 
 /* ptx_module.c: a map's values in bytes (its shadow's copy), and the bytes between two copies. */
+/* The copies of a map's shadow (0: none; never for a map programs cannot write). */
+unsigned int cp_jit_shadow_replicas(const struct cp_ptx_map *map);
 uint64_t cp_jit_shadow_bytes(const struct cp_ptx_map *map);
 uint64_t cp_jit_shadow_stride(const struct cp_ptx_map *map);
 /* ptx_module.c: a name PTX takes for a function (letters, digits, _ and $, < 120 bytes). */

@@ -194,63 +194,98 @@ static void emit_lowest_lane(struct jit *j, const char *mask)
 }
 
 /*
+ * The operand of atomic i when the instruction before it, in the same
+ * block, set it to a constant (`r2 = 1; lock *(u64 *)(r1 + 0) += r2`: a
+ * counter): the warp's sum is then that constant times its lanes.
+ */
+static bool constant_operand(const struct jit *j, size_t i, int64_t *k)
+{
+	const struct bpf_insn *in = &j->insn[i], *before = i ? &j->insn[i - 1] : NULL;
+
+	if (!before || j->leader[i] || before->code != (BPF_ALU64 | BPF_MOV | BPF_K) ||
+	    before->dst_reg != in->src_reg)
+		return false;
+	*k = before->imm; /* sign-extended, as the move does */
+	return true;
+}
+
+/*
  * An add without a result on GPU-visible memory, aggregated per warp: the
- * lanes that add to the same address (match.any) sum their operands, and
- * the lowest of them alone does the reduction. The maps are host memory the
- * GPU reaches over the bus, where each atomic costs some 30 times what it
- * costs in device memory; a warp whose lanes all count into one slot does
- * one. Lanes adding to different addresses are grouped by address, each
- * group summing over its own lanes (shfl.sync with the group as its member
- * mask), so the result is the same as one reduction per lane.
+ * lanes that add to the same address sum their operands, and the lowest of
+ * them alone does the reduction, so the result is the same as one
+ * reduction per lane. A whole warp on one address (a counter: the common
+ * case) is found with one exchange and a vote, and sums by a butterfly of
+ * five exchanges, or by a multiplication when the operand is a constant;
+ * otherwise the lanes are grouped by address (match.any, which costs more)
+ * and each group sums over its own lanes (shfl.sync with the group as its
+ * member mask).
  */
 static void emit_warp_add(struct jit *j, size_t i, const char *value, int bits)
 {
+	int64_t k = 0;
+	bool constant = constant_operand(j, i, &k);
+
 	cp_jit_emit(j, "{");
 	/* active, peers, left, lowest, source lane, lane, shuffled low/high, operand low/high */
 	cp_jit_emit(j, ".reg .b32 %%ga<10>;");
 	cp_jit_emit(j, ".reg .b64 %%gd<2>;");
 	cp_jit_emit(j, ".reg .pred %%gp<2>;");
 	cp_jit_emit(j, "activemask.b32 %%ga0;");
-	cp_jit_emit(j, "match.any.sync.b64 %%ga1, %%t6, %%ga0;");
-	cp_jit_emit(j, "mov.b32 %%ga2, %%ga1;");
 	cp_jit_emit(j, "mov.u64 %%gd0, 0;");
 	if (bits == 64)
 		cp_jit_emit(j, "mov.b64 {%%ga8, %%ga9}, %s;", value);
 	else
 		cp_jit_emit(j, "mov.b32 %%ga8, %s;", value);
-	/*
-	 * The whole warp on one address (a counter): a butterfly, five
-	 * exchanges, where the loop below would take 32 (it is most of a
-	 * counter's cost once the add itself is cheap).
-	 */
-	cp_jit_emit(j, "setp.ne.u32 %%gp0, %%ga1, -1;");
-	cp_jit_emit(j, "@%%gp0 bra $L%zu_sum;", i);
-	if (bits == 64)
-		cp_jit_emit(j, "mov.b64 %%gd0, {%%ga8, %%ga9};");
-	else
-		cp_jit_emit(j, "cvt.u64.u32 %%gd0, %%ga8;");
-	for (int lanes = 16; lanes; lanes >>= 1) {
-		cp_jit_emit(j, "mov.b64 {%%ga6, %%ga7}, %%gd0;");
-		cp_jit_emit(j, "shfl.sync.bfly.b32 %%ga6, %%ga6, %d, 31, -1;", lanes);
-		cp_jit_emit(j, "shfl.sync.bfly.b32 %%ga7, %%ga7, %d, 31, -1;", lanes);
-		cp_jit_emit(j, "mov.b64 %%gd1, {%%ga6, %%ga7};");
-		cp_jit_emit(j, "add.u64 %%gd0, %%gd0, %%gd1;");
+	/* All 32 lanes on lane 0's address? */
+	cp_jit_emit(j, "setp.ne.u32 %%gp0, %%ga0, -1;");
+	cp_jit_emit(j, "@%%gp0 bra $L%zu_match;", i);
+	cp_jit_emit(j, "mov.b64 {%%ga6, %%ga7}, %%t6;");
+	cp_jit_emit(j, "shfl.sync.idx.b32 %%ga6, %%ga6, 0, 31, -1;");
+	cp_jit_emit(j, "shfl.sync.idx.b32 %%ga7, %%ga7, 0, 31, -1;");
+	cp_jit_emit(j, "mov.b64 %%gd1, {%%ga6, %%ga7};");
+	cp_jit_emit(j, "setp.eq.u64 %%gp0, %%gd1, %%t6;");
+	cp_jit_emit(j, "vote.sync.all.pred %%gp0, %%gp0, -1;");
+	cp_jit_emit(j, "@!%%gp0 bra $L%zu_match;", i);
+	cp_jit_emit(j, "mov.b32 %%ga1, -1;");
+	if (constant) {
+		cp_jit_emit(j, "mov.u64 %%gd0, %llu;", (unsigned long long)((uint64_t)k * 32));
+	} else {
+		if (bits == 64)
+			cp_jit_emit(j, "mov.b64 %%gd0, {%%ga8, %%ga9};");
+		else
+			cp_jit_emit(j, "cvt.u64.u32 %%gd0, %%ga8;");
+		for (int lanes = 16; lanes; lanes >>= 1) {
+			cp_jit_emit(j, "mov.b64 {%%ga6, %%ga7}, %%gd0;");
+			cp_jit_emit(j, "shfl.sync.bfly.b32 %%ga6, %%ga6, %d, 31, -1;", lanes);
+			cp_jit_emit(j, "shfl.sync.bfly.b32 %%ga7, %%ga7, %d, 31, -1;", lanes);
+			cp_jit_emit(j, "mov.b64 %%gd1, {%%ga6, %%ga7};");
+			cp_jit_emit(j, "add.u64 %%gd0, %%gd0, %%gd1;");
+		}
 	}
 	cp_jit_emit(j, "bra.uni $L%zu_summed;", i);
-	/* Each peer's operand, lowest lane first, summed by every peer. */
-	fprintf(j->out, "$L%zu_sum:\n", i);
-	emit_lowest_lane(j, "%ga2");
-	cp_jit_emit(j, "shfl.sync.idx.b32 %%ga6, %%ga8, %%ga4, 31, %%ga1;");
-	if (bits == 64) {
-		cp_jit_emit(j, "shfl.sync.idx.b32 %%ga7, %%ga9, %%ga4, 31, %%ga1;");
-		cp_jit_emit(j, "mov.b64 %%gd1, {%%ga6, %%ga7};");
-	} else {
+	/* Lanes by address: each peer's operand, lowest lane first, summed by every peer. */
+	fprintf(j->out, "$L%zu_match:\n", i);
+	cp_jit_emit(j, "match.any.sync.b64 %%ga1, %%t6, %%ga0;");
+	if (constant) {
+		cp_jit_emit(j, "popc.b32 %%ga6, %%ga1;");
 		cp_jit_emit(j, "cvt.u64.u32 %%gd1, %%ga6;");
+		cp_jit_emit(j, "mul.lo.u64 %%gd0, %%gd1, %llu;", (unsigned long long)k);
+	} else {
+		cp_jit_emit(j, "mov.b32 %%ga2, %%ga1;");
+		fprintf(j->out, "$L%zu_sum:\n", i);
+		emit_lowest_lane(j, "%ga2");
+		cp_jit_emit(j, "shfl.sync.idx.b32 %%ga6, %%ga8, %%ga4, 31, %%ga1;");
+		if (bits == 64) {
+			cp_jit_emit(j, "shfl.sync.idx.b32 %%ga7, %%ga9, %%ga4, 31, %%ga1;");
+			cp_jit_emit(j, "mov.b64 %%gd1, {%%ga6, %%ga7};");
+		} else {
+			cp_jit_emit(j, "cvt.u64.u32 %%gd1, %%ga6;");
+		}
+		cp_jit_emit(j, "add.u64 %%gd0, %%gd0, %%gd1;");
+		cp_jit_emit(j, "xor.b32 %%ga2, %%ga2, %%ga3;");
+		cp_jit_emit(j, "setp.ne.u32 %%gp0, %%ga2, 0;");
+		cp_jit_emit(j, "@%%gp0 bra $L%zu_sum;", i);
 	}
-	cp_jit_emit(j, "add.u64 %%gd0, %%gd0, %%gd1;");
-	cp_jit_emit(j, "xor.b32 %%ga2, %%ga2, %%ga3;");
-	cp_jit_emit(j, "setp.ne.u32 %%gp0, %%ga2, 0;");
-	cp_jit_emit(j, "@%%gp0 bra $L%zu_sum;", i);
 	fprintf(j->out, "$L%zu_summed:\n", i);
 	/* The lowest peer adds the sum (modulo 2^bits, as the lanes' adds would). */
 	emit_lowest_lane(j, "%ga1");
@@ -266,7 +301,7 @@ static void emit_warp_add(struct jit *j, size_t i, const char *value, int bits)
 }
 
 /*
- * A counter's add of a launch with a slot, to a map with a shadow
+ * A counter's add to a map with a shadow
  * (ptx_jit.h): %t6 moved to the same offset in its SM's replica. The maps
  * it may be in are those the program names.
  */
@@ -277,8 +312,7 @@ static void emit_shadow_redirect(struct jit *j, size_t i)
 	size_t m;
 
 	for (m = 0; m < prog->map_count; m++) {
-		unsigned int replicas = cp_ptx__shadow_replicas(prog->maps[m].value_size,
-								prog->maps[m].max_entries);
+		unsigned int replicas = cp_jit_shadow_replicas(&prog->maps[m]);
 		uint64_t bytes = cp_jit_shadow_bytes(&prog->maps[m]);
 
 		if (!replicas || !j->map_named[m])
@@ -288,8 +322,6 @@ static void emit_shadow_redirect(struct jit *j, size_t i)
 			cp_jit_emit(j, ".reg .b64 %%sh<3>;");
 			cp_jit_emit(j, ".reg .b32 %%shw;");
 			cp_jit_emit(j, ".reg .pred %%shp;");
-			cp_jit_emit(j, "setp.eq.u64 %%shp, %%cp_launch, 0;");
-			cp_jit_emit(j, "@%%shp bra $L%zu_shadowed;", i);
 			any = true;
 		}
 		cp_jit_emit(j, "ld.const.u64 %%sh0, [__cuprobe_map_%zu];", m);
@@ -300,7 +332,7 @@ static void emit_shadow_redirect(struct jit *j, size_t i)
 		cp_jit_emit(j, "rem.u32 %%shw, %%shw, %u;", replicas);
 		cp_jit_emit(j, "mul.wide.u32 %%sh2, %%shw, %llu;",
 			    (unsigned long long)cp_jit_shadow_stride(&prog->maps[m]));
-		cp_jit_emit(j, "mov.u64 %%sh0, __cuprobe_shadow_%zu;", m);
+		cp_jit_emit(j, "mov.u64 %%sh0, " CP_PTX_SHADOW_PREFIX "%zu;", m);
 		cp_jit_emit(j, "cvta.global.u64 %%sh0, %%sh0;");
 		cp_jit_emit(j, "add.u64 %%sh0, %%sh0, %%sh2;");
 		cp_jit_emit(j, "add.u64 %%t6, %%sh0, %%sh1;");

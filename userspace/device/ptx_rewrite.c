@@ -582,7 +582,7 @@ static int insert(struct rewriter *rw, size_t pos, char *text)
 }
 
 /* The calls of one kernel's probes of one kind (entry or exit), each under guard. */
-static char *probe_calls(const struct rewriter *rw, uint64_t probes, bool at_exit, bool launch,
+static char *probe_calls(const struct rewriter *rw, uint64_t probes, bool at_exit,
 			 const char *guard, size_t guard_len)
 {
 	char *text = NULL;
@@ -595,15 +595,10 @@ static char *probe_calls(const struct rewriter *rw, uint64_t probes, bool at_exi
 	fprintf(f, "%s{ // cuprobe: %s programs\n\t.param .b64 __cuprobe_arg;\n"
 		   "\tst.param.b64 \t[__cuprobe_arg], %%" CP_PTX_LAUNCH_PARAM ";\n",
 		at_exit ? "" : "\t", at_exit ? "exit" : "entry");
-	if (!at_exit && launch)
-		fprintf(f, "\tcall \t%s;\n", rw->opts->launch_start);
 	for (i = 0; i < rw->opts->probe_count; i++)
 		if (probes >> i & 1 && rw->opts->probes[i].at_exit == at_exit)
 			fprintf(f, "\t%.*s%scall \t%s, (__cuprobe_arg);\n", (int)guard_len, guard,
 				guard_len ? " " : "", rw->opts->probes[i].function);
-	if (at_exit && launch)
-		fprintf(f, "\t%.*s%scall \t%s, (__cuprobe_arg);\n", (int)guard_len, guard,
-			guard_len ? " " : "", rw->opts->launch_end);
 	fputs(at_exit ? "\t}\n\t" : "\t}\n", f);
 	if (fclose(f)) {
 		free(text);
@@ -617,7 +612,7 @@ static int plan_kernel(struct rewriter *rw, const struct entry_info *e, const st
 	unsigned int limit = rw->out->version_major > 8 ||
 			     (rw->out->version_major == 8 && rw->out->version_minor >= 1) ?
 			     PARAM_LIMIT_NEW : PARAM_LIMIT_OLD;
-	bool has_exit_probe = false, has_entry_probe = false, launch = false;
+	bool has_exit_probe = false, has_entry_probe = false;
 	char *text, *calls = NULL;
 	size_t i;
 	int err;
@@ -632,19 +627,14 @@ static int plan_kernel(struct rewriter *rw, const struct entry_info *e, const st
 		if (k->probes >> i & 1) {
 			has_exit_probe |= rw->opts->probes[i].at_exit;
 			has_entry_probe |= !rw->opts->probes[i].at_exit;
-			launch |= rw->opts->probes[i].uses_shadow;
 		}
-	/* The launch's start and end go where entry and exit programs would. */
-	launch &= rw->opts->launch_start && rw->opts->launch_end;
-	has_entry_probe |= launch;
-	has_exit_probe |= launch;
 	text = strdup(e->param_shape == 0 ? ",\n\t.param .u64 " CP_PTX_LAUNCH_PARAM :
 		      e->param_shape == 1 ? ".param .u64 " CP_PTX_LAUNCH_PARAM :
 					    "(.param .u64 " CP_PTX_LAUNCH_PARAM ")");
 	err = insert(rw, e->param_insert, text);
 	if (err || !k->defined)
 		return err;
-	if (has_entry_probe && !(calls = probe_calls(rw, k->probes, false, launch, "", 0)))
+	if (has_entry_probe && !(calls = probe_calls(rw, k->probes, false, "", 0)))
 		return -ENOMEM;
 	if (asprintf(&text, "\n\t.reg .b64 \t%%" CP_PTX_LAUNCH_PARAM ";\n"
 			    "\tld.param.u64 \t%%" CP_PTX_LAUNCH_PARAM ", [" CP_PTX_LAUNCH_PARAM "];\n%s",
@@ -655,7 +645,7 @@ static int plan_kernel(struct rewriter *rw, const struct entry_info *e, const st
 	for (i = 0; !err && has_exit_probe && i < e->exit_count; i++) {
 		const struct exit_site *x = &e->exits[i];
 
-		err = insert(rw, x->pos, probe_calls(rw, k->probes, true, launch, rw->s + x->guard_start,
+		err = insert(rw, x->pos, probe_calls(rw, k->probes, true, rw->s + x->guard_start,
 						     x->guard_len));
 	}
 	return err;

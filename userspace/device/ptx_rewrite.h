@@ -42,21 +42,12 @@ struct cp_ptx_probe {
 	const char *glob;     /* fnmatch(3) on the demangled name without parameters, or the mangled one */
 	const char *function; /* the program's .func: NAME (.param .b64 __cuprobe_launch) */
 	bool at_exit;         /* before every exit of the kernel; else at its entry */
-	bool uses_shadow;     /* adds into a shadow: kernels it matches call launch_start and launch_end */
 };
 
 struct cp_ptx_rewrite_opts {
 	const struct cp_ptx_probe *probes;
 	size_t probe_count;          /* at most CP_PTX_MAX_PROBES */
 	const char *prelude;         /* module-scope text put once after the header */
-	/*
-	 * Called in every kernel a probe with uses_shadow matches, when set: launch_start `.func
-	 * NAME ()` at the start (before the entry programs), launch_end `.func
-	 * NAME (.param .b64 __cuprobe_launch)` before every exit (after the
-	 * exit programs, under the same guard). Both in the prelude.
-	 */
-	const char *launch_start;
-	const char *launch_end;
 };
 
 /* One .entry of the module, as it was before the rewrite. */
