@@ -397,6 +397,7 @@ static void after_fork_in_child(void)
 	inject.register_result = CUDA_SUCCESS;
 	pthread_mutex_init(&inject.register_lock, NULL);
 	pthread_rwlock_init(&inject.lock, NULL);
+	drain_after_fork_in_child();
 }
 
 __attribute__((constructor)) static void inject_init(void)

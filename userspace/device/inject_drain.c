@@ -433,6 +433,23 @@ static CUresult drain_around_primary_release(CUdevice device, bool reset)
 	return rc;
 }
 
+void drain_after_fork_in_child(void)
+{
+	size_t i;
+
+	pthread_mutex_init(&drain_lock, NULL);
+	for (i = 0; i < target_count; i++)
+		target_free(targets[i], false);
+	free(targets);
+	free(routes);
+	free(unproved);
+	targets = NULL;
+	routes = NULL;
+	unproved = NULL;
+	target_count = route_count = unproved_count = 0;
+	atomic_store(&any_target, false);
+}
+
 /* At exit: launches whose adds no drain has moved are said, not lost silently. */
 __attribute__((destructor)) static void drain_at_exit(void)
 {

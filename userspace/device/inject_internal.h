@@ -262,5 +262,7 @@ void drain_after_proof(enum drain_proof proof, CUcontext context, CUstream strea
 /* Before a module or library is unloaded: its shadows drained, forgotten. */
 void drain_before_unload(const void *owner);
 void drain_before_context_goes(CUcontext context);
+/* A forked child has none of its parent's contexts: nothing to drain, a lock of its own. */
+void drain_after_fork_in_child(void);
 
 #endif /* CUPROBE_INJECT_INTERNAL_H */
