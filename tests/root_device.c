@@ -136,7 +136,7 @@ Test(ptx, the_entry_counter_counts_with_one_reduction_a_warp, .timeout = 60)
 			   ".func __cuprobe_gpu_count_threads (.param .b64 __cuprobe_launch)\n");
 	/* the lanes adding to one address sum over the warp; the lowest of them adds */
 	assert_has(module, "match.any.sync.b64 %ga1, %t6, %ga0;");
-	assert_has(module, "@%gp1 red.add.u64 [%t6], %gd0;");
+	assert_has(module, "cvta.to.global.u64 %gd1, %t6;\n\t@%gp1 red.global.add.u64 [%gd1], %gd0;");
 	/* the counter goes to its SM's replica of the map's device-memory shadow */
 	assert_has(module, "mov.u64 %sh0, __cuprobe_shadow_");
 	assert_has(module, ".weak .global .align 128 .b8 __cuprobe_shadow_");

@@ -481,7 +481,7 @@ Test(semantics, helpers)
 	assert_has(ptx, "mov.u32 %w0, %smid;\n\tcvt.u64.u32 %r0, %w0;");
 	/* a counter in a map value: one reduction a warp (per address), no fence */
 	assert_has(ptx, "add.u64 %t6, %r0, 0;\n\t{\n");
-	assert_has(ptx, "@%gp1 red.add.u64 [%t6], %gd0;");
+	assert_has(ptx, "cvta.to.global.u64 %gd1, %t6;\n\t@%gp1 red.global.add.u64 [%gd1], %gd0;");
 	cr_assert(used[0] && used[1] && !used[2] && !used[3] && !used[4]);
 	free(ptx);
 }
@@ -498,8 +498,8 @@ Test(semantics, atomics_fetch_fenced_and_on_the_stack_plain)
 			"\tsetp.eq.u64 %gp0, %gd1, %t6;\n\tvote.sync.all.pred %gp0, %gp0, -1;");
 	assert_has(ptx, "_match:\n\tmatch.any.sync.b64 %ga1, %t6, %ga0;");
 	assert_has(ptx, "shfl.sync.idx.b32 %ga6, %ga8, %ga4, 31, %ga1;");
-	assert_has(ptx, "cvt.u32.u64 %ga6, %gd0;\n\t@%gp1 red.add.u32 [%t6], %ga6;\n\t}");
-	assert_has(ptx, "@%gp1 red.add.u64 [%t6], %gd0;\n\t}");
+	assert_has(ptx, "cvt.u32.u64 %ga6, %gd0;\n\t@%gp1 red.global.add.u32 [%gd1], %ga6;\n\t}");
+	assert_has(ptx, "@%gp1 red.global.add.u64 [%gd1], %gd0;\n\t}");
 	assert_has(ptx, "membar.sys;\n\tatom.add.u32 %w7, [%t6], %w5;\n\tcvt.u64.u32 %r1, %w7;\n\tmembar.sys;");
 	assert_has(ptx, "membar.sys;\n\tatom.or.b64 %r1, [%t6], %r1;\n\tmembar.sys;");
 	assert_has(ptx, "red.xor.b64 [%t6], %r1;");
@@ -526,7 +526,7 @@ Test(semantics, an_atomic_on_memory_of_unknown_space_asks_the_hardware)
 
 	assert_has(ptx, "add.u64 %t6, %r2, 8;\n\tisspacep.local %p2, %t6;\n\t@%p2 bra $L4_local;\n"
 			"\t{\n");
-	assert_has(ptx, "@%gp1 red.add.u64 [%t6], %gd0;\n\t}\n\tbra.uni $L4_atomic;\n$L4_local:\n"
+	assert_has(ptx, "@%gp1 red.global.add.u64 [%gd1], %gd0;\n\t}\n\tbra.uni $L4_atomic;\n$L4_local:\n"
 			"\tld.u64 %t4, [%t6];\n\tadd.u64 %t3, %t4, %r3;\n\tst.u64 [%t6], %t3;\n$L4_atomic:");
 	judge(ptx, "an atomic on unknown memory");
 	free(ptx);
@@ -685,7 +685,8 @@ Test(shadow, small_maps_get_replicas_that_share_128_values_and_large_ones_none)
 {
 	cr_expect_eq(cp_ptx__shadow_replicas(8, 1), 128);
 	cr_expect_eq(cp_ptx__shadow_replicas(8, 4), 32);
-	cr_expect_eq(cp_ptx__shadow_replicas(12, 3), 21, "12-byte values take 16");
+	cr_expect_eq(cp_ptx__shadow_replicas(12, 3), 16, "12-byte values take 16: 128 / 6 is 21, rounded down to a power of two");
+	cr_expect_eq(cp_ptx__shadow_replicas(8, 3), 32, "128 / 3 is 42");
 	cr_expect_eq(cp_ptx__shadow_replicas(64, 1), 16);
 	cr_expect_eq(cp_ptx__shadow_replicas(8, 128), 1);
 	cr_expect_eq(cp_ptx__shadow_replicas(8, 129), 0);
@@ -708,7 +709,7 @@ Test(shadow, a_64_bit_counter_goes_to_its_sms_replica_and_nothing_else_does)
 	/* Every launch's (graph nodes' too), only inside the map (64 bytes), to replica smid mod 16. */
 	assert_has(ptx, ".reg .pred %shp;\n\tld.const.u64 %sh0, [__cuprobe_map_4];\n\tsub.u64 %sh1, %t6, %sh0;\n"
 			"\tsetp.ge.u64 %shp, %sh1, 64;\n\t@%shp bra $L3_not_shadow4;\n"
-			"\tmov.u32 %shw, %smid;\n\trem.u32 %shw, %shw, 16;\n\tmul.wide.u32 %sh2, %shw, 128;\n"
+			"\tmov.u32 %shw, %smid;\n\tand.b32 %shw, %shw, 15;\n\tmul.wide.u32 %sh2, %shw, 128;\n"
 			"\tmov.u64 %sh0, __cuprobe_shadow_4;\n\tcvta.global.u64 %sh0, %sh0;\n"
 			"\tadd.u64 %sh0, %sh0, %sh2;\n\tadd.u64 %t6, %sh0, %sh1;\n");
 	/*

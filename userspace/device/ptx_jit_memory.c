@@ -291,11 +291,17 @@ static void emit_warp_add(struct jit *j, size_t i, const char *value, int bits)
 	emit_lowest_lane(j, "%ga1");
 	cp_jit_emit(j, "mov.u32 %%ga5, %%laneid;");
 	cp_jit_emit(j, "setp.eq.u32 %%gp1, %%ga5, %%ga4;");
+	/*
+	 * Global memory (a map's value or its shadow; the stack's adds do not
+	 * come here): said, so the reduction needs no test of the address's
+	 * space (a generic one is compiled with a branch for shared memory).
+	 */
+	cp_jit_emit(j, "cvta.to.global.u64 %%gd1, %%t6;");
 	if (bits == 64) {
-		cp_jit_emit(j, "@%%gp1 red.add.u64 [%%t6], %%gd0;");
+		cp_jit_emit(j, "@%%gp1 red.global.add.u64 [%%gd1], %%gd0;");
 	} else {
 		cp_jit_emit(j, "cvt.u32.u64 %%ga6, %%gd0;");
-		cp_jit_emit(j, "@%%gp1 red.add.u32 [%%t6], %%ga6;");
+		cp_jit_emit(j, "@%%gp1 red.global.add.u32 [%%gd1], %%ga6;");
 	}
 	cp_jit_emit(j, "}");
 }
@@ -329,7 +335,7 @@ static void emit_shadow_redirect(struct jit *j, size_t i)
 		cp_jit_emit(j, "setp.ge.u64 %%shp, %%sh1, %llu;", (unsigned long long)bytes);
 		cp_jit_emit(j, "@%%shp bra $L%zu_not_shadow%zu;", i, m);
 		cp_jit_emit(j, "mov.u32 %%shw, %%smid;");
-		cp_jit_emit(j, "rem.u32 %%shw, %%shw, %u;", replicas);
+		cp_jit_emit(j, "and.b32 %%shw, %%shw, %u;", replicas - 1);
 		cp_jit_emit(j, "mul.wide.u32 %%sh2, %%shw, %llu;",
 			    (unsigned long long)cp_jit_shadow_stride(&prog->maps[m]));
 		cp_jit_emit(j, "mov.u64 %%sh0, " CP_PTX_SHADOW_PREFIX "%zu;", m);

@@ -29,8 +29,16 @@ unsigned int cp_ptx__shadow_replicas(uint32_t value_size, uint32_t max_entries)
 
 	if (!words || words > CP_PTX_SHADOW_MAX_WORDS)
 		return 0;
-	/* At most 128 values in all: a drain copies and sums replicas x words. */
-	return (unsigned int)(CP_PTX_SHADOW_MAX_WORDS / words);
+	/*
+	 * At most 128 values in all (a drain copies and sums replicas x words),
+	 * and a power of two: a thread picks its copy by %smid & (replicas - 1)
+	 * (ptxas turned `rem` into a division).
+	 */
+	unsigned int replicas = (unsigned int)(CP_PTX_SHADOW_MAX_WORDS / words);
+
+	while (replicas & (replicas - 1))
+		replicas &= replicas - 1;
+	return replicas;
 }
 
 bool cp_ptx__uses_shadow(const char *ptx)
