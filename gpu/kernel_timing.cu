@@ -204,17 +204,15 @@ static unsigned long long event_ns(cudaEvent_t start, cudaEvent_t stop)
 	return (unsigned long long)(ms * 1e6 + 0.5);
 }
 
-static int overhead(int argc, char **argv)
+/* MODE ROUNDS LAUNCHES ELEMENTS VARIANT...: the numbers, and the variants by index. */
+static void variant_args(int argc, char **argv, long *rounds, long *launches, long *elements,
+			 std::vector<size_t> *chosen)
 {
-	long rounds, launches, elements;
-	std::vector<size_t> chosen;
-	struct buffers buf;
-
 	if (argc < 6)
 		usage();
-	rounds = number(argv[2], 1, MAX_ROUNDS);
-	launches = number(argv[3], 1, MAX_LAUNCHES);
-	elements = number(argv[4], 1, MAX_ELEMENTS);
+	*rounds = number(argv[2], 1, MAX_ROUNDS);
+	*launches = number(argv[3], 1, MAX_LAUNCHES);
+	*elements = number(argv[4], 1, MAX_ELEMENTS);
 	for (int i = 5; i < argc; i++) {
 		size_t v = 0;
 
@@ -222,8 +220,17 @@ static int overhead(int argc, char **argv)
 			v++;
 		if (v == VARIANTS)
 			usage();
-		chosen.push_back(v);
+		chosen->push_back(v);
 	}
+}
+
+static int overhead(int argc, char **argv)
+{
+	long rounds, launches, elements;
+	std::vector<size_t> chosen;
+	struct buffers buf;
+
+	variant_args(argc, argv, &rounds, &launches, &elements, &chosen);
 
 	const int n = (int)elements;
 	const unsigned int grid = (unsigned int)((n + BLOCK_THREADS - 1) / BLOCK_THREADS);
@@ -282,20 +289,7 @@ static int syncs(int argc, char **argv)
 	std::vector<size_t> chosen;
 	struct buffers buf;
 
-	if (argc < 6)
-		usage();
-	rounds = number(argv[2], 1, MAX_ROUNDS);
-	launches = number(argv[3], 1, MAX_LAUNCHES);
-	elements = number(argv[4], 1, MAX_ELEMENTS);
-	for (int i = 5; i < argc; i++) {
-		size_t v = 0;
-
-		while (v < VARIANTS && strcmp(argv[i], variant_names[v]))
-			v++;
-		if (v == VARIANTS)
-			usage();
-		chosen.push_back(v);
-	}
+	variant_args(argc, argv, &rounds, &launches, &elements, &chosen);
 
 	const int n = (int)elements;
 	const unsigned int grid = (unsigned int)((n + BLOCK_THREADS - 1) / BLOCK_THREADS);
