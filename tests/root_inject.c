@@ -550,6 +550,21 @@ Test(inject, counters_reach_the_map_at_the_synchronizations, .timeout = 120)
 	cr_expect_null(strstr(r.err_text, "after their last synchronization"), "%s", r.err_text);
 	free_run(&r);
 
+	/* Launches no synchronization covered: said at exit, the run not failed. */
+	setup_run(&r);
+	r.sim_env = "CUDA_SIM_SHADOW_ADDS=1";
+	count_kernels(&r, "vec_add");
+	{
+		const char *unsynced[] = { "--no-sync", "--launches", "2", "ptx", NULL };
+
+		run_cuprobe(&r, NULL, unsynced);
+	}
+	cr_assert_eq(r.status, 0, "%s", r.err_text);
+	cr_expect_not_null(strstr(r.err_text, "device programs: 1 stream(s) launched instrumented kernels after "
+					      "their last synchronization: the counters may miss those launches' adds"),
+			   "%s", r.err_text);
+	free_run(&r);
+
 	/* Without the adds (the simulator's default) the shadows stay empty and so does the map. */
 	setup_run(&r);
 	count_kernels(&r, "vec_add");

@@ -459,7 +459,7 @@ __attribute__((destructor)) static void drain_at_exit(void)
 	pending = unproved_count;
 	pthread_mutex_unlock(&drain_lock);
 	if (pending)
-		report(CP_INJECT_ERROR, NULL, NULL, 0, 0,
+		report(CP_INJECT_NOTE, NULL, NULL, 0, 0,
 		       "%zu stream(s) launched instrumented kernels after their last synchronization: the counters may miss those launches' adds",
 		       pending);
 }
