@@ -120,7 +120,8 @@ Test(ptx, every_device_example, .timeout = 120)
 Test(ptx, every_gpu_check_program, .timeout = 120)
 {
 	GPU_CHECK("device_check.bpf.h"); /* beside the programs that include it */
-	const char *const programs[] = { GPU_CHECK("device_count.bpf.c"), GPU_CHECK("device_exact.bpf.c"),
+	const char *const programs[] = { GPU_CHECK("device_count.bpf.c"), GPU_CHECK("device_graph.bpf.c"),
+					 GPU_CHECK("device_exact.bpf.c"),
 					 GPU_CHECK("device_overhead.bpf.c"),
 					 GPU_CHECK("device_coverage.bpf.c") };
 

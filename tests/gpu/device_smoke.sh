@@ -21,7 +21,7 @@
 # Needs a static cuprobe, the workloads and the programs compiled to .bpf.o
 # in BUNDLE (default gpu-bundle/ of this checkout; tests/gpu/README.md says
 # how): BUNDLE/bin/{cuprobe,vec_add,drv_launch},
-# BUNDLE/examples/{device_count,gpu_threads}.bpf.o
+# BUNDLE/examples/{device_count,device_graph,gpu_threads}.bpf.o, BUNDLE/bin/graph_replay
 # Writes results-device-smoke-h200.md to OUT (default /tmp/cuprobe-device-smoke),
 # prints the table last, exits 1 when a check fails.
 set -u
@@ -47,11 +47,15 @@ run_case runtime "$counters" "$bundle/bin/vec_add" "$iterations" "$elements"
 run_case driver_ptx "$counters" "$bundle/bin/drv_launch" "$iterations" --elements "$elements"
 run_case driver_library "$counters" "$bundle/bin/drv_launch" "$iterations" --elements "$elements" --library
 run_case driver_ex "$counters" "$bundle/bin/drv_launch" "$iterations" --elements "$elements" --ex
+# A captured graph replayed: its kernels' launches are not seen (cuGraphLaunch), their adds drain at the syncs.
+replays=${REPLAYS:-50}
+run_case graph "$bundle/examples/device_graph.bpf.o" "$bundle/bin/graph_replay" "$replays" 4
 
-python3 - "$work" "$out" "$iterations" "$elements" <<'PY'
+python3 - "$work" "$out" "$iterations" "$elements" "$replays" <<'PY'
 import json, re, sys
 from checks import finish, row
 work, out, iterations, elements = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+replays = int(sys.argv[5])
 block = 256
 threads = iterations * ((elements + block - 1) // block) * block
 
@@ -69,7 +73,8 @@ cases = (("runtime_threads", "vec_add, gpu_threads.bpf.c (cudart)", ("threads_en
          ("runtime", "vec_add, device_count.bpf.c (cudart)", ("entries", "exits")),
          ("driver_ptx", "drv_launch (PTX, cuModuleLoadData)", ("entries", "exits")),
          ("driver_library", "drv_launch --library (cuLibraryLoadData)", ("entries", "exits")),
-         ("driver_ex", "drv_launch --ex (cuLaunchKernelEx)", ("entries", "exits")))
+         ("driver_ex", "drv_launch --ex (cuLaunchKernelEx)", ("entries", "exits")),
+         ("graph", f"graph_replay {replays} 4 (a captured graph of 4 kernels, replayed)", ("entries", "exits")))
 for name, what, maps in cases:
     status = open(f"{work}/{name}.status").read().strip()
     err = open(f"{work}/{name}.err").read()
@@ -81,6 +86,12 @@ for name, what, maps in cases:
         status == "0" and instrumented and not refusals)
     for map_name in maps:
         got = final(name, map_name)
+        if name == "graph":
+            # One direct launch, then the replays; 4096 elements in blocks of 256.
+            expected = (1 + replays * 4) * 4096
+            row(f"{what}: {map_name} counted", f"{got}", f"{expected} ((1 + {replays} x 4) launches x 4096)",
+                got == expected)
+            continue
         row(f"{what}: {map_name} counted", f"{got}", f"{threads} ({iterations} x grid x {block})",
             got == threads)
     if name.startswith("runtime"):
@@ -95,5 +106,6 @@ for name, what, maps in cases:
             apis == ["cuLibraryLoadData"] and ways in ([], ["by address"]))
 finish(f"{out}/results-device-smoke-h200.md", "Device programs: a first smoke on the GPU",
        "Counters at the entry and exits of vec_add, per way a kernel reaches the GPU; "
-       f"{iterations} launches of {elements} elements, blocks of {block}.")
+       f"{iterations} launches of {elements} elements, blocks of {block}; and of a graph's kernels, "
+       f"{replays} replays of 4.")
 PY
