@@ -21,7 +21,7 @@
 # Needs a static cuprobe, the workloads and the programs compiled to .bpf.o
 # in BUNDLE (default gpu-bundle/ of this checkout; tests/gpu/README.md says
 # how): BUNDLE/bin/{cuprobe,vec_add,drv_launch},
-# BUNDLE/examples/{device_count,device_graph,gpu_threads}.bpf.o, BUNDLE/bin/graph_replay
+# BUNDLE/examples/{device_count,device_graph,gpu_threads}.bpf.o, BUNDLE/bin/{graph_replay,two_contexts}
 # Writes results-device-smoke-h200.md to OUT (default /tmp/cuprobe-device-smoke),
 # prints the table last, exits 1 when a check fails.
 set -u
@@ -50,6 +50,8 @@ run_case driver_ex "$counters" "$bundle/bin/drv_launch" "$iterations" --elements
 # A captured graph replayed: its kernels' launches are not seen (cuGraphLaunch), their adds drain at the syncs.
 replays=${REPLAYS:-50}
 run_case graph "$bundle/examples/device_graph.bpf.o" "$bundle/bin/graph_replay" "$replays" 4
+# Two threads, two contexts (one created, one the primary): each context's modules drained in it.
+run_case two_contexts "$threads" "$bundle/bin/two_contexts" "$iterations"
 
 python3 - "$work" "$out" "$iterations" "$elements" "$replays" <<'PY'
 import json, re, sys
@@ -74,7 +76,9 @@ cases = (("runtime_threads", "vec_add, gpu_threads.bpf.c (cudart)", ("threads_en
          ("driver_ptx", "drv_launch (PTX, cuModuleLoadData)", ("entries", "exits")),
          ("driver_library", "drv_launch --library (cuLibraryLoadData)", ("entries", "exits")),
          ("driver_ex", "drv_launch --ex (cuLaunchKernelEx)", ("entries", "exits")),
-         ("graph", f"graph_replay {replays} 4 (a captured graph of 4 kernels, replayed)", ("entries", "exits")))
+         ("graph", f"graph_replay {replays} 4 (a captured graph of 4 kernels, replayed)", ("entries", "exits")),
+         ("two_contexts", f"two_contexts {iterations} (two threads, a created and the primary context), "
+          "gpu_threads.bpf.c", ("threads_entered",)))
 for name, what, maps in cases:
     status = open(f"{work}/{name}.status").read().strip()
     err = open(f"{work}/{name}.err").read()
@@ -86,6 +90,12 @@ for name, what, maps in cases:
         status == "0" and instrumented and not refusals)
     for map_name in maps:
         got = final(name, map_name)
+        if name == "two_contexts":
+            # ITERATIONS launches in each context of 1024 elements in blocks of 256.
+            expected = 2 * iterations * 1024
+            row(f"{what}: {map_name} counted", f"{got}", f"{expected} (2 x {iterations} launches x 1024)",
+                got == expected)
+            continue
         if name == "graph":
             # One direct launch, then the replays; 4096 elements in blocks of 256.
             expected = (1 + replays * 4) * 4096
