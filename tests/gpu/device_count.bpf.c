@@ -8,6 +8,11 @@
 #include "vmlinux.h"
 #include "cuprobe.bpf.h"
 
+/* The kernels counted: device_graph.bpf.c includes this file with its own. */
+#ifndef COUNTED_KERNELS
+#define COUNTED_KERNELS "vec_add*"
+#endif
+
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 struct {
@@ -26,7 +31,7 @@ struct {
 	__type(value, __u64);
 } exits SEC(".maps");
 
-SEC("gpu/vec_add*")
+SEC("gpu/" COUNTED_KERNELS)
 int count_entries(void *ctx)
 {
 	__u32 zero = 0;
@@ -37,7 +42,7 @@ int count_entries(void *ctx)
 	return 0;
 }
 
-SEC("gpu.exit/vec_add*")
+SEC("gpu.exit/" COUNTED_KERNELS)
 int count_exits(void *ctx)
 {
 	__u32 zero = 0;
