@@ -1369,10 +1369,12 @@ static __always_inline bool cuprobe_gpu_block_leader(const struct cuprobe_gpu_ct
 /*
  * A ring of records from GPU threads to cuprobe, which prints each record
  * from its BTF, with the launch's seq: record_type slots of a kernel map
- * (mmapable arrays: NAME, the slots, and NAME__control) that the GPU writes
- * directly. cuprobe reads it when a call proves kernels done (a stream,
- * context or event sync, a completed query, a blocking copy) and when a
- * process exits; nothing polls it, nothing runs in COMMAND for it.
+ * (mmapable arrays: NAME, the slots, and NAME__control). On the GPU the
+ * records go to device memory, in segments (CUPROBE_GPU_RING_SEGMENTS in
+ * cuprobe_events.h); the injection moves them into the kernel map at the
+ * calls that prove kernels done (a stream, context or event sync, a
+ * completed query, a blocking copy), and cuprobe reads the map then and
+ * when a process exits; nothing polls it, no thread runs in COMMAND for it.
  *
  *	struct warp_exit { __u32 block, warp; };
  *	CUPROBE_GPU_RING(exits, struct warp_exit, 4096);
@@ -1380,11 +1382,14 @@ static __always_inline bool cuprobe_gpu_block_leader(const struct cuprobe_gpu_ct
  *	struct warp_exit record = { ... };
  *	cuprobe_gpu_output(exits, ctx, &record);
  *
- * A record that finds every slot in use is counted as lost (per launch),
- * never written: produced = delivered + lost, said at the end. The layout
- * and the protocol: struct cuprobe_gpu_ring_control in cuprobe_events.h.
+ * records: a power of two. A record that finds its segment (or the map)
+ * full is counted as lost (per launch), never written: produced =
+ * delivered + lost, said at the end. The layout and the protocol: struct
+ * cuprobe_gpu_ring_control in cuprobe_events.h.
  */
 #define CUPROBE_GPU_RING(name, record_type, records)				\
+	_Static_assert((records) > 0 && ((records) & ((records) - 1)) == 0,	\
+		       "CUPROBE_GPU_RING(" #name "): records must be a power of two"); \
 	struct cuprobe_gpu_ring_slot__##name {					\
 		struct cuprobe_gpu_ring_slot slot;				\
 		record_type record;						\
@@ -1392,27 +1397,33 @@ static __always_inline bool cuprobe_gpu_block_leader(const struct cuprobe_gpu_ct
 	CUPROBE_GPU_ARRAY(name, struct cuprobe_gpu_ring_slot__##name, records);	\
 	CUPROBE_GPU_ARRAY(name##__control, struct cuprobe_gpu_ring_control, 1)
 
-/* A free slot of a ring (capacity slots), its launch_seq set; NULL, counted lost, when full. */
+/*
+ * A free slot of a segment (capacity slots, a power of two), its
+ * launch_seq set; NULL, counted lost, when full. slots and control are the
+ * ring's maps: the translator makes them the block's segment.
+ */
 static __always_inline struct cuprobe_gpu_ring_slot *
 cuprobe_gpu_ring_reserve(void *slots, struct cuprobe_gpu_ring_control *control, __u32 capacity,
 			 const struct cuprobe_gpu_ctx *ctx, __u64 *position)
 {
 	/* Read before the ticket: both only grow, so the estimate of slots in use is never low. */
-	__u64 released = control->released, lost = control->lost, ticket, seq = ctx->launch_seq;
+	__u64 released = control->released, lost = control->lost, ticket;
+	/* The launch's slot, not its seq: the host reads the seq when it moves the record. */
+	__u64 seq = ctx->launch_slot;
 	struct cuprobe_gpu_ring_launch_lost *bucket;
 	struct cuprobe_gpu_ring_slot *slot;
 	__u32 index;
 
 	ticket = __sync_fetch_and_add(&control->reserved, 1);
 	if (ticket - lost - released >= capacity) {
-		bucket = &control->lost_by_launch[seq % CUPROBE_GPU_RING_LAUNCH_BUCKETS];
+		bucket = &control->lost_by_launch[seq / 8 % CUPROBE_GPU_RING_LAUNCH_BUCKETS];
 		bucket->launch_seq = seq;
 		__sync_fetch_and_add(&bucket->lost, 1);
 		__sync_fetch_and_add(&control->lost, 1);
 		return NULL;
 	}
 	*position = __sync_fetch_and_add(&control->head, 1);
-	index = (__u32)(*position % capacity);
+	index = (__u32)(*position & (capacity - 1));
 	slot = bpf_map_lookup_elem(slots, &index);
 	if (slot)
 		slot->launch_seq = seq;
@@ -1421,9 +1432,9 @@ cuprobe_gpu_ring_reserve(void *slots, struct cuprobe_gpu_ring_control *control, 
 
 /*
  * One record, *record_ptr, into ring name (declared with CUPROBE_GPU_RING),
- * from the device program whose context is ctx: 0, or -1 when the ring was
- * full (counted as lost). The commit is an exchange, which the translator
- * fences system-wide: the record is in memory before cuprobe can see it.
+ * from the device program whose context is ctx: 0, or -1 when its segment
+ * was full (counted as lost). The commit is an exchange, which the
+ * translator fences: the record is in memory before the commit.
  */
 #define cuprobe_gpu_output(name, ctx, record_ptr)				\
 	({									\
@@ -1433,7 +1444,8 @@ cuprobe_gpu_ring_reserve(void *slots, struct cuprobe_gpu_ring_control *control, 
 			bpf_map_lookup_elem(&name##__control, &____zero);	\
 		struct cuprobe_gpu_ring_slot__##name *____slot = ____control ?	\
 			(void *)cuprobe_gpu_ring_reserve(&name, ____control,	\
-				sizeof(*name.max_entries) / sizeof(int), (ctx),	\
+				CUPROBE_GPU_RING_SEGMENT_SLOTS(			\
+					sizeof(*name.max_entries) / sizeof(int)), (ctx), \
 				&____position) : NULL;				\
 		if (____slot) {							\
 			__builtin_memcpy(&____slot->record, (record_ptr),	\

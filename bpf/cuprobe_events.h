@@ -991,7 +991,9 @@ struct cuprobe_process_context {
  * thread it runs in: one line per field of struct cuprobe_gpu_ctx, in
  * order, each a __u64, with where the translator to PTX reads it (a special
  * register of that many bits, zero-extended) or, for launch_seq, the slot
- * of the launch that cuprobe fills (0 when it has none). The kernel
+ * of the launch that cuprobe fills (0 when it has none), for launch_slot
+ * that slot's address (no read: what device rings record, the seq being
+ * read on the host when the records are moved). The kernel
  * verifies device programs as kprobe programs, so the struct stays within
  * sizeof(struct pt_regs) (168 bytes on x86-64).
  */
@@ -1012,7 +1014,8 @@ struct cuprobe_process_context {
 	X(warp_id, "%warpid", 32)		/* its warp slot on the SM */		\
 	X(lane_id, "%laneid", 32)		/* its lane in the warp, 0-31 */		\
 	X(globaltimer_ns, "%globaltimer", 64)	/* the GPU's clock, ns, at the read */	\
-	X(launch_seq, 0, 64)			/* the launch's sequence number */
+	X(launch_seq, 0, 64)			/* the launch's sequence number */	\
+	X(launch_slot, 0, 0)			/* where it is (0: no slot), not read */
 
 #define CUPROBE_GPU_CTX_FIELD(name, source, bits) __u64 name;
 struct cuprobe_gpu_ctx {
@@ -1023,24 +1026,37 @@ struct cuprobe_gpu_ctx {
 /*
  * A device ring (CUPROBE_GPU_RING in cuprobe.bpf.h): records from GPU threads
  * to cuprobe, in two mmapable arrays, the slots and this control block
- * (NAME__control). Who writes what, so that no word is written by both the
- * CPU and the GPU (a GPU's atomics on host memory are not atomic with the
- * CPU's over PCIe):
+ * (NAME__control). The GPU never writes them: its records go to segments of
+ * the same layout in device memory, which the injection moves into these
+ * maps at the calls that prove kernels done (below). Who writes what here:
  *  - cuprobe, before COMMAND starts: magic to record_bytes, which say what
- *    the ring is (the simulated driver finds rings by them);
- *  - the GPU, by atomics: reserved (tickets), head (positions), lost and
- *    lost_by_launch. A thread reads released and lost, then takes a ticket;
- *    ticket - lost - released is at least the slots in use, so it takes a
- *    position only when one is free: positions are dense, a slot is never
- *    overwritten before cuprobe has read it, and the record that finds the
- *    ring full is counted in lost, never written;
- *  - the GPU writes the record, then commit = position + 1 by an ordered
- *    exchange (fence.sc.sys before it): cuprobe never sees the commit first;
- *  - cuprobe reads committed slots in order at the calls that prove kernels
- *    done and at process exits, and then raises released.
+ *    the ring is (the injection and the simulated driver find rings by them);
+ *  - the injection (CPU atomics, any of COMMAND's processes): reserved
+ *    (tickets), head (positions), lost and lost_by_launch. A producer reads
+ *    released and lost, then takes a ticket; ticket - lost - released is at
+ *    least the slots in use, so it takes a position only when one is free:
+ *    positions are dense, a slot is never overwritten before cuprobe has
+ *    read it, and the record that finds the ring full is counted in lost,
+ *    never written;
+ *  - the producer writes the record, then commit = position + 1 (release):
+ *    cuprobe never sees the commit first;
+ *  - cuprobe reads committed slots in order when a call proves kernels done
+ *    and at process exits, and then raises released.
  * produced = delivered + lost. Per launch: delivered from each slot's
  * launch_seq, lost from lost_by_launch[seq % CUPROBE_GPU_RING_LAUNCH_BUCKETS]
  * (the bucket names the last launch that lost records in it).
+ *
+ * On the GPU (in each instrumented module, docs/device-programs.md): the
+ * ring's records are split into CUPROBE_GPU_RING_SEGMENTS(records) segments
+ * of CUPROBE_GPU_RING_SEGMENT_SLOTS(records) slots, each with a control
+ * block of its own; a block writes segment (linear block index %
+ * segments), by the same protocol with device atomics, the injection
+ * standing for cuprobe (it raises each segment's released). A record that
+ * finds its segment full is lost there, counted in the segment's buckets
+ * and added here when the segment is drained. On the GPU a slot's and a
+ * bucket's launch_seq hold the launch's slot address (ctx->launch_slot, no
+ * read over PCIe for each record); the injection reads the seq there when it
+ * moves them, and buckets are chosen by the address (address / 8 % 64).
  */
 #define CUPROBE_GPU_RING_MAGIC 0x676e69725f757067ull /* "gpu_ring" */
 #define CUPROBE_GPU_RING_LAUNCH_BUCKETS 64
@@ -1062,6 +1078,17 @@ struct cuprobe_gpu_ring_control {
 	__u64 released;		/* cuprobe: positions read and given back */
 	struct cuprobe_gpu_ring_launch_lost lost_by_launch[CUPROBE_GPU_RING_LAUNCH_BUCKETS];
 };
+
+/*
+ * The GPU's segments, from the ring's records (a power of two): about 64
+ * slots a segment at least, at most 128 segments (blocks share a segment
+ * when there are more; a segment's control words take its blocks' atomics).
+ */
+#define CUPROBE_GPU_RING_MAX_SEGMENTS 128
+#define CUPROBE_GPU_RING_SEGMENTS(records)                                            \
+	((records) >= 64u * CUPROBE_GPU_RING_MAX_SEGMENTS ? CUPROBE_GPU_RING_MAX_SEGMENTS : \
+	 (records) >= 128u ? (records) / 64u : 1u)
+#define CUPROBE_GPU_RING_SEGMENT_SLOTS(records) ((records) / CUPROBE_GPU_RING_SEGMENTS(records))
 
 struct cuprobe_gpu_ring_slot {
 	__u64 commit;		/* position + 1 once the record is written */

@@ -22,9 +22,12 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -61,6 +64,7 @@ struct options {
 	bool window;		/* --window: the summary line gets the launch loop's times */
 	bool retain_only;	/* --retain-only: contexts made current by the retain alone */
 	bool exit_in_destructor; /* --exit-in-destructor: exit() again from a destructor */
+	const char *proved_path; /* --proved FILE: launches a returned sync covered, added there */
 };
 
 /* Calls this process made, for the summary line. */
@@ -101,8 +105,12 @@ struct worker {
 	unsigned long event_queries;
 	unsigned long event_not_ready;
 	unsigned long long sync_return_ns;	/* CLOCK_MONOTONIC after the final sync */
+	unsigned long unproved;			/* launches since the last stream sync returned */
 	bool ok;
 };
+
+/* --proved FILE: one 8-byte counter shared by every process that names the file. */
+static uint64_t *proved_launches;
 
 static const char *program = "drv_launch";
 
@@ -123,7 +131,7 @@ static void usage(FILE *out)
 		"usage: %s ITERATIONS [THREADS] [--ex] [--library] [--fork]\n"
 		"       [--exit-code N] [--elements N] [--leak BYTES] [--start-delay MS]\n"
 		"       [--kernel-us N] [--host-us N] [--sync-every K] [--event-query]\n"
-		"       [--window] [--retain-only]\n"
+		"       [--window] [--retain-only] [--proved FILE]\n"
 		"  ITERATIONS    launches per thread (0..%ld)\n"
 		"  THREADS       launching threads, each on its own stream (1..%ld, default 1)\n"
 		"  --ex          launch with cuLaunchKernelEx\n"
@@ -155,7 +163,11 @@ static void usage(FILE *out)
 		"                alone, no cuCtxSetCurrent: as cudart does on a driver that\n"
 		"                makes it current inside the retain (driver 580 does; the\n"
 		"                simulated driver with CUDA_SIM_RETAIN_SETS_CURRENT=1, which\n"
-		"                this sets)\n",
+		"                this sets)\n"
+		"  --proved FILE after each cuStreamSynchronize returns, add the launches it\n"
+		"                covered to the 8-byte counter in FILE (made when missing,\n"
+		"                shared by every process naming it): what a test may\n"
+		"                expect delivered even if the process is killed later\n",
 		program, MAX_ITERATIONS, MAX_THREADS, MAX_ELEMENTS,
 		DEFAULT_ELEMENTS, MAX_TIMING_US, MAX_TIMING_US, MAX_ITERATIONS);
 }
@@ -229,6 +241,10 @@ static void parse_options(int argc, char **argv, struct options *options)
 					&options->sync_every))
 				bad_arguments("bad --sync-every", argv[i]);
 			options->timing = true;
+		} else if (strcmp(arg, "--proved") == 0) {
+			if (i + 1 >= argc || !argv[i + 1][0])
+				bad_arguments("--proved needs a file", NULL);
+			options->proved_path = argv[++i];
 		} else if (strcmp(arg, "--window") == 0) {
 			options->window = true;
 		} else if (strcmp(arg, "--event-query") == 0) {
@@ -294,6 +310,30 @@ static bool wait_by_event(struct worker *worker, CUstream stream, CUevent event)
 	}
 }
 
+/* A stream sync returned: the launches before it are done (and, under cuprobe, drained). */
+static void note_proved(struct worker *worker)
+{
+	if (proved_launches)
+		__atomic_fetch_add(proved_launches, worker->unproved, __ATOMIC_SEQ_CST);
+	worker->unproved = 0;
+}
+
+/* The shared counter of --proved: exits on failure. */
+static void open_proved(const char *path)
+{
+	void *mapped;
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+
+	if (fd < 0 || ftruncate(fd, sizeof(uint64_t)) != 0 ||
+	    (mapped = mmap(NULL, sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) ==
+		    MAP_FAILED) {
+		fprintf(stderr, "%s: --proved %s: %s\n", program, path, strerror(errno));
+		exit(1);
+	}
+	close(fd);
+	proved_launches = mapped;
+}
+
 /* After launch number `launched`: the periodic wait of --sync-every / --event-query. */
 static bool periodic_wait(struct worker *worker, CUstream stream, CUevent event, long launched)
 {
@@ -306,6 +346,7 @@ static bool periodic_wait(struct worker *worker, CUstream stream, CUevent event,
 	if (!cu_ok(cuStreamSynchronize(stream), "cuStreamSynchronize"))
 		return false;
 	worker->syncs++;
+	note_proved(worker);
 	return true;
 }
 
@@ -354,6 +395,7 @@ static void *launch_thread(void *arg)
 				return NULL;
 		}
 		worker->launches++;
+		worker->unproved++;
 		if (!periodic_wait(worker, stream, event, i + 1))
 			return NULL;
 	}
@@ -362,6 +404,7 @@ static void *launch_thread(void *arg)
 		return NULL;
 	worker->sync_return_ns = monotonic_ns();
 	worker->syncs++;
+	note_proved(worker);
 	if (event && !cu_ok(cuEventDestroy(event), "cuEventDestroy"))
 		return NULL;
 	if (!cu_ok(cuStreamDestroy(stream), "cuStreamDestroy"))
@@ -617,6 +660,8 @@ int main(int argc, char **argv)
 	struct options options;
 
 	parse_options(argc, argv, &options);
+	if (options.proved_path)
+		open_proved(options.proved_path);
 	if (options.exit_in_destructor)
 		destructor_exit_code = options.exit_code;
 

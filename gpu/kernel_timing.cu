@@ -16,9 +16,11 @@
  *   kernel_timing syncs ROUNDS LAUNCHES ELEMENTS VARIANT...
  *	The same kernels, each launch followed by cudaStreamSynchronize (a
  *	call that proves kernels done, where cuprobe's injection drains the
- *	counters' shadows), LAUNCHES of a variant then the next, timed by the
- *	process's clock, per round and variant the mean of launch + sync:
- *	  kernel_timing: syncs round=R kernel=vec_add_V launches=L per_sync_ns=N
+ *	counters' shadows and moves the device rings' records), LAUNCHES of a
+ *	variant then the next, timed by the process's clock, per round and
+ *	variant the mean of launch + sync, and each kernel by events on the
+ *	GPU (the median):
+ *	  kernel_timing: syncs round=R kernel=vec_add_V launches=L per_sync_ns=N median_ns=M
  *
  *   kernel_timing exact LAUNCHES ELEMENTS WIDTH HEIGHT
  *	vec_add_kernel (1D, ELEMENTS, blocks of 256) and add_2d_kernel (a
@@ -294,7 +296,14 @@ static int syncs(int argc, char **argv)
 	const int n = (int)elements;
 	const unsigned int grid = (unsigned int)((n + BLOCK_THREADS - 1) / BLOCK_THREADS);
 
+	std::vector<cudaEvent_t> starts(launches), stops(launches);
+	std::vector<unsigned long long> kernel_ns(launches);
+
 	buffers_make(&buf, n);
+	for (long l = 0; l < launches; l++) {
+		rt(cudaEventCreate(&starts[l]), "cudaEventCreate");
+		rt(cudaEventCreate(&stops[l]), "cudaEventCreate");
+	}
 	for (size_t k = 0; k < chosen.size(); k++)
 		variant_kernels[chosen[k]]<<<grid, BLOCK_THREADS>>>(buf.dev_a, buf.dev_b, buf.dev_c, n);
 	rt(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -303,17 +312,27 @@ static int syncs(int argc, char **argv)
 			auto started = std::chrono::steady_clock::now();
 
 			for (long l = 0; l < launches; l++) {
+				rt(cudaEventRecord(starts[l]), "cudaEventRecord");
 				variant_kernels[chosen[k]]<<<grid, BLOCK_THREADS>>>(buf.dev_a, buf.dev_b,
 										   buf.dev_c, n);
 				rt(cudaGetLastError(), "vec_add_<variant><<<>>>");
+				rt(cudaEventRecord(stops[l]), "cudaEventRecord");
 				rt(cudaStreamSynchronize(0), "cudaStreamSynchronize");
 			}
 			double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() -
 									     started).count();
-			printf("kernel_timing: syncs round=%ld kernel=vec_add_%s launches=%ld per_sync_ns=%.0f\n",
-			       round, variant_names[chosen[k]], launches, ns / (double)launches);
+			for (long l = 0; l < launches; l++)
+				kernel_ns[l] = event_ns(starts[l], stops[l]);
+			std::sort(kernel_ns.begin(), kernel_ns.end());
+			printf("kernel_timing: syncs round=%ld kernel=vec_add_%s launches=%ld per_sync_ns=%.0f "
+			       "median_ns=%llu\n", round, variant_names[chosen[k]], launches,
+			       ns / (double)launches, kernel_ns[launches / 2]);
 		}
 	buffers_check(&buf, n, "vec_add");
+	for (long l = 0; l < launches; l++) {
+		rt(cudaEventDestroy(starts[l]), "cudaEventDestroy");
+		rt(cudaEventDestroy(stops[l]), "cudaEventDestroy");
+	}
 	buffers_free(&buf);
 	printf("kernel_timing: syncs elements=%d grid=%u block=%d result=ok\n", n, grid, BLOCK_THREADS);
 	return 0;

@@ -151,27 +151,34 @@ Test(ptx, the_entry_counter_counts_with_one_reduction_a_warp, .timeout = 60)
 }
 
 /*
- * The ring's protocol in PTX: tickets and positions by ordered atomics, the
- * record's stores, then the commit: an exchange fenced system-wide before
- * and after, so the host never sees the commit before the record.
+ * The ring's protocol in PTX, on the block's segment in device memory:
+ * tickets and positions by acquire-release atomics of the GPU's scope, the
+ * record's stores, then the commit, a store released after them (its old
+ * value unused): the drain never sees the commit before the record.
  */
 Test(ptx, the_warp_ring_commits_each_record_after_writing_it, .timeout = 60)
 {
 	char *module = ptx_of(EXAMPLE("gpu_warp_exits.bpf.c"));
-	char *exchange = strstr(module, "\tatom.exch.b64 "), *fetch;
+	char *commit = strstr(module, "\tst.release.gpu.b64 "), *fetch;
 
 	assert_has(module, "// __cuprobe_gpu_warp_exit: SEC(\"gpu.exit/vec_add*\")");
 	assert_has(module, "\t// warp_exits: 65536 x 40 bytes\n");
 	assert_has(module, "\t// warp_exits__control: 1 x 1080 bytes\n");
-	cr_assert_not_null(exchange, "%s", module);
-	cr_assert(!strncmp(exchange - strlen("membar.sys;\n"), "membar.sys;\n", strlen("membar.sys;\n")) &&
-		  strstr(exchange, ";\n\tmembar.sys;") == exchange + strcspn(exchange, ";"), "%s", module);
+	/* 128 segments of 512 slots, the block's by its linear index */
+	assert_has(module, "// ring of maps 0 and 1: 128 segments of 512 slots of 40 bytes, 20480 bytes apart");
+	assert_has(module, "and.b32 %rg0, %rg0, 127;\n\tmul.wide.u32 %t1, %rg0, 1152;");
+	assert_has(module, "mov.u64 %t0, __cuprobe_ring_slots_1;");
+	cr_assert_not_null(commit, "%s", module);
+	cr_assert_null(strstr(module, "membar.sys"), "a segment needs no system-wide fence: %s", module);
 	/* the ticket and the position: fetch-and-adds with their results, before the commit */
-	fetch = strstr(module, "\tatom.add.u64 ");
-	cr_assert(fetch && fetch < exchange && strstr(fetch + 1, "\tatom.add.u64 ") < exchange, "%s",
-		  module);
+	fetch = strstr(module, "\tatom.acq_rel.gpu.add.u64 ");
+	cr_assert(fetch && fetch < commit && strstr(fetch + 1, "\tatom.acq_rel.gpu.add.u64 ") < commit,
+		  "%s", module);
 	/* the record's stores (block, warp, sm, exit_ns) come between the position and the commit */
-	cr_assert(strstr(strstr(fetch + 1, "\tatom.add.u64 "), "\tst.u64 ") < exchange, "%s", module);
+	cr_assert(strstr(strstr(fetch + 1, "\tatom.acq_rel.gpu.add.u64 "), "\tst.u64 ") < commit, "%s", module);
+	/* the launch named by its slot's address, not read */
+	assert_has(module, "mov.b64 %r");
+	cr_assert_not_null(strstr(module, ", %cp_launch;"), "%s", module);
 	free(module);
 }
 

@@ -2,14 +2,16 @@
 /*
  * Device rings (CUPROBE_GPU_RING) end to end against the simulated driver,
  * which stands in for the GPU code: at each launch of an instrumented
- * vec_add whose module declares a ring, it writes gpu_warp_exits.bpf.c's
- * records (one per warp) by the translator's protocol. `cuprobe run`
- * reads the ring at each sync, completed query, blocking copy and process
- * exit: every record up to the last of them is delivered, a full ring's
- * records are counted lost per launch, and a thousand processes ending at
- * random points (exit, SIGKILL, exit() from a destructor, killed with a
- * record reserved and not written) leave cuprobe running, every record
- * accounted for, and no BPF program, link or map behind.
+ * vec_add whose module declares a ring's segments, it writes
+ * gpu_warp_exits.bpf.c's records (one per warp) into them by the
+ * translator's protocol. The injection moves them into the ring's maps at
+ * each sync, completed query and blocking copy, and `cuprobe run` reads the
+ * maps then and at each process exit: every record up to the last proving
+ * call is delivered, a full segment's records are counted lost per launch,
+ * and a thousand processes ending at random points (exit, SIGKILL, exit()
+ * from a destructor, killed with a record reserved and not written) leave
+ * cuprobe running, every record accounted for, and no BPF program, link or
+ * map behind.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -253,27 +255,29 @@ static bool nothing_newer(__u32 prog_base, __u32 link_base, __u32 map_base)
 	return false;
 }
 
-/* Records the simulated driver committed, all processes together (its ring.committed). */
-static long long committed_records(const char *images)
+/* An 8-byte counter file: the simulated driver's ring.committed, drv_launch's --proved. */
+static long long counter_file(const char *dir, const char *name)
 {
-	char *path = path_join(images, "ring.committed");
-	uint64_t committed = 0;
+	char *path = path_join(dir, name);
+	uint64_t counted = 0;
 	FILE *f = fopen(path, "rb");
 
 	cr_assert_not_null(f, "%s", path);
-	cr_assert_eq(fread(&committed, sizeof(committed), 1, f), 1);
+	cr_assert_eq(fread(&counted, sizeof(counted), 1, f), 1);
 	fclose(f);
 	free(path);
-	return (long long)committed;
+	return (long long)counted;
 }
 
 /*
  * A thousand processes of COMMAND's tree, one after the other, each ending
  * at a random point: a normal exit, exit() from a destructor, SIGKILL from
  * outside at a random moment, or SIGKILL with a record reserved and not
- * committed. cuprobe neither crashes nor hangs, every committed record is
- * delivered, the abandoned slots are no more than the processes killed, and
- * nothing of cuprobe's is left in the kernel.
+ * committed. cuprobe neither crashes nor hangs; every record of a launch
+ * that a returned stream sync covered (drv_launch's --proved count) is
+ * delivered, and none that the GPU did not commit; the abandoned slots
+ * (a process killed while the drain appends) are no more than the processes
+ * killed; nothing of cuprobe's is left in the kernel.
  */
 Test(device_ring, a_thousand_exits_at_random_points, .timeout = 420)
 {
@@ -281,26 +285,28 @@ Test(device_ring, a_thousand_exits_at_random_points, .timeout = 420)
 		"kills=0 held=0\n"
 		"for i in $(seq 1 1000); do\n"
 		"  case $((RANDOM %% 4)) in\n"
-		"  0) %s 1 >/dev/null ;;\n"
-		"  1) %s 1 --exit-in-destructor >/dev/null ;;\n"
-		"  2) %s 1 >/dev/null & sleep 0.00$((RANDOM %% 3)); kill -9 $! 2>/dev/null; wait $!\n"
+		"  0) %s 1 --proved %s >/dev/null ;;\n"
+		"  1) %s 1 --exit-in-destructor --proved %s >/dev/null ;;\n"
+		"  2) %s 1 --proved %s >/dev/null & sleep 0.00$((RANDOM %% 3)); kill -9 $! 2>/dev/null; wait $!\n"
 		"     kills=$((kills + 1)) ;;\n"
-		"  3) CUDA_SIM_RING_KILL_AT=$((RANDOM %% 32 + 1)) %s 1 >/dev/null\n"
+		"  3) CUDA_SIM_RING_KILL_AT=$((RANDOM %% 32 + 1)) %s 1 --proved %s >/dev/null\n"
 		"     kills=$((kills + 1)) held=$((held + 1)) ;;\n"
 		"  esac\n"
 		"done\n"
 		"echo \"kills=$kills held=$held\" >&2\n";
 	__u32 prog_base = newest_id(bpf_prog_get_next_id), link_base = newest_id(bpf_link_get_next_id);
 	__u32 map_base = newest_id(bpf_map_get_next_id);
-	char script[2048], *command[] = { "/bin/bash", "-c", script, NULL };
-	long long committed, delivered, abandoned, kills, held;
+	char script[4096], *command[] = { "/bin/bash", "-c", script, NULL }, *proved_path;
+	long long committed, proved, delivered, abandoned, kills, held;
 	json_t *all, *summary;
 	double elapsed;
 	const char *at;
 	struct run r;
 
 	setup_run(&r);
-	snprintf(script, sizeof(script), loop, DRV_LAUNCH, DRV_LAUNCH, DRV_LAUNCH, DRV_LAUNCH);
+	proved_path = path_join(r.dir, "proved");
+	snprintf(script, sizeof(script), loop, DRV_LAUNCH, proved_path, DRV_LAUNCH, proved_path,
+		 DRV_LAUNCH, proved_path, DRV_LAUNCH, proved_path);
 	run_cuprobe(&r, EXAMPLES_DIR "/gpu_warp_exits.bpf.c", true, command, &elapsed);
 	cr_assert(r.status == 0 || r.status == 1, "status %d: %s", r.status, r.err_text);
 	cr_expect_lt(elapsed, EXITS_SECONDS, "1000 exits took %.1f s", elapsed);
@@ -315,22 +321,25 @@ Test(device_ring, a_thousand_exits_at_random_points, .timeout = 420)
 	summary = ring_summary(all);
 	delivered = jint(summary, "delivered");
 	abandoned = jint(summary, "abandoned");
-	committed = committed_records(r.images);
+	committed = counter_file(r.images, "ring.committed");
+	proved = counter_file(r.dir, "proved");
 	/* Every record printed is counted, and every one counted was printed. */
 	cr_expect_eq((long long)count_events(all, "device_record", NULL), delivered);
 	cr_expect_eq(jint(summary, "produced"), delivered + jint(summary, "lost") + abandoned);
 	cr_expect_eq(jint(summary, "pending"), 0);
 	cr_expect_eq(jint(summary, "lost"), 0, "a 65,536-slot ring read at every sync and exit");
 	/*
-	 * Every record committed is delivered. A process killed between its
-	 * commit and the count after it adds one the count lacks; one killed
-	 * between reserving and committing, one abandoned slot.
+	 * Every record of a launch a returned sync covered is delivered (the
+	 * drain ran inside that sync), and nothing the GPU did not commit; what
+	 * a process killed before its sync had committed stays on its GPU. A
+	 * slot is abandoned only by a process killed inside a drain's append.
 	 */
-	cr_expect(delivered >= committed && delivered <= committed + kills,
-		  "delivered %lld of %lld committed (%lld killed)", delivered, committed, kills);
-	cr_expect(abandoned >= held && abandoned <= kills, "abandoned %lld, killed %lld, %lld holding a slot",
-		  abandoned, kills, held);
-	cr_expect_gt(committed, 0);
+	cr_expect(delivered >= proved * WARPS_PER_LAUNCH && delivered <= committed,
+		  "delivered %lld: %lld launches proved done, %lld records committed (%lld killed, %lld holding a slot)",
+		  delivered, proved, committed, kills, held);
+	cr_expect(abandoned <= kills, "abandoned %lld, killed %lld", abandoned, kills);
+	cr_expect_gt(proved, 300, "%lld of 1000 processes saw their launch done", proved);
+	free(proved_path);
 	json_decref(all);
 
 	/* Nothing of cuprobe's is left in the kernel (freed after an RCU grace period: waited for). */

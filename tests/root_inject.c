@@ -561,7 +561,8 @@ Test(inject, counters_reach_the_map_at_the_synchronizations, .timeout = 120)
 	}
 	cr_assert_eq(r.status, 0, "%s", r.err_text);
 	cr_expect_not_null(strstr(r.err_text, "device programs: 1 stream(s) launched instrumented kernels after "
-					      "their last synchronization: the counters may miss those launches' adds"),
+					      "their last synchronization: the counters and device rings may miss "
+					      "those launches' adds and records"),
 			   "%s", r.err_text);
 	free_run(&r);
 

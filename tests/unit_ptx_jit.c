@@ -29,6 +29,8 @@
 #define HASH_FD 102
 #define PLAIN_FD 103
 #define BSS_FD 104
+#define RING_FD 105
+#define RING_CONTROL_FD 106
 
 /* The object's maps: index i is __cuprobe_map_<i>. */
 static const struct cp_ptx_map maps[] = {
@@ -42,6 +44,11 @@ static const struct cp_ptx_map maps[] = {
 	  .value_size = 8, .max_entries = 4 },
 	{ .name = "prog.bss", .fd = BSS_FD, .type = BPF_MAP_TYPE_ARRAY, .flags = MMAPABLE,
 	  .key_size = 4, .value_size = 64, .max_entries = 1 },
+	/* A device ring (CUPROBE_GPU_RING): 256 slots of 16 + 8 bytes, 4 segments of 64 on the GPU. */
+	{ .name = "events", .fd = RING_FD, .type = BPF_MAP_TYPE_ARRAY, .flags = MMAPABLE,
+	  .key_size = 4, .value_size = 24, .max_entries = 256 },
+	{ .name = "events__control", .fd = RING_CONTROL_FD, .type = BPF_MAP_TYPE_ARRAY, .flags = MMAPABLE,
+	  .key_size = 4, .value_size = sizeof(struct cuprobe_gpu_ring_control), .max_entries = 1 },
 };
 #define MAP_COUNT (sizeof(maps) / sizeof(maps[0]))
 
@@ -421,8 +428,9 @@ Test(semantics, the_context_reads_special_registers_and_the_launch_slot)
 #define ASSERT_SOURCE(name, source, bits) assert_source(ptx, source, bits);
 	CUPROBE_GPU_CTX_FIELDS(ASSERT_SOURCE)
 #undef ASSERT_SOURCE
-	/* launch_seq: through the slot, 0 without one */
+	/* launch_seq: through the slot, 0 without one; launch_slot: the slot's address, not read */
 	assert_has(ptx, "mov.b64 %r2, 0;\n\tsetp.ne.u64 %p0, %cp_launch, 0;\n\t@%p0 ld.u64 %r2, [%cp_launch];");
+	assert_has(ptx, "mov.b64 %r2, %cp_launch;\n\tadd.u64 %r0, %r0, %r2;");
 	/* the high half of the globaltimer, a byte of block_x, 16 bits of thread_y, a signed byte */
 	assert_has(ptx, "mov.u64 %r3, %globaltimer;\n\tshr.u64 %r3, %r3, 32;\n"
 			"\tand.b64 %r3, %r3, 0x00000000ffffffff;");
@@ -636,7 +644,7 @@ Test(refusals, the_context_written_beyond_its_end_or_mixed_with_memory)
 	assert_refused(PROG(MOV64_IMM(2, 1), ATOMIC(BPF_DW, 1, 2, 0, BPF_ADD), EXIT()), -EOPNOTSUPP,
 		       "instruction 1: an atomic operation on the context");
 	assert_refused(PROG(LDX(BPF_DW, 0, 1, 160), EXIT()), -EOPNOTSUPP,
-		       "instruction 0: reads the context at offset 160: struct cuprobe_gpu_ctx has 136 bytes");
+		       "instruction 0: reads the context at offset 160: struct cuprobe_gpu_ctx has 144 bytes");
 	assert_refused(PROG(LD_MAP_VALUE(2, BSS_FD, 0), STX(BPF_DW, 2, 1, 0), MOV64_IMM(0, 0), EXIT()),
 		       -EOPNOTSUPP, "instruction 2: stores the context or a map pointer outside the stack");
 }
@@ -766,4 +774,66 @@ Test(shadow, declarations_say_whether_some_map_has_a_shadow)
 			 "\t// 128 copies of 1 words, 128 bytes apart\n");
 	cr_expect_eq(cp_ptx__shadow_stride(8, 1), 128, "one word takes a whole line");
 	free(text);
+}
+
+/* cuprobe_gpu_output's shape: a ticket in the control block, a slot, its commit. */
+static const struct bpf_insn ring_program[] = {
+	ST(BPF_W, 10, -4, 0), MOV64_REG(2, 10), ALU64_IMM(BPF_ADD, 2, -4),
+	LD_MAP(1, RING_CONTROL_FD), CALL(BPF_FUNC_map_lookup_elem),
+	JMP_IMM(BPF_JEQ, 0, 0, 10),
+	MOV64_IMM(1, 1), ATOMIC(BPF_DW, 0, 1, 24, BPF_ADD | BPF_FETCH),
+	ST(BPF_W, 10, -8, 3), MOV64_REG(2, 10), ALU64_IMM(BPF_ADD, 2, -8),
+	LD_MAP(1, RING_FD), CALL(BPF_FUNC_map_lookup_elem),
+	JMP_IMM(BPF_JEQ, 0, 0, 2),
+	MOV64_IMM(1, 5), ATOMIC(BPF_DW, 0, 1, 0, BPF_XCHG),
+	MOV64_IMM(0, 0), EXIT(),
+};
+
+Test(rings, a_rings_maps_are_the_blocks_segment_in_device_memory, .timeout = 60)
+{
+	char *ptx = translate(ring_program, sizeof(ring_program) / sizeof(ring_program[0]));
+	uint64_t addresses[MAP_COUNT] = { 0 };
+	char *declarations = NULL;
+	struct cp_ptx_ring ring;
+	bool shadowed = false;
+
+	cr_assert(cp_ptx__ring_of(maps, MAP_COUNT, 5, &ring) && ring.slots == 5 && ring.control == 6);
+	cr_assert(cp_ptx__ring_of(maps, MAP_COUNT, 6, &ring));
+	cr_expect(ring.segments == 4 && ring.segment_slots == 64 && ring.slot_bytes == 24 &&
+		  ring.control_stride == 1152 && ring.slots_stride == 1536,
+		  "%u segments of %u slots of %u bytes, %llu and %llu apart", ring.segments, ring.segment_slots,
+		  ring.slot_bytes, (unsigned long long)ring.control_stride, (unsigned long long)ring.slots_stride);
+	cr_expect_not(cp_ptx__ring_of(maps, MAP_COUNT, 0, &ring), "counts is no ring's");
+	/* The block's segment: its linear index, modulo the segments. */
+	assert_has(ptx, "mad.lo.u32 %rg0, %rg1, %rg2, %rg0;\n\tand.b32 %rg0, %rg0, 3;\n"
+			"\tmul.wide.u32 %t1, %rg0, 1152;");
+	assert_has(ptx, "mov.u64 %t0, __cuprobe_ring_control_6;");
+	assert_has(ptx, "mul.wide.u32 %t1, %rg0, 1536;");
+	assert_has(ptx, "mov.u64 %t0, __cuprobe_ring_slots_5;");
+	/* A slot beyond the segment's 64 is none. */
+	assert_has(ptx, "setp.lt.u32 %p0, %w0, 64;");
+	/* Device memory of the GPU's own: acquire-release atomics, no system-wide fence. */
+	assert_has(ptx, "atom.acq_rel.gpu.add.u64 %r1, [%t6], %r1;");
+	assert_lacks(ptx, "membar.sys");
+	/* The commit's old value is not used: a store released after the record. */
+	assert_has(ptx, "st.release.gpu.b64 [%t6], %r1;");
+	/* Declared with the layout said, and named as a drain's need. */
+	cr_assert_eq(cp_ptx__map_declarations(addresses, maps, NULL, MAP_COUNT, &declarations, &shadowed), 0);
+	assert_has(declarations, ".weak .global .align 128 .b8 __cuprobe_ring_control_6[4608];\t// ring of maps 6 and 5: "
+			       "4 segments of 64 slots of 24 bytes, 1536 bytes apart");
+	assert_has(declarations, ".weak .global .align 128 .b8 __cuprobe_ring_slots_5[6144];\t// control blocks 1152 bytes apart");
+	cr_expect(shadowed);
+	cr_expect(cp_ptx__uses_shadow(ptx));
+	judge(ptx, "a device ring's segments");
+	free(declarations);
+	free(ptx);
+}
+
+Test(rings, a_rings_maps_are_not_reached_but_by_a_lookup)
+{
+	assert_refused(PROG(LD_MAP_VALUE(2, RING_FD, 0), MOV64_IMM(0, 0), EXIT()), -EOPNOTSUPP,
+		       "instruction 0: device ring map events is reached through bpf_map_lookup_elem (cuprobe_gpu_output) only");
+	assert_refused(PROG(ST(BPF_W, 10, -4, 0), MOV64_REG(2, 10), ALU64_IMM(BPF_ADD, 2, -4), MOV64_REG(3, 2),
+			    MOV64_IMM(4, 0), LD_MAP(1, RING_FD), CALL(BPF_FUNC_map_update_elem), EXIT()),
+		       -EOPNOTSUPP, "bpf_map_update_elem on device ring map events: rings are written by cuprobe_gpu_output");
 }

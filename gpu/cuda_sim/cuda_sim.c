@@ -123,8 +123,7 @@ struct sim_function {
 	struct sim_function *function;	/* KERNEL: from cuKernelGetFunction */
 	unsigned int param_count;	/* from the PTX; 0 when the image was binary */
 	bool launch_param;		/* its last parameter is cuprobe's __cuprobe_launch */
-	struct cuprobe_gpu_ring_control *ring; /* a device ring its module declares, or NULL */
-	unsigned char *ring_slots;	/* its slots */
+	const struct sim_ring *ring;	/* a device ring its module declares, or NULL */
 	const struct sim_module *shadowed; /* its module, when that declares counter shadows */
 	char name[];
 };
@@ -140,13 +139,21 @@ struct sim_shadow {
 
 #define SIM_MAX_SHADOWS 16
 
+/* A device ring's segments (cuprobe's __cuprobe_ring_control_N and _slots_N): device memory. */
+struct sim_ring {
+	uintptr_t control, slots;
+	unsigned int segments, segment_slots, slot_bytes;
+	size_t control_stride, slots_stride;
+};
+
 /* A CUmodule or a CUlibrary: the entries its PTX declared. */
 struct sim_module {
 	enum sim_magic magic;		/* MODULE or LIBRARY */
 	size_t entry_count;
 	struct sim_function **entries;
-	struct sim_shadow shadows[SIM_MAX_SHADOWS];
+	struct sim_shadow shadows[SIM_MAX_SHADOWS]; /* also the rings' segments, for cuModuleGetGlobal */
 	size_t shadow_count;
+	struct sim_ring ring;		/* the first device ring it declares (segments 0: none) */
 };
 
 struct sim_context {
@@ -1051,55 +1058,18 @@ static CUresult add_entry(struct sim_module *module, enum sim_magic entry_magic,
 /*
  * The stand-in for a device ring's GPU code (CUPROBE_GPU_RING): the
  * simulator cannot run the PTX the translator made, so at each launch of an
- * instrumented kernel whose module declares a ring it writes what
- * gpu_warp_exits.bpf.c writes at the kernel's exit, one record per warp
- * ({block, warp, sm, pad, exit_ns}, cut to the ring's record size), by the
- * translator's protocol (struct cuprobe_gpu_ring_control): read released
- * and lost, take a ticket, count the record lost when the ring is full,
- * else take a position, write the slot and commit it by an exchange.
+ * instrumented kernel whose module declares a ring's segments it writes
+ * what gpu_warp_exits.bpf.c writes at the kernel's exit, one record per
+ * warp ({block, warp, sm, pad, exit_ns}, cut to the slot's size), into
+ * segment (block index % segments), by the translator's protocol (struct
+ * cuprobe_gpu_ring_control): read released and lost, take a ticket, count
+ * the record lost when the segment is full, else take a position, write
+ * the slot and commit it by an exchange. The injection moves them into the
+ * ring's maps at the calls that prove kernels done.
  * CUDA_SIM_RING_KILL_AT=N: the process kills itself (SIGKILL) with its Nth
  * record reserved and not committed, as a kernel cut short would leave it.
  */
 static uint64_t ring_records_reserved;
-
-/* The slots' address: the declaration of map control->slots_map in the same module. */
-static unsigned char *ring_slots(const char *ptx, uint32_t slots_map)
-{
-	char declaration[96];
-	const char *at;
-
-	snprintf(declaration, sizeof(declaration), ".const .align 8 .u64 __cuprobe_map_%u =", slots_map);
-	at = strstr(ptx, declaration);
-	return at ? (unsigned char *)(uintptr_t)strtoull(at + strlen(declaration), NULL, 10) : NULL;
-}
-
-/* The control block among the module's map declarations (cuprobe wrote its magic). */
-static void find_device_ring(struct sim_module *module, const char *ptx)
-{
-	static const char declaration[] = ".const .align 8 .u64 __cuprobe_map_";
-	struct cuprobe_gpu_ring_control *control = NULL;
-	const char *at = ptx;
-	size_t i;
-
-	while (!control && (at = strstr(at, declaration))) {
-		const char *equals = strchr(at, '=');
-		uint64_t address;
-
-		at += sizeof(declaration) - 1;
-		if (!equals)
-			break;
-		address = strtoull(equals + 1, NULL, 10);
-		if (address && !(address % 8) &&
-		    __atomic_load_n((const uint64_t *)(uintptr_t)address, __ATOMIC_ACQUIRE) ==
-			    CUPROBE_GPU_RING_MAGIC)
-			control = (struct cuprobe_gpu_ring_control *)(uintptr_t)address;
-	}
-	for (i = 0; control && i < module->entry_count; i++)
-		if (module->entries[i]->launch_param) {
-			module->entries[i]->ring = control;
-			module->entries[i]->ring_slots = ring_slots(ptx, control->slots_map);
-		}
-}
 
 static CUresult allocate(uintptr_t *out, size_t bytes, enum sim_mem_kind kind);
 
@@ -1161,9 +1131,69 @@ static void add_to_shadows(const struct sim_module *module, const struct sim_lau
 	}
 }
 
-/* One record, as the translated cuprobe_gpu_output does it: true when committed. */
-static bool ring_output(struct cuprobe_gpu_ring_control *c, unsigned char *slots, uint64_t seq,
-			const void *record, size_t size)
+/* A device-memory global of the module, found by cuModuleGetGlobal: its address, or 0. */
+static uintptr_t module_global(struct sim_module *module, const char *name, size_t bytes)
+{
+	struct sim_shadow *g;
+
+	if (module->shadow_count == SIM_MAX_SHADOWS)
+		return 0;
+	g = &module->shadows[module->shadow_count];
+	*g = (struct sim_shadow){ .bytes = bytes, .copies = 1, .stride = bytes };
+	snprintf(g->name, sizeof(g->name), "%s", name);
+	if (allocate(&g->address, bytes, SIM_MEM_DEVICE) != CUDA_SUCCESS)
+		return 0;
+	memset((void *)g->address, 0, bytes);
+	module->shadow_count++;
+	return g->address;
+}
+
+/* The first ring's segments the module declares (ptx_jit.h's two lines, their layout said). */
+static void find_device_ring(struct sim_module *module, const char *ptx)
+{
+	static const char declaration[] = ".weak .global .align 128 .b8 __cuprobe_ring_control_";
+	const char *at = strstr(ptx, declaration);
+	unsigned long long control_index, control_bytes, slots_index, slots_bytes, control_map, slots_map;
+	unsigned long long slots_stride, control_stride;
+	unsigned int segments, segment_slots, slot_bytes;
+	struct sim_ring *r = &module->ring;
+	char name[64];
+	size_t i;
+	int used = 0;
+
+	if (!at || sscanf(at + sizeof(declaration) - 1,
+			  "%llu[%llu];\t// ring of maps %llu and %llu: %u segments of %u slots of %u bytes, %llu bytes apart\n"
+			  ".weak .global .align 128 .b8 __cuprobe_ring_slots_%llu[%llu];\t// control blocks %llu bytes apart%n",
+			  &control_index, &control_bytes, &control_map, &slots_map, &segments, &segment_slots,
+			  &slot_bytes, &slots_stride, &slots_index, &slots_bytes, &control_stride, &used) != 11 ||
+	    !used || !segments || (segments & (segments - 1)) || !segment_slots ||
+	    (segment_slots & (segment_slots - 1)) || slot_bytes <= sizeof(struct cuprobe_gpu_ring_slot) ||
+	    control_stride < sizeof(struct cuprobe_gpu_ring_control) ||
+	    slots_stride < (unsigned long long)segment_slots * slot_bytes ||
+	    control_bytes != segments * control_stride || slots_bytes != segments * slots_stride)
+		return;
+	snprintf(name, sizeof(name), "__cuprobe_ring_control_%llu", control_index);
+	r->control = module_global(module, name, control_bytes);
+	snprintf(name, sizeof(name), "__cuprobe_ring_slots_%llu", slots_index);
+	r->slots = r->control ? module_global(module, name, slots_bytes) : 0;
+	if (!r->slots)
+		return;
+	r->segments = segments;
+	r->segment_slots = segment_slots;
+	r->slot_bytes = slot_bytes;
+	r->control_stride = control_stride;
+	r->slots_stride = slots_stride;
+	for (i = 0; i < module->entry_count; i++)
+		if (module->entries[i]->launch_param)
+			module->entries[i]->ring = r;
+}
+
+/*
+ * One record, as the translated cuprobe_gpu_output does it in segment c:
+ * true when committed. seq: the launch's slot address (ctx->launch_slot).
+ */
+static bool ring_output(struct cuprobe_gpu_ring_control *c, unsigned char *slots, uint32_t capacity,
+			uint32_t slot_bytes, uint64_t seq, const void *record, size_t size)
 {
 	uint64_t released = __atomic_load_n(&c->released, __ATOMIC_RELAXED);
 	uint64_t lost = __atomic_load_n(&c->lost, __ATOMIC_RELAXED), ticket, position;
@@ -1171,9 +1201,9 @@ static bool ring_output(struct cuprobe_gpu_ring_control *c, unsigned char *slots
 	struct cuprobe_gpu_ring_slot *slot;
 
 	ticket = __atomic_fetch_add(&c->reserved, 1, __ATOMIC_SEQ_CST);
-	if (ticket - lost - released >= c->capacity) {
+	if (ticket - lost - released >= capacity) {
 		struct cuprobe_gpu_ring_launch_lost *bucket =
-			&c->lost_by_launch[seq % CUPROBE_GPU_RING_LAUNCH_BUCKETS];
+			&c->lost_by_launch[seq / 8 % CUPROBE_GPU_RING_LAUNCH_BUCKETS];
 
 		__atomic_store_n(&bucket->launch_seq, seq, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&bucket->lost, 1, __ATOMIC_RELAXED);
@@ -1181,12 +1211,12 @@ static bool ring_output(struct cuprobe_gpu_ring_control *c, unsigned char *slots
 		return false;
 	}
 	position = __atomic_fetch_add(&c->head, 1, __ATOMIC_SEQ_CST);
-	slot = (struct cuprobe_gpu_ring_slot *)(slots + (position % c->capacity) * c->slot_bytes);
+	slot = (struct cuprobe_gpu_ring_slot *)(slots + (position & (capacity - 1)) * slot_bytes);
 	slot->launch_seq = seq;
 	if (kill_at && ++ring_records_reserved == strtoull(kill_at, NULL, 10))
 		kill(getpid(), SIGKILL);
-	memset(slot + 1, 0, c->record_bytes);
-	memcpy(slot + 1, record, size < c->record_bytes ? size : c->record_bytes);
+	memset(slot + 1, 0, slot_bytes - sizeof(*slot));
+	memcpy(slot + 1, record, size < slot_bytes - sizeof(*slot) ? size : slot_bytes - sizeof(*slot));
 	__atomic_exchange_n(&slot->commit, position + 1, __ATOMIC_SEQ_CST);
 	return true;
 }
@@ -1430,19 +1460,17 @@ static uint64_t *committed_counter(void)
 static void write_ring_records(const struct sim_function *function,
 			       const struct sim_launch_dims *dims, void **params)
 {
-	struct cuprobe_gpu_ring_control *c = function->ring;
+	const struct sim_ring *r = function->ring;
 	struct { uint32_t block, warp, sm, pad; uint64_t exit_ns; } record = { 0 };
 	uint64_t blocks = (uint64_t)dims->grid[0] * dims->grid[1] * dims->grid[2];
 	uint64_t threads = (uint64_t)dims->block[0] * dims->block[1] * dims->block[2];
-	uint64_t slot = 0, seq = 0, *committed = committed_counter(), b, w;
-	unsigned char *slots = function->ring_slots;
+	uint64_t slot = 0, *committed = committed_counter(), b, w;
 	struct timespec now;
 
-	if (!slots || !params || !params[function->param_count - 1])
+	if (!params || !params[function->param_count - 1])
 		return;
+	/* The launch's slot address: what the translated code records (ctx->launch_slot). */
 	memcpy(&slot, params[function->param_count - 1], sizeof(slot));
-	if (slot)
-		memcpy(&seq, (const void *)(uintptr_t)slot, sizeof(seq));
 	for (b = 0; b < blocks; b++)
 		for (w = 0; w < (threads + 31) / 32; w++) {
 			clock_gettime(CLOCK_MONOTONIC, &now);
@@ -1450,7 +1478,10 @@ static void write_ring_records(const struct sim_function *function,
 			record.warp = (uint32_t)w;
 			record.sm = (uint32_t)(b % 132);
 			record.exit_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-			if (ring_output(c, slots, seq, &record, sizeof(record)) && committed)
+			if (ring_output((void *)(r->control + (b & (r->segments - 1)) * r->control_stride),
+					(void *)(r->slots + (b & (r->segments - 1)) * r->slots_stride),
+					r->segment_slots, r->slot_bytes, slot, &record, sizeof(record)) &&
+			    committed)
 				__atomic_fetch_add(committed, 1, __ATOMIC_SEQ_CST);
 		}
 }

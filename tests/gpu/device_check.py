@@ -25,7 +25,7 @@ ANCHORS = {  # published, vec_add on an RTX 5090
 }
 PROBES = (("empty", "an empty entry probe"), ("timer", "a globaltimer read"),
           ("counter", "a counter (one add per thread, aggregated per warp)"),
-          ("ring", "one ring record per warp"))
+          ("ring", "one ring record per warp, no sync between launches (full segments count records lost)"))
 # Variants with no program yet: a row saying so, never a pass.
 NOT_BUILT = {}
 
@@ -301,6 +301,46 @@ def check_overhead(runs, sizes, rounds, launches):
             row(f"{label}: the counter's count after launch + sync pairs", f"{counted}",
                 f"{expected_threads} ((1 warm-up + {launches_synced}) launches x grid x block)",
                 counted == expected_threads)
+        check_ring_syncs(runs(f"ring_syncs.{size}"), label, grid)
+
+
+def check_ring_syncs(run, label, grid):
+    """One ring record per warp with a sync after each launch: GPU time against plain, every record counted."""
+    per_round = {}
+    for f in run.lines("kernel_timing: syncs round="):
+        if "median_ns" in f:
+            per_round.setdefault(int(f["round"]), {})[f["kernel"].removeprefix("vec_add_")] = f
+    pairs = [(float(r["plain"]["median_ns"]), float(r["ring"]["median_ns"]),
+              float(r["plain"]["per_sync_ns"]), float(r["ring"]["per_sync_ns"]))
+             for r in per_round.values() if "plain" in r and "ring" in r]
+    if run.status != "0" or not pairs:
+        row(f"{label}: one ring record per warp, a sync after each launch", f"status {run.status or 'not run'}",
+            "a time per variant and round", False)
+        return
+    ratios = [ring / plain for plain, ring, _, _ in pairs]
+    ratio = statistics.median(ratios)
+    row(f"{label}: one ring record per warp, a sync after each launch (every record moved to the map), "
+        "ratio to vec_add_plain (GPU time)",
+        f"{ratio:.3f}x (rounds {', '.join(f'{x:.2f}' for x in ratios)})",
+        f"goal <= {GOALS['ring']}x; anchors: {ANCHORS['ring']}", ratio <= GOALS["ring"])
+    plain_sync = statistics.median(p for _, _, p, _ in pairs)
+    ring_sync = statistics.median(r for _, _, _, r in pairs)
+    row(f"{label}: launch + cudaStreamSynchronize, ring vs plain (the move at each sync), process clock",
+        f"{fmt_ns(ring_sync)} vs {fmt_ns(plain_sync)} (+{fmt_ns(ring_sync - plain_sync)})",
+        "information: copying and appending a launch's records", None)
+    launches = sum(int(f["launches"]) for f in run.lines("kernel_timing: syncs round=")
+                   if f["kernel"] == "vec_add_ring")
+    totals = [r for r in run.records if r.get("type") == "device_ring"]
+    expected = (1 + launches) * grid * 8
+    if not totals:
+        row(f"{label}: the ring's records after launch + sync pairs", "no device_ring summary",
+            f"{expected} produced", False)
+        return
+    t = totals[0]
+    row(f"{label}: the ring's records after launch + sync pairs: produced, delivered, lost, abandoned",
+        f"{t['produced']}, {t['delivered']}, {t['lost']}, {t['abandoned']}",
+        f"{expected} produced ((1 warm-up + {launches}) launches x grid x 8 warps) = delivered + lost + abandoned",
+        t["produced"] == expected and t["produced"] == t["delivered"] + t["lost"] + t["abandoned"])
 
 
 def check_load(runs):

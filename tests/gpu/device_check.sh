@@ -29,8 +29,11 @@
 #     per round the median of each, its ratio to the uninstrumented
 #     vec_add_plain of the same module and run, the median over rounds:
 #     an empty entry probe, a globaltimer read, a counter (aggregated per
-#     warp), one ring record per warp (the device ring, drained at the
-#     syncs). Also the same kernels
+#     warp), one ring record per warp (the device ring's segments, which
+#     fill when no sync drains them between launches); and with a sync
+#     after each launch (kernel_timing syncs, timed by events too): the
+#     counter's drain per sync, and one ring record per warp with every
+#     record moved to the ring's map at its sync. Also the same kernels
 #     without cuprobe (nvcc's SASS; under cuprobe the whole module is JIT
 #     compiled from its PTX). Beside the published anchors and the goals.
 #  4. Attach cost: module load time (gpu/kernel_timing load: cuModuleLoadData
@@ -50,13 +53,11 @@
 set -u
 . "$(dirname "$0")/common.sh" device-check
 started=$(date +%s)
-# The counter and ring variants cost some 35 ms a launch at 1M elements and
-# 16 times that at 16M (host-memory atomics): 16M elements (SIZES) take the
-# check past its 200 s.
 rounds=${ROUNDS:-3}
 launches=${LAUNCHES:-10}                   # of each variant, per round
 sizes=${SIZES:-1048576}                    # vec_add elements, overhead runs
 sync_launches=${SYNC_LAUNCHES:-200}        # launch + sync pairs per variant and round
+ring_sync_launches=${RING_SYNC_LAUNCHES:-20} # the same with the ring (32,768 records a launch at 1M)
 exact_launches=${EXACT_LAUNCHES:-10}
 exact_elements=${EXACT_ELEMENTS:-100000}   # 391 blocks of 256, the last one partial
 exact_width=${EXACT_WIDTH:-500}            # 32 x 26 blocks of 16 x 8, partial at both edges
@@ -121,6 +122,9 @@ for size in $sizes; do
 	# A launch and its synchronization: the counter's kernels drain at every sync.
 	run_case "syncs.$size" "$examples/device_overhead.bpf.o" \
 		"$timing" syncs "$rounds" "$sync_launches" "$size" plain counter
+	# One ring record per warp, each launch's records moved to the map at its sync.
+	run_case "ring_syncs.$size" "$examples/device_overhead.bpf.o" \
+		"$timing" syncs "$rounds" "$ring_sync_launches" "$size" plain ring
 done
 
 # 4. Attach cost, the runs with and without probes alternated.

@@ -41,8 +41,13 @@ struct warp_record {
 	__u32 warp;
 };
 
-/* Small on purpose: most warps find it full (counted lost, still the same reservation), so the run writes ~1,000 records a launch, not one per warp. */
-CUPROBE_GPU_RING(warp_records, struct warp_record, 1024);
+/*
+ * A launch of 1M elements writes 32,768 records: 128 segments of 512 slots
+ * hold them all when a sync drains them after each launch (kernel_timing
+ * syncs); without one (kernel_timing overhead) later launches find the
+ * segments full and count their records lost (the same reservation).
+ */
+CUPROBE_GPU_RING(warp_records, struct warp_record, 65536);
 
 SEC("gpu/vec_add_ring")
 int GPU_PROG(ring_probe)

@@ -306,12 +306,15 @@ static int make_prelude(void)
 
 		addresses[map->index] = (uint64_t)(uintptr_t)inject.maps[i].base;
 		declare[map->index] = true;
+		/* Device maps are arrays (the translator refused the others); rings are told by names. */
+		shapes[map->index] = (struct cp_ptx_map){ .name = map->name, .type = BPF_MAP_TYPE_ARRAY,
+							  .value_size = map->value_size,
+							  .max_entries = map->max_entries };
 		/* A shadow only where some program adds into one (and the drain moves only those). */
 		snprintf(shadow, sizeof(shadow), CP_PTX_SHADOW_PREFIX "%u;", map->index);
-		if (inject.plan.functions && strstr(inject.plan.functions, shadow) && !inject.maps[i].read_only) {
-			shapes[map->index].value_size = map->value_size;
-			shapes[map->index].max_entries = map->max_entries;
-		}
+		shapes[map->index].without_shadow = !inject.plan.functions ||
+						    !strstr(inject.plan.functions, shadow) ||
+						    inject.maps[i].read_only;
 	}
 	if (!err)
 		err = cp_ptx__map_declarations(addresses, shapes, declare, symbols, &declarations,

@@ -11,7 +11,8 @@
  * it waits for none of the program's work) and each word's growth since the
  * last drain is added to the map with a CPU atomic. Shadows only grow (adds
  * modulo 2^64), so a copy taken while other kernels still add is exact too:
- * what it missed is in the next one.
+ * what it missed is in the next one. The device rings' segments are
+ * moved at the same calls (inject_ring.c).
  */
 #include "inject_internal.h"
 
@@ -35,6 +36,7 @@ struct drain_target {
 	unsigned char *staging;   /* pinned: every shadow's bytes, one after another */
 	struct drain_shadow *shadows;
 	size_t shadow_count;
+	struct drain_rings *rings;  /* the module's device rings, or NULL */
 	bool always;              /* in a graph: its launches are not seen, drained at every proof */
 	bool failure_said;
 };
@@ -105,6 +107,7 @@ static void target_free(struct drain_target *t, bool context_alive)
 		if (t->staging)
 			HELPER(cuMemFreeHost, t->staging);
 	}
+	drain_rings_free(t->rings, context_alive);
 	for (i = 0; i < t->shadow_count; i++)
 		free(t->shadows[i].drained);
 	free(t->shadows);
@@ -161,11 +164,13 @@ static struct drain_target *target_make(CUmodule module, const void *owner)
 	}
 	if (rc == CUDA_SUCCESS && staging)
 		rc = HELPER(cuMemAllocHost_v2, (void **)&t->staging, staging);
-	if (rc == CUDA_SUCCESS && staging)
+	if (rc == CUDA_SUCCESS)
+		rc = drain_rings_find(module, &t->rings);
+	if (rc == CUDA_SUCCESS && (staging || t->rings))
 		rc = HELPER(cuStreamCreate, &t->stream, CU_STREAM_NON_BLOCKING);
 	if (rc != CUDA_SUCCESS) {
 		report(CP_INJECT_ERROR, NULL, NULL, 0, 0,
-		       "cannot find the module's counter shadows (%s): their adds will not reach the maps",
+		       "cannot find the module's counter shadows or ring segments (%s): what they hold will not reach the maps",
 		       result_name(rc));
 		target_free(t, true);
 		return NULL;
@@ -183,15 +188,20 @@ static void drain_target(struct drain_target *t)
 	size_t i, r;
 	uint64_t w;
 
-	if (!t->shadow_count)
+	if (!t->shadow_count && !t->rings)
 		return;
 	/* Our copies are not the program's: allowed while another stream captures. */
 	HELPER(cuThreadExchangeStreamCaptureMode, &mode);
+	/* The rings' counters and the shadows copied, then one synchronization for both. */
+	if (t->rings)
+		drain_rings_ask(t->rings, t->stream); /* said when it fails */
 	for (i = 0; i < t->shadow_count && rc == CUDA_SUCCESS; i++)
 		rc = HELPER(cuMemcpyDtoHAsync_v2, t->staging + t->shadows[i].staging_offset,
 			    t->shadows[i].address, t->shadows[i].replicas * t->shadows[i].stride, t->stream);
 	if (rc == CUDA_SUCCESS)
 		rc = REAL(cuStreamSynchronize, t->stream);
+	if (t->rings && rc == CUDA_SUCCESS)
+		drain_rings_move(t->rings, t->stream);
 	HELPER(cuThreadExchangeStreamCaptureMode, &mode);
 	if (rc != CUDA_SUCCESS) {
 		say_failure(t, "copying them", rc);
@@ -460,7 +470,7 @@ __attribute__((destructor)) static void drain_at_exit(void)
 	pthread_mutex_unlock(&drain_lock);
 	if (pending)
 		report(CP_INJECT_NOTE, NULL, NULL, 0, 0,
-		       "%zu stream(s) launched instrumented kernels after their last synchronization: the counters may miss those launches' adds",
+		       "%zu stream(s) launched instrumented kernels after their last synchronization: the counters and device rings may miss those launches' adds and records",
 		       pending);
 }
 

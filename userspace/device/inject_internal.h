@@ -6,8 +6,9 @@
  * registered with the driver), inject_handles.c (handle tables, kernel
  * handles), inject_loads.c (module loads and links), inject_launch.c
  * (launches, graph kernel nodes), inject_drain.c (counters' shadows moved
- * into the maps at the calls that prove kernels done). Built with hidden visibility: nothing here
- * is exported.
+ * into the maps at the calls that prove kernels done), inject_ring.c (device
+ * rings' segments moved into the ring maps, by the same drain). Built with
+ * hidden visibility: nothing here is exported.
  */
 #ifndef CUPROBE_INJECT_INTERNAL_H
 #define CUPROBE_INJECT_INTERNAL_H
@@ -105,7 +106,7 @@
 	X(cuStreamIsCapturing_ptsz) X(cuParamSetv) X(cuFuncGetName)		\
 	X(cuKernelGetName) X(cuGetErrorName) X(cuModuleGetGlobal_v2)		\
 	X(cuMemAllocHost_v2) X(cuMemFreeHost) X(cuStreamCreate)			\
-	X(cuStreamDestroy_v2) X(cuMemcpyDtoHAsync_v2)				\
+	X(cuStreamDestroy_v2) X(cuMemcpyDtoHAsync_v2) X(cuMemcpy2DAsync_v2)	\
 	X(cuThreadExchangeStreamCaptureMode) X(cuCtxPushCurrent_v2)		\
 	X(cuCtxPopCurrent_v2) X(cuDevicePrimaryCtxGetState)			\
 	X(cuDevicePrimaryCtxRetain)
@@ -264,5 +265,18 @@ void drain_before_unload(const void *owner);
 void drain_before_context_goes(CUcontext context);
 /* A forked child has none of its parent's contexts: nothing to drain, a lock of its own. */
 void drain_after_fork_in_child(void);
+
+/*
+ * inject_ring.c: a module's device-ring segments (in the current context),
+ * moved into the kernel's ring maps by the drain. find: CUDA_SUCCESS with
+ * *rings NULL when the module writes none. ask: the segments' counters
+ * copied on stream (ours); move, once the stream is synchronized: the
+ * committed records moved. Said once when it fails.
+ */
+struct drain_rings;
+CUresult drain_rings_find(CUmodule module, struct drain_rings **rings);
+CUresult drain_rings_ask(struct drain_rings *rings, CUstream stream);
+CUresult drain_rings_move(struct drain_rings *rings, CUstream stream);
+void drain_rings_free(struct drain_rings *rings, bool context_alive);
 
 #endif /* CUPROBE_INJECT_INTERNAL_H */

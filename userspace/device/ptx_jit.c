@@ -269,6 +269,13 @@ static int check_insn(struct jit *j, size_t i)
 						   (uint64_t)j->prog->maps[j->map_of[i]].max_entries)
 				return cp_jit_refuse(j, -EINVAL, "instruction %zu: points past map %s", i,
 					      j->prog->maps[j->map_of[i]].name);
+			/* A ring's maps are its segments on the GPU: reached by a lookup, the block's own. */
+			if (in->src_reg == BPF_PSEUDO_MAP_VALUE &&
+			    cp_ptx__ring_of(j->prog->maps, j->prog->map_count, (size_t)j->map_of[i],
+					    &(struct cp_ptx_ring){ 0 }))
+				return cp_jit_refuse(j, -EOPNOTSUPP,
+					      "instruction %zu: device ring map %s is reached through bpf_map_lookup_elem (cuprobe_gpu_output) only",
+					      i, j->prog->maps[j->map_of[i]].name);
 			return 0;
 		case BPF_PSEUDO_BTF_ID:
 			return cp_jit_refuse(j, -EOPNOTSUPP,

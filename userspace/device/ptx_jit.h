@@ -35,6 +35,7 @@ struct cp_ptx_map {
 	uint32_t key_size;
 	uint32_t value_size;
 	uint32_t max_entries;
+	bool without_shadow;     /* declarations: no program adds into it, no shadow declared */
 };
 
 /* One verified program: its instructions after the load (map fds in, subprograms appended). */
@@ -86,8 +87,38 @@ int cp_ptx__translate(const struct cp_ptx_program *prog, char **ptx, bool *maps_
 unsigned int cp_ptx__shadow_replicas(uint32_t value_size, uint32_t max_entries);
 /* Bytes from one copy to the next (whole 128-byte lines): the shadow is replicas x this. */
 uint64_t cp_ptx__shadow_stride(uint32_t value_size, uint32_t max_entries);
-/* Does a translation (cp_ptx__translate's text) add into a shadow? Its launches then need a drain. */
+/* Does a translation (cp_ptx__translate's text) add into a shadow or write a ring? Its launches then need a drain. */
 bool cp_ptx__uses_shadow(const char *ptx);
+
+/*
+ * Device rings (CUPROBE_GPU_RING, docs/device-programs.md "Device rings"):
+ * a ring's two maps, NAME (the slots) and NAME__control, are on the GPU
+ * segments in device memory, in each module:
+ *	.weak .global .align 128 .b8 __cuprobe_ring_control_<C>[segments x control_stride];
+ *	.weak .global .align 128 .b8 __cuprobe_ring_slots_<S>[segments x slots_stride];
+ * C and S the maps' indexes; a block's lookups in either map reach its own
+ * segment (linear block index & (segments - 1)). The injection moves what
+ * the segments hold into the kernel's maps at the calls that prove kernels
+ * done, like the counters' shadows.
+ */
+#define CP_PTX_RING_CONTROL_PREFIX "__cuprobe_ring_control_"
+#define CP_PTX_RING_SLOTS_PREFIX "__cuprobe_ring_slots_"
+
+struct cp_ptx_ring {
+	size_t control, slots;       /* the two maps' indexes */
+	uint32_t segments;           /* a power of two (CUPROBE_GPU_RING_SEGMENTS) */
+	uint32_t segment_slots;      /* a power of two (CUPROBE_GPU_RING_SEGMENT_SLOTS) */
+	uint32_t slot_bytes;         /* from one slot to the next (the kernel's array stride) */
+	uint64_t control_stride;     /* bytes from one segment's control block to the next */
+	uint64_t slots_stride;       /* bytes from one segment's slots to the next */
+};
+
+/*
+ * Is map m one of a ring's two maps? By their names and shapes: NAME__control
+ * holds one struct cuprobe_gpu_ring_control, NAME is an array of a power of
+ * two slots, each a struct cuprobe_gpu_ring_slot and a record. Fills *ring.
+ */
+bool cp_ptx__ring_of(const struct cp_ptx_map *maps, size_t count, size_t m, struct cp_ptx_ring *ring);
 
 /*
  * The module-scope declarations of the maps i < count with declare[i] (all

@@ -161,7 +161,7 @@ static struct value load(struct jit *j, struct func *f, struct state *s, size_t 
 /* What pointer arithmetic leaves: the context and map pointers are numbers after it. */
 static uint64_t arithmetic(uint64_t mask)
 {
-	return (mask & (MAY_STACK | MAY_VALUE | MAY_OTHER)) |
+	return (mask & (MAY_STACK | MAY_VALUE | MAY_SEGMENT | MAY_OTHER)) |
 	       (mask & (MAY_CTX | MAY_MAPS) ? MAY_OTHER : 0);
 }
 
@@ -177,6 +177,19 @@ static int map_bit(struct jit *j, size_t i, int map)
 			      MAP_BITS), -1;
 	j->bit_of_map[j->map_bit_count] = map;
 	return j->map_bit_count++;
+}
+
+/* What a lookup in the maps r1 may be gives: a ring's segment, another map's value, or either. */
+static uint64_t lookup_result(const struct jit *j, uint64_t maps)
+{
+	uint64_t result = maps & ~MAY_MAPS ? MAY_VALUE : 0; /* not only map pointers: any map */
+	int b;
+
+	for (b = 0; b < j->map_bit_count; b++)
+		if ((maps & ~MAY_MAPS) || (maps & (1ull << (MAP_BIT0 + b))))
+			result |= cp_ptx__ring_of(j->prog->maps, j->prog->map_count, (size_t)j->bit_of_map[b],
+						  &(struct cp_ptx_ring){ 0 }) ? MAY_SEGMENT : MAY_VALUE;
+	return result ? result : MAY_VALUE;
 }
 
 int cp_jit_func_at(const struct jit *j, size_t start)
@@ -218,11 +231,12 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 			dst->mask = arithmetic(dst->mask);
 			return;
 		}
-		if ((op == BPF_ADD || op == BPF_SUB) && (dst->mask & MAY_VALUE)) {
+		if ((op == BPF_ADD || op == BPF_SUB) && (dst->mask & (MAY_VALUE | MAY_SEGMENT))) {
 			dst->mask = arithmetic(dst->mask);
 			return;
 		}
-		if (op == BPF_ADD && BPF_SRC(in->code) == BPF_X && (src->mask & (MAY_STACK | MAY_VALUE))) {
+		if (op == BPF_ADD && BPF_SRC(in->code) == BPF_X &&
+		    (src->mask & (MAY_STACK | MAY_VALUE | MAY_SEGMENT))) {
 			*dst = (struct value){ .mask = arithmetic(src->mask) | (dst->mask ? MAY_OTHER : 0),
 					       .off = -CP_PTX_STACK_BYTES };
 			return;
@@ -318,10 +332,12 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 					if (s->reg[r].mask & MAY_STACK)
 						need_stack(j, f, s->reg[r].off);
 			}
+			uint64_t maps = s->reg[BPF_REG_1].mask;
+
 			for (r = 0; r <= 5; r++)
 				s->reg[r] = other;
 			if (in->imm == BPF_FUNC_map_lookup_elem)
-				s->reg[BPF_REG_0] = (struct value){ .mask = MAY_VALUE }; /* or NULL */
+				s->reg[BPF_REG_0] = (struct value){ .mask = lookup_result(j, maps) }; /* or NULL */
 			return;
 		}
 		if (op == BPF_EXIT) {

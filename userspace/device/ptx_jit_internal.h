@@ -37,7 +37,8 @@
 #define MAY_OTHER (1ull << 1) /* a number, or a pointer other than these */
 #define MAY_STACK (1ull << 2) /* a pointer into the function's own stack */
 #define MAY_VALUE (1ull << 3) /* a pointer into a map's values (GPU-visible memory) */
-#define MAP_BIT0 4
+#define MAY_SEGMENT (1ull << 4) /* a pointer into a device ring's segment (the module's device memory) */
+#define MAP_BIT0 5
 #define MAP_BITS (64 - MAP_BIT0)
 #define MAY_MAPS (~0ull << MAP_BIT0)
 /* What r1 holds for the context: never an address. */

@@ -17,12 +17,50 @@ static void emit_value_address(struct jit *j, const struct cp_ptx_map *map, int 
 	cp_jit_emit(j, "add.u64 %s, %%t0, %%t1;", dst);
 }
 
+/*
+ * The value at index %w0 of a ring's map in the block's segment (ptx_jit.h):
+ * segment (linear block index & (segments - 1)), so that a block's
+ * reservation and its slot are in the same segment wherever it runs.
+ */
+static void emit_ring_value_address(struct jit *j, const struct cp_ptx_ring *ring, int m,
+				    const char *dst)
+{
+	bool control = (size_t)m == ring->control;
+
+	cp_jit_emit(j, "{");
+	cp_jit_emit(j, ".reg .b32 %%rg<4>;");
+	cp_jit_emit(j, "mov.u32 %%rg0, %%ctaid.x;");
+	cp_jit_emit(j, "mov.u32 %%rg1, %%ctaid.y;");
+	cp_jit_emit(j, "mov.u32 %%rg2, %%nctaid.x;");
+	cp_jit_emit(j, "mad.lo.u32 %%rg0, %%rg1, %%rg2, %%rg0;");
+	cp_jit_emit(j, "mov.u32 %%rg1, %%ctaid.z;");
+	cp_jit_emit(j, "mov.u32 %%rg3, %%nctaid.y;");
+	cp_jit_emit(j, "mul.lo.u32 %%rg2, %%rg2, %%rg3;");
+	cp_jit_emit(j, "mad.lo.u32 %%rg0, %%rg1, %%rg2, %%rg0;");
+	cp_jit_emit(j, "and.b32 %%rg0, %%rg0, %u;", ring->segments - 1);
+	cp_jit_emit(j, "mul.wide.u32 %%t1, %%rg0, %llu;",
+		    (unsigned long long)(control ? ring->control_stride : ring->slots_stride));
+	cp_jit_emit(j, "}");
+	cp_jit_emit(j, "mov.u64 %%t0, %s%d;", control ? CP_PTX_RING_CONTROL_PREFIX : CP_PTX_RING_SLOTS_PREFIX, m);
+	cp_jit_emit(j, "cvta.global.u64 %%t0, %%t0;");
+	cp_jit_emit(j, "add.u64 %%t0, %%t0, %%t1;");
+	cp_jit_emit(j, "mul.wide.u32 %%t1, %%w0, %u;", control ? 0 : ring->slot_bytes);
+	cp_jit_emit(j, "add.u64 %s, %%t0, %%t1;", dst);
+}
+
 static void emit_lookup(struct jit *j, size_t i, int m, const char *done)
 {
 	const struct cp_ptx_map *map = &j->prog->maps[m];
+	struct cp_ptx_ring ring;
 
-	cp_jit_emit(j, "setp.lt.u32 %%p0, %%w0, %u;", map->max_entries);
-	emit_value_address(j, map, m, "%t2");
+	if (cp_ptx__ring_of(j->prog->maps, j->prog->map_count, (size_t)m, &ring)) {
+		cp_jit_emit(j, "setp.lt.u32 %%p0, %%w0, %u;",
+			    (size_t)m == ring.control ? 1 : ring.segment_slots);
+		emit_ring_value_address(j, &ring, m, "%t2");
+	} else {
+		cp_jit_emit(j, "setp.lt.u32 %%p0, %%w0, %u;", map->max_entries);
+		emit_value_address(j, map, m, "%t2");
+	}
 	cp_jit_emit(j, "selp.b64 %%r0, %%t2, 0, %%p0;");
 	if (done)
 		cp_jit_emit(j, "bra.uni %s;", done);
@@ -100,6 +138,11 @@ int cp_jit_emit_map_helper(struct jit *j, size_t i, bool update)
 			cp_jit_emit(j, "setp.ne.u64 %%p1, %%r1, %d;", m);
 			cp_jit_emit(j, "@%%p1 bra $L%zu_not%d;", i, m);
 		}
+		if (update && cp_ptx__ring_of(j->prog->maps, j->prog->map_count, (size_t)m,
+					      &(struct cp_ptx_ring){ 0 }))
+			return cp_jit_refuse(j, -EOPNOTSUPP,
+				      "instruction %zu: bpf_map_update_elem on device ring map %s: rings are written by cuprobe_gpu_output",
+				      i, j->prog->maps[m].name);
 		if (update)
 			emit_update(j, i, m, done);
 		else
@@ -126,7 +169,9 @@ int cp_jit_emit_ctx_load(struct jit *j, size_t i)
 			      i, in->off, CTX_FIELD_COUNT * 8);
 	field = &cp_jit_ctx_fields[in->off / 8];
 	within = in->off % 8;
-	if (!field->source) {
+	if (!field->source && !field->bits) {
+		cp_jit_emit(j, "mov.b64 %%r%d, %%cp_launch;", d);
+	} else if (!field->source) {
 		cp_jit_emit(j, "mov.b64 %%r%d, 0;", d);
 		cp_jit_emit(j, "setp.ne.u64 %%p0, %%cp_launch, 0;");
 		cp_jit_emit(j, "@%%p0 ld.u64 %%r%d, [%%cp_launch];", d);
@@ -321,7 +366,8 @@ static void emit_shadow_redirect(struct jit *j, size_t i)
 		unsigned int replicas = cp_jit_shadow_replicas(&prog->maps[m]);
 		uint64_t bytes = cp_jit_shadow_bytes(&prog->maps[m]);
 
-		if (!replicas || !j->map_named[m])
+		if (!replicas || !j->map_named[m] ||
+		    cp_ptx__ring_of(prog->maps, prog->map_count, m, &(struct cp_ptx_ring){ 0 }))
 			continue;
 		if (!any) {
 			cp_jit_emit(j, "{");
@@ -351,11 +397,64 @@ static void emit_shadow_redirect(struct jit *j, size_t i)
 	}
 }
 
+/*
+ * Is register r never read again after instruction i before it is
+ * written? Followed in a straight line: a branch, or a call that may take
+ * it as an argument, says it may be.
+ */
+static bool dead_after(const struct jit *j, size_t i, int r)
+{
+	size_t k;
+
+	for (k = i + 1; k < j->count; k++) {
+		const struct bpf_insn *in = &j->insn[k];
+		int class = BPF_CLASS(in->code), op = BPF_OP(in->code);
+		bool reads_src = BPF_SRC(in->code) == BPF_X;
+
+		switch (class) {
+		case BPF_ALU: case BPF_ALU64:
+			if ((reads_src && in->src_reg == r) || (op != BPF_MOV && in->dst_reg == r))
+				return false;
+			if (in->dst_reg == r)
+				return true;
+			break;
+		case BPF_LD:
+			if (!is_ld_imm64(in))
+				return false;
+			if (in->dst_reg == r)
+				return true;
+			k++; /* its second half */
+			break;
+		case BPF_LDX:
+			if (in->src_reg == r)
+				return false;
+			if (in->dst_reg == r)
+				return true;
+			break;
+		case BPF_ST:
+			if (in->dst_reg == r)
+				return false;
+			break;
+		case BPF_STX:
+			if (in->dst_reg == r || in->src_reg == r || BPF_MODE(in->code) == BPF_ATOMIC)
+				return false;
+			break;
+		default: /* BPF_JMP, BPF_JMP32 */
+			if (op == BPF_EXIT)
+				return r != BPF_REG_0;
+			/* A call: r1-r5 may be its arguments, r0 its result; a jump: paths part. */
+			return op == BPF_CALL && r == BPF_REG_0;
+		}
+	}
+	return false;
+}
+
+/* segment: the address is a ring's segment (device memory), else possibly a map's (host memory). */
 static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const char *value,
-			       int bits)
+			       int bits, bool segment)
 {
 	const struct bpf_insn *in = &j->insn[i];
-	const char *op;
+	const char *op, *sem = segment ? "acq_rel.gpu." : "";
 
 	switch (in->imm & ~BPF_FETCH) {
 	case BPF_ADD: op = bits == 32 ? "add.u32" : "add.u64"; break;
@@ -377,26 +476,37 @@ static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const 
 		return;
 	}
 	/*
-	 * Fenced system-wide (membar.sys, fence.sc.sys): the maps are host
-	 * memory that cuprobe reads while kernels run (a device ring's commit),
-	 * so what the thread wrote before must reach it first; membar.gl
-	 * orders only for the GPU's own threads.
+	 * A BPF atomic with a result orders everything around it. Where the
+	 * address may be a map's (host memory, which the host may read while
+	 * kernels run), fenced system-wide (membar.sys, fence.sc.sys): what the
+	 * thread wrote before reaches it first. A ring's segment is device
+	 * memory that only the GPU's threads touch while kernels run and the
+	 * drain copies at a proof: an acquire-release atomic of the GPU's scope,
+	 * which is what the ring's protocol needs (the record before its
+	 * commit), without a full fence's wait on the thread's other accesses.
 	 */
-	cp_jit_emit(j, "membar.sys;");
+	if (segment && in->imm == BPF_XCHG && dead_after(j, i, in->src_reg)) {
+		/* What was there is not used (a ring's commit): a store released after the thread's writes. */
+		cp_jit_emit(j, "st.release.gpu.%s %s, %s;", bits == 32 ? "b32" : "b64", addr, value);
+		return;
+	}
+	if (!segment)
+		cp_jit_emit(j, "membar.sys;");
 	if (in->imm == BPF_CMPXCHG && bits == 32) {
 		/* r0 = cmpxchg(addr, r0, rS): r0 gets what was there. */
 		cp_jit_emit(j, "cvt.u32.u64 %%w6, %%r0;");
-		cp_jit_emit(j, "atom.%s %%w7, %s, %%w6, %s;", op, addr, value);
+		cp_jit_emit(j, "atom.%s%s %%w7, %s, %%w6, %s;", sem, op, addr, value);
 		cp_jit_emit_zext32(j, BPF_REG_0, "%w7");
 	} else if (in->imm == BPF_CMPXCHG) {
-		cp_jit_emit(j, "atom.%s %%r0, %s, %%r0, %s;", op, addr, value);
+		cp_jit_emit(j, "atom.%s%s %%r0, %s, %%r0, %s;", sem, op, addr, value);
 	} else if (bits == 32) {
-		cp_jit_emit(j, "atom.%s %%w7, %s, %s;", op, addr, value);
+		cp_jit_emit(j, "atom.%s%s %%w7, %s, %s;", sem, op, addr, value);
 		cp_jit_emit_zext32(j, in->src_reg, "%w7");
 	} else {
-		cp_jit_emit(j, "atom.%s %%r%d, %s, %s;", op, in->src_reg, addr, value);
+		cp_jit_emit(j, "atom.%s%s %%r%d, %s, %s;", sem, op, in->src_reg, addr, value);
 	}
-	cp_jit_emit(j, "membar.sys;");
+	if (!segment)
+		cp_jit_emit(j, "membar.sys;");
 }
 
 int cp_jit_emit_atomic(struct jit *j, size_t i)
@@ -404,7 +514,8 @@ int cp_jit_emit_atomic(struct jit *j, size_t i)
 	const struct bpf_insn *in = &j->insn[i];
 	int bits = size_bytes(BPF_SIZE(in->code)) * 8, d = in->dst_reg, s = in->src_reg;
 	uint64_t base = j->base_mask[i];
-	bool global = base == MAY_VALUE, local = base == MAY_STACK;
+	bool global = base && !(base & ~(MAY_VALUE | MAY_SEGMENT)), local = base == MAY_STACK;
+	bool segment = base == MAY_SEGMENT;
 	char addr[32], value[8];
 
 	snprintf(addr, sizeof(addr), "[%%r%d+%d]", d, in->off);
@@ -432,13 +543,13 @@ int cp_jit_emit_atomic(struct jit *j, size_t i)
 	}
 	cp_jit_emit(j, "add.u64 %%t6, %%r%d, %d;", d, in->off);
 	if (global) {
-		emit_global_atomic(j, i, "[%t6]", value, bits);
+		emit_global_atomic(j, i, "[%t6]", value, bits, segment);
 		return 0;
 	}
 	/* Where the analysis cannot tell (a pointer from memory, a caller's stack): asked. */
 	cp_jit_emit(j, "isspacep.local %%p2, %%t6;");
 	cp_jit_emit(j, "@%%p2 bra $L%zu_local;", i);
-	emit_global_atomic(j, i, "[%t6]", value, bits);
+	emit_global_atomic(j, i, "[%t6]", value, bits, false);
 	cp_jit_emit(j, "bra.uni $L%zu_atomic;", i);
 	fprintf(j->out, "$L%zu_local:\n", i);
 	emit_local_atomic(j, i, "[%t6]", value, bits);

@@ -43,14 +43,53 @@ unsigned int cp_ptx__shadow_replicas(uint32_t value_size, uint32_t max_entries)
 
 bool cp_ptx__uses_shadow(const char *ptx)
 {
-	/* The translator names a shadow only where it moves an add into one. */
-	return ptx && strstr(ptx, CP_PTX_SHADOW_PREFIX);
+	/* The translator names a shadow only where it moves an add into one, a ring's segments where it writes them. */
+	return ptx && (strstr(ptx, CP_PTX_SHADOW_PREFIX) || strstr(ptx, CP_PTX_RING_CONTROL_PREFIX));
+}
+
+static bool named(const struct cp_ptx_map *map, const char *name, size_t len)
+{
+	return map->name && strlen(map->name) == len && !strncmp(map->name, name, len);
+}
+
+bool cp_ptx__ring_of(const struct cp_ptx_map *maps, size_t count, size_t m, struct cp_ptx_ring *ring)
+{
+	static const char suffix[] = "__control";
+	const struct cp_ptx_map *control = NULL, *slots = NULL;
+	size_t i, len, base;
+
+	if (!maps || m >= count || !maps[m].name)
+		return false;
+	len = strlen(maps[m].name);
+	if (len > strlen(suffix) && !strcmp(maps[m].name + len - strlen(suffix), suffix)) {
+		base = len - strlen(suffix);
+		for (i = 0; i < count && !slots; i++)
+			if (named(&maps[i], maps[m].name, base))
+				ring->slots = i, ring->control = m, slots = &maps[i], control = &maps[m];
+	} else {
+		for (i = 0; i < count && !control; i++)
+			if (maps[i].name && strlen(maps[i].name) == len + strlen(suffix) &&
+			    !strncmp(maps[i].name, maps[m].name, len) &&
+			    !strcmp(maps[i].name + len, suffix))
+				ring->control = i, ring->slots = m, control = &maps[i], slots = &maps[m];
+	}
+	if (!control || control->type != BPF_MAP_TYPE_ARRAY || slots->type != BPF_MAP_TYPE_ARRAY ||
+	    control->value_size != sizeof(struct cuprobe_gpu_ring_control) || control->max_entries != 1 ||
+	    slots->value_size <= sizeof(struct cuprobe_gpu_ring_slot) || !slots->max_entries ||
+	    (slots->max_entries & (slots->max_entries - 1)))
+		return false;
+	ring->segments = CUPROBE_GPU_RING_SEGMENTS(slots->max_entries);
+	ring->segment_slots = CUPROBE_GPU_RING_SEGMENT_SLOTS(slots->max_entries);
+	ring->slot_bytes = (slots->value_size + 7) & ~7u;
+	ring->control_stride = (sizeof(struct cuprobe_gpu_ring_control) + 127) / 128 * 128;
+	ring->slots_stride = ((uint64_t)ring->segment_slots * ring->slot_bytes + 127) / 128 * 128;
+	return true;
 }
 
 unsigned int cp_jit_shadow_replicas(const struct cp_ptx_map *map)
 {
 	/* A map programs cannot write (.rodata, frozen) has nothing to add into. */
-	if (map->flags & BPF_F_RDONLY_PROG)
+	if ((map->flags & BPF_F_RDONLY_PROG) || map->without_shadow)
 		return 0;
 	return cp_ptx__shadow_replicas(map->value_size, map->max_entries);
 }
@@ -88,13 +127,37 @@ static void declare_shadow(FILE *out, size_t index, const struct cp_ptx_map *map
 			(unsigned long long)cp_jit_shadow_stride(map));
 }
 
+/* A ring's segments, with its control map (both maps declared). */
+static bool declare_ring(FILE *out, const struct cp_ptx_map *maps, const bool *declare, size_t count,
+			 size_t index)
+{
+	struct cp_ptx_ring ring;
+
+	if (!cp_ptx__ring_of(maps, count, index, &ring) || ring.control != index ||
+	    (declare && !declare[ring.slots]))
+		return false;
+	/* The layout said: for readers of --ptx (and the simulated driver). */
+	if (out) {
+		fprintf(out, ".weak .global .align 128 .b8 " CP_PTX_RING_CONTROL_PREFIX "%zu[%llu];"
+			"\t// ring of maps %zu and %zu: %u segments of %u slots of %u bytes, %llu bytes apart\n",
+			ring.control, (unsigned long long)(ring.segments * ring.control_stride),
+			ring.control, ring.slots, ring.segments, ring.segment_slots, ring.slot_bytes,
+			(unsigned long long)ring.slots_stride);
+		fprintf(out, ".weak .global .align 128 .b8 " CP_PTX_RING_SLOTS_PREFIX "%zu[%llu];"
+			"\t// control blocks %llu bytes apart\n", ring.slots,
+			(unsigned long long)(ring.segments * ring.slots_stride),
+			(unsigned long long)ring.control_stride);
+	}
+	return true;
+}
+
 static bool any_shadow(const struct cp_ptx_map *shapes, const bool *declare, size_t count)
 {
 	size_t i;
 
 	for (i = 0; shapes && i < count; i++)
 		if ((!declare || declare[i]) &&
-		    cp_jit_shadow_replicas(&shapes[i]))
+		    (cp_jit_shadow_replicas(&shapes[i]) || declare_ring(NULL, shapes, declare, count, i)))
 			return true;
 	return false;
 }
@@ -128,7 +191,8 @@ int cp_ptx__map_declarations(const uint64_t *addresses, const struct cp_ptx_map 
 	for (i = 0; i < count; i++)
 		if (!declare || declare[i]) {
 			declare_map(out, i, addresses[i], NULL);
-			if (shapes)
+			if (shapes && !declare_ring(out, shapes, declare, count, i) &&
+			    !cp_ptx__ring_of(shapes, count, i, &(struct cp_ptx_ring){ 0 }))
 				declare_shadow(out, i, &shapes[i]);
 		}
 	if (fclose(out)) {
@@ -162,7 +226,9 @@ int cp_ptx__module(const struct cp_ptx_function *functions, size_t count,
 	for (i = 0; i < map_count; i++)
 		if (!maps_used || maps_used[i]) {
 			declare_map(out, i, 0, &maps[i]);
-			declare_shadow(out, i, &maps[i]);
+			if (!declare_ring(out, maps, maps_used, map_count, i) &&
+			    !cp_ptx__ring_of(maps, map_count, i, &(struct cp_ptx_ring){ 0 }))
+				declare_shadow(out, i, &maps[i]);
 		}
 	fputc('\n', out);
 	for (i = 0; i < count; i++) {
