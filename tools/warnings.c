@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuprobe_events.h"
 #include "device/gpu_ring.h"
 #include "warnings.h"
 
@@ -111,12 +112,14 @@ int cp_warnings__device_ring(FILE *out, const char *ring, uint32_t capacity,
 		ring, (unsigned long long)c->produced, (unsigned long long)c->delivered,
 		(unsigned long long)c->lost, (unsigned long long)c->abandoned);
 	if (c->lost) {
-		fprintf(out, "cuprobe: warning: %llu records of device ring %s lost to a full ring (%u slots): read at each sync; give it more slots or sync more often\n",
-			(unsigned long long)c->lost, ring, capacity);
+		/* On the GPU the slots are split in segments (cuprobe_events.h), each of which fills alone. */
+		fprintf(out, "cuprobe: warning: %llu records of device ring %s lost to a full ring (%u slots; on the GPU %u segment(s) of %u, moved at each sync): give it more slots, sync more often, or print less\n",
+			(unsigned long long)c->lost, ring, capacity, CUPROBE_GPU_RING_SEGMENTS(capacity),
+			CUPROBE_GPU_RING_SEGMENT_SLOTS(capacity));
 		lines++;
 	}
 	if (c->abandoned) {
-		fprintf(out, "cuprobe: warning: %llu records of device ring %s abandoned: reserved by kernels of a process that ended before they were written\n",
+		fprintf(out, "cuprobe: warning: %llu records of device ring %s abandoned: slots reserved by a process that ended before it wrote them\n",
 			(unsigned long long)c->abandoned, ring);
 		lines++;
 	}
