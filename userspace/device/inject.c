@@ -277,39 +277,56 @@ static int map_region(int fd, size_t size, bool read_only, struct region *r)
 	return 0;
 }
 
-/*
- * The prelude every instrumented module gets: the declarations of the maps
- * (each at the address this process mapped it, under the index the
- * translator named it by), the shadows the programs add into, and the
- * programs' functions.
- */
-static int make_prelude(void)
+struct cp_ptx_map *inject_map_shapes(size_t *count, size_t **region_of)
 {
-	size_t symbols = 0, i;
-	uint64_t *addresses;
 	struct cp_ptx_map *shapes;
-	bool *declare;
-	char *declarations = NULL;
-	int err;
+	size_t i, symbols = 0;
 
 	for (i = 0; i < inject.plan.map_count; i++)
 		if (inject.plan.maps[i].index + 1 > symbols)
 			symbols = inject.plan.maps[i].index + 1;
-	addresses = calloc(symbols ? symbols : 1, sizeof(*addresses));
-	declare = calloc(symbols ? symbols : 1, sizeof(*declare));
 	shapes = calloc(symbols ? symbols : 1, sizeof(*shapes));
-	err = addresses && declare && shapes ? 0 : -ENOMEM;
-	for (i = 0; !err && i < inject.plan.map_count; i++) {
+	*region_of = calloc(symbols ? symbols : 1, sizeof(**region_of));
+	if (!shapes || !*region_of) {
+		free(shapes);
+		free(*region_of);
+		*region_of = NULL;
+		return NULL;
+	}
+	for (i = 0; i < inject.plan.map_count; i++) {
 		const struct cp_inject_map *map = &inject.plan.maps[i];
 
-		char shadow[64];
-
-		addresses[map->index] = (uint64_t)(uintptr_t)inject.maps[i].base;
-		declare[map->index] = true;
 		/* Device maps are arrays (the translator refused the others); rings are told by names. */
 		shapes[map->index] = (struct cp_ptx_map){ .name = map->name, .type = BPF_MAP_TYPE_ARRAY,
 							  .value_size = map->value_size,
 							  .max_entries = map->max_entries };
+		(*region_of)[map->index] = i;
+	}
+	*count = symbols;
+	return shapes;
+}
+
+/*
+ * The prelude every instrumented module gets: the declarations of the maps
+ * (each at the address this process mapped it, under the index the
+ * translator named it by), the shadows the programs add into, the rings'
+ * segments, and the programs' functions.
+ */
+static int make_prelude(void)
+{
+	size_t symbols = 0, *region_of = NULL, i;
+	struct cp_ptx_map *shapes = inject_map_shapes(&symbols, &region_of);
+	uint64_t *addresses = calloc(symbols ? symbols : 1, sizeof(*addresses));
+	bool *declare = calloc(symbols ? symbols : 1, sizeof(*declare));
+	char *declarations = NULL;
+	int err = addresses && declare && shapes ? 0 : -ENOMEM;
+
+	for (i = 0; !err && i < inject.plan.map_count; i++) {
+		const struct cp_inject_map *map = &inject.plan.maps[i];
+		char shadow[64];
+
+		addresses[map->index] = (uint64_t)(uintptr_t)inject.maps[i].base;
+		declare[map->index] = true;
 		/* A shadow only where some program adds into one (and the drain moves only those). */
 		snprintf(shadow, sizeof(shadow), CP_PTX_SHADOW_PREFIX "%u;", map->index);
 		shapes[map->index].without_shadow = !inject.plan.functions ||
@@ -328,6 +345,7 @@ static int make_prelude(void)
 	free(addresses);
 	free(declare);
 	free(shapes);
+	free(region_of);
 	return err;
 }
 

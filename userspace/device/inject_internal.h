@@ -225,6 +225,12 @@ struct inject_state {
 /* The library's one state (inject.c). */
 extern struct inject_state inject;
 
+/*
+ * inject.c: the plan's maps as the translator saw them (name, array, value
+ * size, entries), by the index it named them by; *region_of maps that index
+ * to the plan's (and inject.maps') index. NULL when out of memory.
+ */
+struct cp_ptx_map *inject_map_shapes(size_t *count, size_t **region_of);
 /* inject.c: the driver's function behind a hook, a helper the library calls (NULL: none). */
 void *inject_real(enum hook_id id);
 void *inject_helper(enum helper_id id);

@@ -74,35 +74,6 @@ void drain_rings_free(struct drain_rings *rings, bool context_alive)
 	free(rings);
 }
 
-/* The plan's maps as the translator saw them, by their index: rings are told by names. */
-static struct cp_ptx_map *plan_shapes(size_t *count, size_t **region_of)
-{
-	struct cp_ptx_map *shapes;
-	size_t i, symbols = 0;
-
-	for (i = 0; i < inject.plan.map_count; i++)
-		if (inject.plan.maps[i].index + 1 > symbols)
-			symbols = inject.plan.maps[i].index + 1;
-	shapes = calloc(symbols ? symbols : 1, sizeof(*shapes));
-	*region_of = calloc(symbols ? symbols : 1, sizeof(**region_of));
-	if (!shapes || !*region_of) {
-		free(shapes);
-		free(*region_of);
-		*region_of = NULL;
-		return NULL;
-	}
-	for (i = 0; i < inject.plan.map_count; i++) {
-		const struct cp_inject_map *map = &inject.plan.maps[i];
-
-		shapes[map->index] = (struct cp_ptx_map){ .name = map->name, .type = BPF_MAP_TYPE_ARRAY,
-							  .value_size = map->value_size,
-							  .max_entries = map->max_entries };
-		(*region_of)[map->index] = i;
-	}
-	*count = symbols;
-	return shapes;
-}
-
 /* One ring's segments in module: CUDA_SUCCESS, CUDA_ERROR_NOT_FOUND (not in it), or why not. */
 static CUresult ring_find(struct drain_ring *r, CUmodule module, const struct cp_ptx_ring *layout,
 			  const size_t *region_of)
@@ -155,7 +126,7 @@ CUresult drain_rings_find(CUmodule module, struct drain_rings **out)
 	CUresult rc = CUDA_SUCCESS;
 
 	*out = NULL;
-	shapes = plan_shapes(&count, &region_of);
+	shapes = inject_map_shapes(&count, &region_of);
 	rings = calloc(1, sizeof(*rings));
 	if (!shapes || !rings || !(rings->rings = calloc(count ? count : 1, sizeof(*rings->rings))))
 		rc = CUDA_ERROR_OUT_OF_MEMORY;
