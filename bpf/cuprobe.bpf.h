@@ -1434,7 +1434,7 @@ cuprobe_gpu_ring_reserve(void *slots, struct cuprobe_gpu_ring_control *control, 
  * One record, *record_ptr, into ring name (declared with CUPROBE_GPU_RING),
  * from the device program whose context is ctx: 0, or -1 when its segment
  * was full (counted as lost). The commit is an exchange, which the
- * translator fences: the record is in memory before the commit.
+ * translator orders after the record (a released store on a segment).
  */
 #define cuprobe_gpu_output(name, ctx, record_ptr)				\
 	({									\

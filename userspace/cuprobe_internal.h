@@ -351,7 +351,7 @@ struct cp_device_program_info {
 	const char *section;       /* "gpu/vec_add" */
 	const char *glob;          /* "vec_add": fnmatch(3) on the kernel's name */
 	bool at_exit;              /* gpu.exit/: before each exit; else at the entry */
-	bool uses_shadow;          /* adds into a map's device-memory shadow (device/ptx_jit.h) */
+	bool uses_shadow;          /* adds into a map's device-memory shadow or writes a ring (device/ptx_jit.h) */
 	const char *function;      /* the PTX function's name (.func NAME (.param .b64 launch)) */
 	const char *ptx;           /* its .func definitions, callees first */
 };

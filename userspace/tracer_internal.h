@@ -46,7 +46,7 @@ struct cp_device_program {
 	const char *section;
 	const char *glob;          /* in section */
 	bool at_exit;
-	bool uses_shadow;          /* it adds into a map's device-memory shadow (ptx_jit.h) */
+	bool uses_shadow;          /* it adds into a map's device-memory shadow or writes a ring (ptx_jit.h) */
 	char function[160];        /* the PTX function's name */
 	char *ptx;
 };

@@ -160,7 +160,7 @@ struct kernel_info {
 	uint64_t probes;
 	unsigned int param_count;
 	size_t param_bytes;
-	bool uses_shadow;  /* a program it runs adds into a shadow: its launches are drained */
+	bool uses_shadow;  /* a program it runs adds into a shadow or writes a ring: its launches are drained */
 };
 
 /* A module or library with instrumented kernels (or a cubin a rewritten link made). */
@@ -206,7 +206,7 @@ struct inject_state {
 	ino_t report_ino;
 	struct cp_ptx_probe *probes;
 	char *prelude;              /* map declarations and the programs' functions */
-	bool shadowed;              /* some map has a shadow (inject_drain.c drains it) */
+	bool shadowed;              /* some map has a shadow or a ring's segments (inject_drain.c drains them) */
 	struct region *maps;
 	struct region slots;        /* the launch-slot map: u64 values, slot 0 the allocation counter */
 	pthread_mutex_t register_lock;

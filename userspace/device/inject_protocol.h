@@ -61,7 +61,7 @@ struct cp_inject_program {
 	char *glob;
 	char *function;          /* its .func in the plan's PTX */
 	bool at_exit;
-	bool uses_shadow;        /* it adds into a map's shadow: its kernels call the launch's start and end */
+	bool uses_shadow;        /* it adds into a map's shadow or writes a ring: its launches are drained */
 };
 
 struct cp_inject_plan {

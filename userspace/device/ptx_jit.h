@@ -127,8 +127,9 @@ bool cp_ptx__ring_of(const struct cp_ptx_map *maps, size_t count, size_t m, stru
  * addresses[i]: the generic (UVA) address of map i's first value (what a
  * mapping of the map's fd starts with). With shapes (value_size and
  * max_entries of each map; NULL: no shadows), the shadows of the declared
- * maps that have one, and when any does, the launch's start and end
- * functions (*shadowed set; the rewriter must call them). 0 with *ptx
+ * maps that have one and the segments of the declared rings (*shadowed
+ * set when any is declared: launches of the kernels using them need the
+ * drain). 0 with *ptx
  * malloc'd, or -EINVAL/-ENOMEM.
  */
 int cp_ptx__map_declarations(const uint64_t *addresses, const struct cp_ptx_map *shapes,

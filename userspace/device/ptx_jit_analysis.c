@@ -325,6 +325,8 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 			return;
 		}
 		if (op == BPF_CALL) {
+			uint64_t maps = s->reg[BPF_REG_1].mask; /* for a lookup: the maps it may be in */
+
 			if (j->final) {
 				j->base_mask[i] = s->reg[BPF_REG_1].mask;
 				/* Helpers read the key and the value where r2 and r3 point. */
@@ -332,8 +334,6 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 					if (s->reg[r].mask & MAY_STACK)
 						need_stack(j, f, s->reg[r].off);
 			}
-			uint64_t maps = s->reg[BPF_REG_1].mask;
-
 			for (r = 0; r <= 5; r++)
 				s->reg[r] = other;
 			if (in->imm == BPF_FUNC_map_lookup_elem)

@@ -43,8 +43,12 @@ static void emit_ring_value_address(struct jit *j, const struct cp_ptx_ring *rin
 	cp_jit_emit(j, "}");
 	cp_jit_emit(j, "mov.u64 %%t0, %s%d;", control ? CP_PTX_RING_CONTROL_PREFIX : CP_PTX_RING_SLOTS_PREFIX, m);
 	cp_jit_emit(j, "cvta.global.u64 %%t0, %%t0;");
+	if (control) { /* one value: key 0 (the caller checks) */
+		cp_jit_emit(j, "add.u64 %s, %%t0, %%t1;", dst);
+		return;
+	}
 	cp_jit_emit(j, "add.u64 %%t0, %%t0, %%t1;");
-	cp_jit_emit(j, "mul.wide.u32 %%t1, %%w0, %u;", control ? 0 : ring->slot_bytes);
+	cp_jit_emit(j, "mul.wide.u32 %%t1, %%w0, %u;", ring->slot_bytes);
 	cp_jit_emit(j, "add.u64 %s, %%t0, %%t1;", dst);
 }
 
