@@ -1400,29 +1400,30 @@ static __always_inline bool cuprobe_gpu_block_leader(const struct cuprobe_gpu_ct
 /*
  * A free slot of a segment (capacity slots, a power of two), its
  * launch_seq set; NULL, counted lost, when full. slots and control are the
- * ring's maps: the translator makes them the block's segment.
+ * ring's maps: the translator makes them the block's segment. One atomic:
+ * a position that finds the segment full is a hole the injection skips
+ * (it moves a segment only when no kernel that writes it can be running).
  */
 static __always_inline struct cuprobe_gpu_ring_slot *
 cuprobe_gpu_ring_reserve(void *slots, struct cuprobe_gpu_ring_control *control, __u32 capacity,
 			 const struct cuprobe_gpu_ctx *ctx, __u64 *position)
 {
-	/* Read before the ticket: both only grow, so the estimate of slots in use is never low. */
-	__u64 released = control->released, lost = control->lost, ticket;
+	/* Read before the position: it only grows, so the estimate of slots in use is never low. */
+	__u64 released = control->released;
 	/* The launch's slot, not its seq: the host reads the seq when it moves the record. */
 	__u64 seq = ctx->launch_slot;
 	struct cuprobe_gpu_ring_launch_lost *bucket;
 	struct cuprobe_gpu_ring_slot *slot;
 	__u32 index;
 
-	ticket = __sync_fetch_and_add(&control->reserved, 1);
-	if (ticket - lost - released >= capacity) {
+	*position = __sync_fetch_and_add(&control->head, 1);
+	if (*position - released >= capacity) {
 		bucket = &control->lost_by_launch[seq / 8 % CUPROBE_GPU_RING_LAUNCH_BUCKETS];
 		bucket->launch_seq = seq;
 		__sync_fetch_and_add(&bucket->lost, 1);
 		__sync_fetch_and_add(&control->lost, 1);
 		return NULL;
 	}
-	*position = __sync_fetch_and_add(&control->head, 1);
 	index = (__u32)(*position & (capacity - 1));
 	slot = bpf_map_lookup_elem(slots, &index);
 	if (slot)
@@ -1433,8 +1434,8 @@ cuprobe_gpu_ring_reserve(void *slots, struct cuprobe_gpu_ring_control *control, 
 /*
  * One record, *record_ptr, into ring name (declared with CUPROBE_GPU_RING),
  * from the device program whose context is ctx: 0, or -1 when its segment
- * was full (counted as lost). The commit is an exchange, which the
- * translator orders after the record (a released store on a segment).
+ * was full (counted as lost). The commit is a plain store: the injection
+ * reads a segment only once the kernels that write it are done.
  */
 #define cuprobe_gpu_output(name, ctx, record_ptr)				\
 	({									\
@@ -1450,8 +1451,7 @@ cuprobe_gpu_ring_reserve(void *slots, struct cuprobe_gpu_ring_control *control, 
 		if (____slot) {							\
 			__builtin_memcpy(&____slot->record, (record_ptr),	\
 					 sizeof(____slot->record));		\
-			__sync_lock_test_and_set(&____slot->slot.commit,	\
-						 ____position + 1);		\
+			____slot->slot.commit = ____position + 1;		\
 		}								\
 		____slot ? 0 : -1;						\
 	})

@@ -1050,10 +1050,15 @@ struct cuprobe_gpu_ctx {
  * ring's records are split into CUPROBE_GPU_RING_SEGMENTS(records) segments
  * of CUPROBE_GPU_RING_SEGMENT_SLOTS(records) slots, each with a control
  * block of its own; a block writes segment (linear block index %
- * segments), by the same protocol with device atomics, the injection
- * standing for cuprobe (it raises each segment's released). A record that
- * finds its segment full is lost there, counted in the segment's buckets
- * and added here when the segment is drained. On the GPU a slot's and a
+ * segments) by a protocol of one atomic: read released, take a position
+ * (head), and when position - released < slots write the record and
+ * commit = position + 1 with plain stores; else the record is lost, counted
+ * in the segment's lost and buckets (reserved is not used there). Nothing
+ * orders a record before its commit on the GPU: the injection reads a
+ * segment only once no kernel that writes it can be running (a proof that
+ * left none unproved), delivers the committed positions from released up
+ * to head, takes the others for the counted losses, and sets released to
+ * head. The losses are added here when the segment is drained. On the GPU a slot's and a
  * bucket's launch_seq hold the launch's slot address (ctx->launch_slot, no
  * read over PCIe for each record); the injection reads the seq there when it
  * moves them, and buckets are chosen by the address (address / 8 % 64).

@@ -151,15 +151,15 @@ Test(ptx, the_entry_counter_counts_with_one_reduction_a_warp, .timeout = 60)
 }
 
 /*
- * The ring's protocol in PTX, on the block's segment in device memory:
- * tickets and positions by acquire-release atomics of the GPU's scope, the
- * record's stores, then the commit, a store released after them (its old
- * value unused): the drain never sees the commit before the record.
+ * The ring's protocol in PTX, on the block's segment in device memory: one
+ * relaxed atomic of the GPU's scope takes the position, then the record's
+ * stores and the commit, a plain store (the drain reads a segment only
+ * when the kernels that write it are done): no fence, no second atomic.
  */
-Test(ptx, the_warp_ring_commits_each_record_after_writing_it, .timeout = 60)
+Test(ptx, the_warp_ring_takes_one_atomic_and_commits_with_a_store, .timeout = 60)
 {
 	char *module = ptx_of(EXAMPLE("gpu_warp_exits.bpf.c"));
-	char *commit = strstr(module, "\tst.release.gpu.b64 "), *fetch;
+	char *fetch = strstr(module, "\tatom.relaxed.gpu.add.u64 "), *commit;
 
 	assert_has(module, "// __cuprobe_gpu_warp_exit: SEC(\"gpu.exit/vec_add*\")");
 	assert_has(module, "\t// warp_exits: 65536 x 40 bytes\n");
@@ -168,14 +168,18 @@ Test(ptx, the_warp_ring_commits_each_record_after_writing_it, .timeout = 60)
 	assert_has(module, "// ring of maps 0 and 1: 128 segments of 512 slots of 40 bytes, 20480 bytes apart");
 	assert_has(module, "and.b32 %rg0, %rg0, 127;\n\tmul.wide.u32 %t1, %rg0, 1152;");
 	assert_has(module, "mov.u64 %t0, __cuprobe_ring_slots_1;");
-	cr_assert_not_null(commit, "%s", module);
 	cr_assert_null(strstr(module, "membar.sys"), "a segment needs no system-wide fence: %s", module);
-	/* the ticket and the position: fetch-and-adds with their results, before the commit */
-	fetch = strstr(module, "\tatom.acq_rel.gpu.add.u64 ");
-	cr_assert(fetch && fetch < commit && strstr(fetch + 1, "\tatom.acq_rel.gpu.add.u64 ") < commit,
-		  "%s", module);
-	/* the record's stores (block, warp, sm, exit_ns) come between the position and the commit */
-	cr_assert(strstr(strstr(fetch + 1, "\tatom.acq_rel.gpu.add.u64 "), "\tst.u64 ") < commit, "%s", module);
+	cr_assert_null(strstr(module, "acq_rel"), "nor ordered atomics: %s", module);
+	cr_assert_null(strstr(module, "st.release"), "nor a released commit: %s", module);
+	/* the position: the one fetch-and-add with a result */
+	cr_assert_not_null(fetch, "%s", module);
+	cr_assert_null(strstr(fetch + 1, "\tatom."), "one atomic: %s", module);
+	/* the record's stores (block, warp, sm, exit_ns) come after it, the commit (the slot's first word) last */
+	commit = strstr(fetch, "\tst.u64 [%r0+0], ");
+	cr_assert_not_null(commit, "%s", module);
+	cr_assert(strstr(fetch, "\tst.u32 [%r0+16], ") < commit, "%s", module);
+	cr_assert(!strstr(commit + 1, "\tst.") || strstr(commit + 1, "\tst.") > strstr(commit, "\n}"),
+		  "the commit is the function's last store: %s", module);
 	/* the launch named by its slot's address, not read */
 	assert_has(module, "mov.b64 %r");
 	cr_assert_not_null(strstr(module, ", %cp_launch;"), "%s", module);

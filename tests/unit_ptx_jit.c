@@ -812,11 +812,12 @@ Test(rings, a_rings_maps_are_the_blocks_segment_in_device_memory, .timeout = 60)
 	assert_has(ptx, "mov.u64 %t0, __cuprobe_ring_slots_5;");
 	/* A slot beyond the segment's 64 is none. */
 	assert_has(ptx, "setp.lt.u32 %p0, %w0, 64;");
-	/* Device memory of the GPU's own: acquire-release atomics, no system-wide fence. */
-	assert_has(ptx, "atom.acq_rel.gpu.add.u64 %r1, [%t6], %r1;");
+	/* Device memory of the GPU's own, read once its kernels are done: relaxed atomics, no fence. */
+	assert_has(ptx, "atom.relaxed.gpu.add.u64 %r1, [%t6], %r1;");
 	assert_lacks(ptx, "membar.sys");
-	/* The commit's old value is not used: a store released after the record. */
-	assert_has(ptx, "st.release.gpu.b64 [%t6], %r1;");
+	assert_lacks(ptx, "acq_rel");
+	/* An exchange whose old value is not used (an older SDK's commit): a store. */
+	assert_has(ptx, "st.relaxed.gpu.b64 [%t6], %r1;");
 	/* Declared with the layout said, and named as a drain's need. */
 	cr_assert_eq(cp_ptx__map_declarations(addresses, maps, NULL, MAP_COUNT, &declarations, &shadowed), 0);
 	assert_has(declarations, ".weak .global .align 128 .b8 __cuprobe_ring_control_6[4608];\t// ring of maps 6 and 5: "

@@ -113,7 +113,7 @@ int cp_warnings__device_ring(FILE *out, const char *ring, uint32_t capacity,
 		(unsigned long long)c->lost, (unsigned long long)c->abandoned);
 	if (c->lost) {
 		/* On the GPU the slots are split in segments (cuprobe_events.h), each of which fills alone. */
-		fprintf(out, "cuprobe: warning: %llu records of device ring %s lost to a full ring (%u slots; on the GPU %u segment(s) of %u, moved at each sync): give it more slots, sync more often, or print less\n",
+		fprintf(out, "cuprobe: warning: %llu records of device ring %s lost to a full ring (%u slots; on the GPU %u segment(s) of %u, moved at syncs that leave no kernel running): give it more slots, sync more often, or print less\n",
 			(unsigned long long)c->lost, ring, capacity, CUPROBE_GPU_RING_SEGMENTS(capacity),
 			CUPROBE_GPU_RING_SEGMENT_SLOTS(capacity));
 		lines++;

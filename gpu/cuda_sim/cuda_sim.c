@@ -1061,10 +1061,10 @@ static CUresult add_entry(struct sim_module *module, enum sim_magic entry_magic,
  * instrumented kernel whose module declares a ring's segments it writes
  * what gpu_warp_exits.bpf.c writes at the kernel's exit, one record per
  * warp ({block, warp, sm, pad, exit_ns}, cut to the slot's size), into
- * segment (block index % segments), by the translator's protocol (struct
- * cuprobe_gpu_ring_control): read released and lost, take a ticket, count
- * the record lost when the segment is full, else take a position, write
- * the slot and commit it by an exchange. The injection moves them into the
+ * segment (block index % segments), by the SDK's protocol on a segment
+ * (cuprobe_gpu_ring_reserve in cuprobe.bpf.h): read released, take a
+ * position, count the record lost when the segment is full, else write the
+ * slot and commit it with a store. The injection moves them into the
  * ring's maps at the calls that prove kernels done.
  * CUDA_SIM_RING_KILL_AT=N: the process kills itself (SIGKILL) with its Nth
  * record reserved and not committed, as a kernel cut short would leave it.
@@ -1195,29 +1195,27 @@ static void find_device_ring(struct sim_module *module, const char *ptx)
 static bool ring_output(struct cuprobe_gpu_ring_control *c, unsigned char *slots, uint32_t capacity,
 			uint32_t slot_bytes, uint64_t seq, const void *record, size_t size)
 {
-	uint64_t released = __atomic_load_n(&c->released, __ATOMIC_RELAXED);
-	uint64_t lost = __atomic_load_n(&c->lost, __ATOMIC_RELAXED), ticket, position;
+	uint64_t released = __atomic_load_n(&c->released, __ATOMIC_RELAXED), position;
 	const char *kill_at = getenv("CUDA_SIM_RING_KILL_AT");
 	struct cuprobe_gpu_ring_slot *slot;
 
-	ticket = __atomic_fetch_add(&c->reserved, 1, __ATOMIC_SEQ_CST);
-	if (ticket - lost - released >= capacity) {
+	position = __atomic_fetch_add(&c->head, 1, __ATOMIC_RELAXED);
+	if (position - released >= capacity) {
 		struct cuprobe_gpu_ring_launch_lost *bucket =
 			&c->lost_by_launch[seq / 8 % CUPROBE_GPU_RING_LAUNCH_BUCKETS];
 
 		__atomic_store_n(&bucket->launch_seq, seq, __ATOMIC_RELAXED);
 		__atomic_fetch_add(&bucket->lost, 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&c->lost, 1, __ATOMIC_SEQ_CST);
+		__atomic_fetch_add(&c->lost, 1, __ATOMIC_RELAXED);
 		return false;
 	}
-	position = __atomic_fetch_add(&c->head, 1, __ATOMIC_SEQ_CST);
 	slot = (struct cuprobe_gpu_ring_slot *)(slots + (position & (capacity - 1)) * slot_bytes);
 	slot->launch_seq = seq;
 	if (kill_at && ++ring_records_reserved == strtoull(kill_at, NULL, 10))
 		kill(getpid(), SIGKILL);
 	memset(slot + 1, 0, slot_bytes - sizeof(*slot));
 	memcpy(slot + 1, record, size < slot_bytes - sizeof(*slot) ? size : slot_bytes - sizeof(*slot));
-	__atomic_exchange_n(&slot->commit, position + 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&slot->commit, position + 1, __ATOMIC_RELAXED);
 	return true;
 }
 

@@ -12,7 +12,12 @@
  * last drain is added to the map with a CPU atomic. Shadows only grow (adds
  * modulo 2^64), so a copy taken while other kernels still add is exact too:
  * what it missed is in the next one. The device rings' segments are
- * moved at the same calls (inject_ring.c).
+ * moved at the same calls (inject_ring.c), but only by a proof that leaves
+ * no launch of the context possibly running (a ring's records are whole
+ * only once the kernels that write them are done): launches are noted
+ * before they are made, and a proof during which one was noted proves
+ * nothing of it. A module's rings are also moved before it or its context
+ * goes, after a synchronization of the context.
  */
 #include "inject_internal.h"
 
@@ -38,6 +43,8 @@ struct drain_target {
 	size_t shadow_count;
 	struct drain_rings *rings;  /* the module's device rings, or NULL */
 	bool always;              /* in a graph: its launches are not seen, drained at every proof */
+	bool legacy;              /* launched by cuLaunch or cuLaunchGrid (not seen): proved by a context's proof */
+	bool rings_waiting;       /* a proof drained it with kernels possibly running: rings not moved */
 	bool failure_said;
 };
 
@@ -67,6 +74,12 @@ static struct drain_route *routes;
 static size_t route_count;
 static struct drain_stream *unproved;
 static size_t unproved_count;
+/* Launches noted, each before it is made: a proof that saw this change proved nothing of them. */
+static atomic_uint_fast64_t launches_noted;
+/* Queries that drained with kernels possibly running: the rings waited for a later proof. */
+static uint64_t ring_moves_deferred;
+/* Blocking proofs that synchronized the context to move the rings. */
+static uint64_t ring_settles;
 
 static void say_failure(struct drain_target *t, const char *what, CUresult rc)
 {
@@ -178,30 +191,45 @@ static struct drain_target *target_make(CUmodule module, const void *owner)
 	return t;
 }
 
-static void drain_in_its_context(struct drain_target *t, CUcontext current, bool then_free);
+/* How a drain finds the kernels: its rings are moved only when none that write them can run. */
+enum drain_state {
+	DRAIN_MAYBE_RUNNING,
+	DRAIN_QUIESCENT,
+	DRAIN_SETTLE,        /* synchronize the context first (before a module or context goes) */
+};
+static void drain_in_its_context(struct drain_target *t, CUcontext current, enum drain_state state,
+				 bool then_free);
 
-/* What the shadows gained since the last drain, added to the maps. */
-static void drain_target(struct drain_target *t)
+/*
+ * What the shadows gained since the last drain, added to the maps; the
+ * rings moved when nothing that writes them can be running (quiescent).
+ */
+static void drain_target(struct drain_target *t, bool quiescent)
 {
 	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 	CUresult rc = CUDA_SUCCESS;
+	bool rings = t->rings && quiescent;
 	size_t i, r;
 	uint64_t w;
 
-	if (!t->shadow_count && !t->rings)
+	if (t->rings && !quiescent) {
+		t->rings_waiting = true;
+		ring_moves_deferred++;
+	}
+	if (!t->shadow_count && !rings)
 		return;
 	/* Our copies are not the program's: allowed while another stream captures. */
 	HELPER(cuThreadExchangeStreamCaptureMode, &mode);
 	/* The rings' counters and the shadows copied, then one synchronization for both. */
-	if (t->rings)
+	if (rings)
 		drain_rings_ask(t->rings, t->stream); /* said when it fails */
 	for (i = 0; i < t->shadow_count && rc == CUDA_SUCCESS; i++)
 		rc = HELPER(cuMemcpyDtoHAsync_v2, t->staging + t->shadows[i].staging_offset,
 			    t->shadows[i].address, t->shadows[i].replicas * t->shadows[i].stride, t->stream);
 	if (rc == CUDA_SUCCESS)
 		rc = REAL(cuStreamSynchronize, t->stream);
-	if (t->rings && rc == CUDA_SUCCESS)
-		drain_rings_move(t->rings, t->stream);
+	if (rings && rc == CUDA_SUCCESS && drain_rings_move(t->rings, t->stream) == CUDA_SUCCESS)
+		t->rings_waiting = false;
 	HELPER(cuThreadExchangeStreamCaptureMode, &mode);
 	if (rc != CUDA_SUCCESS) {
 		say_failure(t, "copying them", rc);
@@ -242,7 +270,7 @@ static bool same_stream(const struct drain_stream *a, const struct drain_stream 
 }
 
 void drain_note_launch(const void *handle, const void *owner, CUstream stream, bool per_thread,
-		       bool in_graph)
+		       enum drain_launch how)
 {
 	CUcontext context = NULL;
 	struct drain_target *t = NULL, **grown_targets;
@@ -255,6 +283,7 @@ void drain_note_launch(const void *handle, const void *owner, CUstream stream, b
 		return;
 	key = stream_key(context, stream, per_thread);
 	pthread_mutex_lock(&drain_lock);
+	atomic_fetch_add(&launches_noted, 1);
 	for (i = 0; i < route_count && !t; i++)
 		if (routes[i].handle == handle && routes[i].context == context)
 			t = routes[i].target;
@@ -279,8 +308,9 @@ void drain_note_launch(const void *handle, const void *owner, CUstream stream, b
 			routes[route_count++] = (struct drain_route){ handle, context, t };
 		}
 	}
-	if (t && in_graph) {
+	if (t && how != DRAIN_LAUNCH) {
 		t->always = true;
+		t->legacy |= how == DRAIN_LEGACY;
 	} else if (t) {
 		for (i = 0; i < unproved_count && !same_stream(&unproved[i], &key); i++)
 			;
@@ -293,10 +323,48 @@ void drain_note_launch(const void *handle, const void *owner, CUstream stream, b
 	pthread_mutex_unlock(&drain_lock);
 }
 
-void drain_after_proof(enum drain_proof proof, CUcontext context, CUstream stream, bool per_thread)
+/*
+ * A graph's launch: its kernels are not seen one by one, so it is noted as
+ * a launch on its stream (before it is made), which only a proof of that
+ * stream or of the context proves done.
+ */
+static void note_graph_launch(CUstream stream, bool per_thread)
+{
+	CUcontext context = NULL;
+	struct drain_stream key, *grown;
+	size_t i;
+
+	if (!atomic_load(&any_target) || HELPER(cuCtxGetCurrent, &context) != CUDA_SUCCESS || !context)
+		return;
+	key = stream_key(context, stream, per_thread);
+	pthread_mutex_lock(&drain_lock);
+	atomic_fetch_add(&launches_noted, 1);
+	for (i = 0; i < unproved_count && !same_stream(&unproved[i], &key); i++)
+		;
+	if (i == unproved_count && (grown = realloc(unproved, (unproved_count + 1) * sizeof(*unproved)))) {
+		unproved = grown;
+		unproved[unproved_count++] = key;
+	}
+	pthread_mutex_unlock(&drain_lock);
+}
+
+CUresult CUDAAPI wrap_cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+	note_graph_launch(hStream, false);
+	return REAL(cuGraphLaunch, hGraphExec, hStream);
+}
+
+CUresult CUDAAPI wrap_cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+	note_graph_launch(hStream, true);
+	return REAL(cuGraphLaunch_ptsz, hGraphExec, hStream);
+}
+
+void drain_after_proof(enum drain_proof proof, CUcontext context, CUstream stream, bool per_thread,
+		       uint64_t noted_before, bool blocking)
 {
 	struct drain_stream key;
-	bool due = false;
+	bool due = false, quiescent;
 	size_t i, kept = 0;
 
 	if (!atomic_load(&any_target))
@@ -309,20 +377,49 @@ void drain_after_proof(enum drain_proof proof, CUcontext context, CUstream strea
 		due = unproved[i].context == context;
 	for (i = 0; i < target_count && !due; i++)
 		due = targets[i]->context == context && targets[i]->always;
-	if (due) {
-		CUcontext current = NULL;
-
-		HELPER(cuCtxGetCurrent, &current);
-		for (i = 0; i < target_count; i++)
-			if (targets[i]->context == context)
-				drain_in_its_context(targets[i], current, false);
-	}
-	/* What the proof proved done: its stream's launches, or the whole context's. */
+	/*
+	 * What the proof proved done: its stream's launches, or the whole
+	 * context's; nothing when a launch was noted while it ran (it may be
+	 * one the proof did not cover).
+	 */
+	quiescent = atomic_load(&launches_noted) == noted_before;
 	for (i = 0; i < unproved_count; i++)
-		if (!(proof == DRAIN_PROOF_CONTEXT ? unproved[i].context == context :
+		if (!quiescent ||
+		    !(proof == DRAIN_PROOF_CONTEXT ? unproved[i].context == context :
 		      proof == DRAIN_PROOF_STREAM && same_stream(&unproved[i], &key)))
 			unproved[kept++] = unproved[i];
 	unproved_count = kept;
+	/* Nothing of the context may still run: none unproved, cuLaunch's kernels proved by a context's proof. */
+	for (i = 0; i < unproved_count && quiescent; i++)
+		quiescent = unproved[i].context != context;
+	for (i = 0; i < target_count && quiescent && proof != DRAIN_PROOF_CONTEXT; i++)
+		quiescent = !(targets[i]->context == context && targets[i]->legacy);
+	if (due) {
+		CUcontext current = NULL;
+		/*
+		 * A blocking call waits for the context's other kernels too (while
+		 * this lock holds back new launches), so that its rings are moved
+		 * now; a query, which must not block, leaves them for a later proof.
+		 */
+		enum drain_state state = quiescent ? DRAIN_QUIESCENT :
+					 blocking ? DRAIN_SETTLE : DRAIN_MAYBE_RUNNING;
+
+		HELPER(cuCtxGetCurrent, &current);
+		for (i = 0; i < target_count; i++)
+			if (targets[i]->context == context) {
+				if (state == DRAIN_SETTLE && targets[i]->rings)
+					ring_settles++;
+				drain_in_its_context(targets[i], current, state, false);
+				if (state == DRAIN_SETTLE && targets[i]->rings && !targets[i]->rings_waiting)
+					state = DRAIN_QUIESCENT; /* synchronized once is enough */
+			}
+		/* Synchronized: every launch of the context proved (none noted since: the lock). */
+		for (i = 0, kept = 0; state == DRAIN_QUIESCENT && i < unproved_count; i++)
+			if (unproved[i].context != context)
+				unproved[kept++] = unproved[i];
+		if (state == DRAIN_QUIESCENT)
+			unproved_count = kept;
+	}
 	pthread_mutex_unlock(&drain_lock);
 }
 
@@ -330,13 +427,19 @@ void drain_after_proof(enum drain_proof proof, CUcontext context, CUstream strea
  * A target drained with its context current (pushed when another is), and
  * freed after when asked; under drain_lock.
  */
-static void drain_in_its_context(struct drain_target *t, CUcontext current, bool then_free)
+static void drain_in_its_context(struct drain_target *t, CUcontext current, enum drain_state state,
+				 bool then_free)
 {
 	bool pushed = t->context != current && HELPER(cuCtxPushCurrent_v2, t->context) == CUDA_SUCCESS;
 	CUcontext ignored;
 
-	if (t->context == current || pushed)
-		drain_target(t);
+	if (t->context == current || pushed) {
+		/* A faulted context fails the synchronization: its rings are left, as is its memory. */
+		if (state == DRAIN_SETTLE)
+			state = !t->rings || REAL(cuCtxSynchronize) == CUDA_SUCCESS ? DRAIN_QUIESCENT :
+										    DRAIN_MAYBE_RUNNING;
+		drain_target(t, state == DRAIN_QUIESCENT);
+	}
 	if (then_free)
 		target_free(t, true);
 	if (pushed)
@@ -376,7 +479,7 @@ static void forget(bool (*matches)(const struct drain_target *, const void *), c
 				routes[routes_kept++] = routes[j];
 		route_count = routes_kept;
 		if (context_alive)
-			drain_in_its_context(t, current, true);
+			drain_in_its_context(t, current, DRAIN_SETTLE, true);
 		else
 			target_free(t, false);
 	}
@@ -429,7 +532,7 @@ static CUresult drain_around_primary_release(CUdevice device, bool reset)
 			HELPER(cuCtxGetCurrent, &current);
 			for (i = 0; i < target_count; i++)
 				if (targets[i]->context == primary)
-					drain_in_its_context(targets[i], current, false);
+					drain_in_its_context(targets[i], current, DRAIN_SETTLE, false);
 		}
 		pthread_mutex_unlock(&drain_lock);
 	}
@@ -457,58 +560,77 @@ void drain_after_fork_in_child(void)
 	routes = NULL;
 	unproved = NULL;
 	target_count = route_count = unproved_count = 0;
+	ring_moves_deferred = ring_settles = 0;
 	atomic_store(&any_target, false);
 }
 
-/* At exit: launches whose adds no drain has moved are said, not lost silently. */
+/* At exit: launches whose adds no drain has moved, records no drain could move, are said, not lost silently. */
 __attribute__((destructor)) static void drain_at_exit(void)
 {
-	size_t pending;
+	size_t pending, waiting = 0, i;
+	uint64_t deferred, settles;
 
 	pthread_mutex_lock(&drain_lock);
 	pending = unproved_count;
+	deferred = ring_moves_deferred;
+	settles = ring_settles;
+	for (i = 0; i < target_count; i++)
+		waiting += targets[i]->rings_waiting;
 	pthread_mutex_unlock(&drain_lock);
 	if (pending)
 		report(CP_INJECT_NOTE, NULL, NULL, 0, 0,
 		       "%zu stream(s) launched instrumented kernels after their last synchronization: the counters and device rings may miss those launches' adds and records",
 		       pending);
+	if (waiting)
+		report(CP_INJECT_NOTE, NULL, NULL, 0, 0,
+		       "%zu module(s) hold device-ring records that no synchronization could move (%llu found instrumented kernels possibly running, on another stream or launched during the call, and none after found every kernel done): those records are not counted",
+		       waiting, (unsigned long long)deferred);
+	else if (deferred)
+		report(CP_INJECT_NOTE, NULL, NULL, 0, 0,
+		       "%llu completed quer(ies) found instrumented kernels possibly running (on another stream, or launched during the call): their device-ring records were moved at a later proof",
+		       (unsigned long long)deferred);
+	if (settles)
+		report(CP_INJECT_NOTE, NULL, NULL, 0, 0,
+		       "%llu synchronization(s) found instrumented kernels possibly running (on another stream, or launched during the call): each waited for the whole context before moving the device rings",
+		       (unsigned long long)settles);
 }
 
 /* ---- the calls that prove kernels done -------------------------------------------------- */
 
-#define PROOF(wrapper, hook, proof, context, stream, per_thread, params, ...)	\
+#define PROOF(wrapper, hook, proof, blocking, context, stream, per_thread, params, ...) \
 	CUresult CUDAAPI wrapper params						\
 	{									\
+		uint64_t noted = atomic_load(&launches_noted);			\
 		CUresult rc = REAL(hook, ##__VA_ARGS__);			\
 										\
 		if (rc == CUDA_SUCCESS)						\
-			drain_after_proof(proof, context, stream, per_thread);	\
+			drain_after_proof(proof, context, stream, per_thread, noted, blocking); \
 		return rc;							\
 	}
 
-PROOF(wrap_cuCtxSynchronize, cuCtxSynchronize, DRAIN_PROOF_CONTEXT, NULL, NULL, false, (void))
-PROOF(wrap_cuCtxSynchronize_v2, cuCtxSynchronize_v2, DRAIN_PROOF_CONTEXT, ctx, NULL, false,
+PROOF(wrap_cuCtxSynchronize, cuCtxSynchronize, DRAIN_PROOF_CONTEXT, true, NULL, NULL, false, (void))
+PROOF(wrap_cuCtxSynchronize_v2, cuCtxSynchronize_v2, DRAIN_PROOF_CONTEXT, true, ctx, NULL, false,
       (CUcontext ctx), ctx)
-PROOF(wrap_cuStreamSynchronize, cuStreamSynchronize, DRAIN_PROOF_STREAM, NULL, hStream, false,
+PROOF(wrap_cuStreamSynchronize, cuStreamSynchronize, DRAIN_PROOF_STREAM, true, NULL, hStream, false,
       (CUstream hStream), hStream)
-PROOF(wrap_cuStreamSynchronize_ptsz, cuStreamSynchronize_ptsz, DRAIN_PROOF_STREAM, NULL, hStream, true,
+PROOF(wrap_cuStreamSynchronize_ptsz, cuStreamSynchronize_ptsz, DRAIN_PROOF_STREAM, true, NULL, hStream, true,
       (CUstream hStream), hStream)
-PROOF(wrap_cuStreamQuery, cuStreamQuery, DRAIN_PROOF_STREAM, NULL, hStream, false,
+PROOF(wrap_cuStreamQuery, cuStreamQuery, DRAIN_PROOF_STREAM, false, NULL, hStream, false,
       (CUstream hStream), hStream)
-PROOF(wrap_cuStreamQuery_ptsz, cuStreamQuery_ptsz, DRAIN_PROOF_STREAM, NULL, hStream, true,
+PROOF(wrap_cuStreamQuery_ptsz, cuStreamQuery_ptsz, DRAIN_PROOF_STREAM, false, NULL, hStream, true,
       (CUstream hStream), hStream)
-PROOF(wrap_cuEventSynchronize, cuEventSynchronize, DRAIN_PROOF_OTHER, NULL, NULL, false,
+PROOF(wrap_cuEventSynchronize, cuEventSynchronize, DRAIN_PROOF_OTHER, true, NULL, NULL, false,
       (CUevent hEvent), hEvent)
-PROOF(wrap_cuEventQuery, cuEventQuery, DRAIN_PROOF_OTHER, NULL, NULL, false, (CUevent hEvent), hEvent)
+PROOF(wrap_cuEventQuery, cuEventQuery, DRAIN_PROOF_OTHER, false, NULL, NULL, false, (CUevent hEvent), hEvent)
 /* A blocking copy returns after the legacy stream's work. */
-PROOF(wrap_cuMemcpyHtoD_v2, cuMemcpyHtoD_v2, DRAIN_PROOF_STREAM, NULL, CU_STREAM_LEGACY, false,
+PROOF(wrap_cuMemcpyHtoD_v2, cuMemcpyHtoD_v2, DRAIN_PROOF_STREAM, true, NULL, CU_STREAM_LEGACY, false,
       (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), dstDevice, srcHost, ByteCount)
-PROOF(wrap_cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2_ptds, DRAIN_PROOF_STREAM, NULL, CU_STREAM_PER_THREAD,
+PROOF(wrap_cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2_ptds, DRAIN_PROOF_STREAM, true, NULL, CU_STREAM_PER_THREAD,
       true, (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount), dstDevice, srcHost,
       ByteCount)
-PROOF(wrap_cuMemcpyDtoH_v2, cuMemcpyDtoH_v2, DRAIN_PROOF_STREAM, NULL, CU_STREAM_LEGACY, false,
+PROOF(wrap_cuMemcpyDtoH_v2, cuMemcpyDtoH_v2, DRAIN_PROOF_STREAM, true, NULL, CU_STREAM_LEGACY, false,
       (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), dstHost, srcDevice, ByteCount)
-PROOF(wrap_cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2_ptds, DRAIN_PROOF_STREAM, NULL, CU_STREAM_PER_THREAD,
+PROOF(wrap_cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2_ptds, DRAIN_PROOF_STREAM, true, NULL, CU_STREAM_PER_THREAD,
       true, (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount), dstHost, srcDevice, ByteCount)
 
 /* ---- the context going ------------------------------------------------------------------ */

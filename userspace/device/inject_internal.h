@@ -86,7 +86,8 @@
 	X(cuMemcpyHtoD_v2, 3020, 0) X(cuMemcpyHtoD_v2_ptds, 7000, 1)		\
 	X(cuMemcpyDtoH_v2, 3020, 0) X(cuMemcpyDtoH_v2_ptds, 7000, 1)		\
 	X(cuCtxDestroy_v2, 4000, 0) X(cuDevicePrimaryCtxRelease_v2, 11000, 0)	\
-	X(cuDevicePrimaryCtxReset_v2, 11000, 0)
+	X(cuDevicePrimaryCtxReset_v2, 11000, 0)					\
+	X(cuGraphLaunch, 10000, 0) X(cuGraphLaunch_ptsz, 10000, 1)
 #define RESOLVE_HOOKS(X)	/* inject.c */				\
 	X(cuGetProcAddress, 11030, 0) X(cuGetProcAddress_v2, 12000, 0)
 #define HOOKS(X) LOAD_HOOKS(X) HANDLE_HOOKS(X) LAUNCH_HOOKS(X) DRAIN_HOOKS(X) RESOLVE_HOOKS(X)
@@ -255,17 +256,28 @@ void keep_image(struct module_info *m, char **image);
 /*
  * inject_drain.c: the counters' shadows moved into the maps. A launch of a
  * kernel with uses_shadow is noted (handle: the CUfunction or CUkernel;
- * owner: the module or library it came from); a proof drains the context's
- * shadows while some launch in it is not proved done.
+ * owner: the module or library it came from), before it is made; a proof
+ * drains the context's shadows while some launch in it is not proved done,
+ * and moves its device rings when none may still be running.
  */
 enum drain_proof {
 	DRAIN_PROOF_CONTEXT, /* every launch of the context done */
 	DRAIN_PROOF_STREAM,  /* every launch of the stream done */
 	DRAIN_PROOF_OTHER,   /* some launches done (an event's) */
 };
+enum drain_launch {
+	DRAIN_LAUNCH,        /* launched now, on stream */
+	DRAIN_IN_GRAPH,      /* a graph's node (launched with the graph, cuGraphLaunch) */
+	DRAIN_LEGACY,        /* set up for cuLaunch or cuLaunchGrid, whose launches are not seen */
+};
 void drain_note_launch(const void *handle, const void *owner, CUstream stream, bool per_thread,
-		       bool in_graph);
-void drain_after_proof(enum drain_proof proof, CUcontext context, CUstream stream, bool per_thread);
+		       enum drain_launch how);
+/*
+ * noted_before: launches noted before the proving call (one noted since was
+ * not proved); blocking: the call may wait (not a query).
+ */
+void drain_after_proof(enum drain_proof proof, CUcontext context, CUstream stream, bool per_thread,
+		       uint64_t noted_before, bool blocking);
 /* Before a module or library is unloaded: its shadows drained, forgotten. */
 void drain_before_unload(const void *owner);
 void drain_before_context_goes(CUcontext context);

@@ -203,11 +203,13 @@ static CUresult launch_allowed(const struct kernel_info *k)
 			rc = prepare_launch(&l, &k, kernelParams, extra, !captured); \
 		if (rc != CUDA_SUCCESS)						\
 			return rc;						\
+		/* Noted first: a drain meanwhile never takes the kernel for done. */ \
+		if (k.uses_shadow)						\
+			drain_note_launch(f, owner, hStream, ptsz_twin,		\
+					  captured ? DRAIN_IN_GRAPH : DRAIN_LAUNCH); \
 		rc = REAL(hook, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
 			  sharedMemBytes, hStream, l.params, l.extra);		\
 		finish_launch(&l);						\
-		if (rc == CUDA_SUCCESS && k.uses_shadow)			\
-			drain_note_launch(f, owner, hStream, ptsz_twin, captured); \
 		return rc;							\
 	}
 
@@ -232,10 +234,12 @@ LAUNCH_KERNEL(wrap_cuLaunchKernel_ptsz, cuLaunchKernel_ptsz, true)
 			rc = prepare_launch(&l, &k, kernelParams, extra, !captured); \
 		if (rc != CUDA_SUCCESS)						\
 			return rc;						\
+		/* Noted first: a drain meanwhile never takes the kernel for done. */ \
+		if (k.uses_shadow)						\
+			drain_note_launch(f, owner, config->hStream, ptsz_twin,		\
+					  captured ? DRAIN_IN_GRAPH : DRAIN_LAUNCH); \
 		rc = REAL(hook, config, f, l.params, l.extra);			\
 		finish_launch(&l);						\
-		if (rc == CUDA_SUCCESS && k.uses_shadow)			\
-			drain_note_launch(f, owner, config->hStream, ptsz_twin, captured); \
 		return rc;							\
 	}
 
@@ -265,11 +269,13 @@ LAUNCH_KERNEL_EX(wrap_cuLaunchKernelEx_ptsz, cuLaunchKernelEx_ptsz, true)
 			rc = prepare_launch(&l, &k, kernelParams, NULL, !captured); \
 		if (rc != CUDA_SUCCESS)						\
 			return rc;						\
+		/* Noted first: a drain meanwhile never takes the kernel for done. */ \
+		if (k.uses_shadow)						\
+			drain_note_launch(f, owner, hStream, ptsz_twin,		\
+					  captured ? DRAIN_IN_GRAPH : DRAIN_LAUNCH); \
 		rc = REAL(hook, f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, \
 			  sharedMemBytes, hStream, l.params);			\
 		finish_launch(&l);						\
-		if (rc == CUDA_SUCCESS && k.uses_shadow)			\
-			drain_note_launch(f, owner, hStream, ptsz_twin, captured); \
 		return rc;							\
 	}
 
@@ -308,7 +314,7 @@ CUresult CUDAAPI wrap_cuParamSetSize(CUfunction hfunc, unsigned int numbytes)
 		return REAL(cuParamSetSize, hfunc, numbytes);
 	/* Its launches (cuLaunch, cuLaunchGrid) are not seen: its shadows drain at every proof. */
 	if (k.uses_shadow)
-		drain_note_launch(hfunc, owner, NULL, false, true);
+		drain_note_launch(hfunc, owner, NULL, false, DRAIN_LEGACY);
 	at = (unsigned int)((k.param_bytes + 7) / 8 * 8);
 	rc = REAL(cuParamSetSize, hfunc, at + 8);
 	if (rc == CUDA_SUCCESS)
@@ -345,7 +351,7 @@ static CUresult node_prepare(struct node_params *np, CUfunction func, CUkernel k
 		return CUDA_SUCCESS;
 	/* Its launches (the graph's) are not seen: its shadows drain at every proof. */
 	if (k.uses_shadow)
-		drain_note_launch(handle, owner, NULL, false, true);
+		drain_note_launch(handle, owner, NULL, false, DRAIN_IN_GRAPH);
 	rc = launch_allowed(&k);
 	if (rc == CUDA_SUCCESS)
 		rc = prepare_launch(&np->launch, &k, params, extra, false);

@@ -3,18 +3,21 @@
  * Device rings moved into the kernel's ring maps (inject_internal.h).
  *
  * A ring's records are written on the GPU into its segments in the
- * module's device memory (ptx_jit.h), where a reservation is an atomic in
- * the GPU's own memory, not a round trip over PCIe. At the calls that
- * prove kernels done the drain (inject_drain.c) moves them, on the
- * program's own thread and our own stream: each segment's counters copied,
- * then the slots they say are committed; each record appended to the
- * kernel's ring map by the ring's protocol with CPU atomics (this process
- * one of its producers, cuprobe its reader: struct cuprobe_gpu_ring_control);
- * each segment's released raised on the GPU (its slots free again); what
- * the segments lost added to the map's counts, per launch. A segment is
- * read in order from where the last drain stopped, up to its first slot not
- * committed (a kernel of another stream still writing), so a drain racing
- * kernels takes what is done and leaves the rest to the next.
+ * module's device memory (ptx_jit.h): a reservation is one relaxed atomic
+ * in the GPU's own memory (a position), the record and its commit plain
+ * stores. A position that finds its segment full is counted lost there and
+ * left as a hole. Nothing orders a record before its commit, so a segment
+ * is read only when no kernel that writes it can be running: the drain
+ * (inject_drain.c) moves the rings at a proof that left no launch of the
+ * context unproved, and before a module or context goes (after a
+ * synchronization). Then, on the program's own thread and our own stream,
+ * each segment's counters are copied, then its slots from released up to
+ * head (at most a segment's worth: positions beyond found it full); each
+ * committed record is appended to the kernel's ring map by the ring's
+ * protocol with CPU atomics (this process one of its producers, cuprobe
+ * its reader: struct cuprobe_gpu_ring_control), every other position was
+ * counted lost; released becomes head on the GPU (its slots free again);
+ * what the segments lost is added to the map's counts, per launch.
  *
  * On the GPU a record names its launch by the address of the launch's slot
  * (no read over PCIe for each record); the seq is read there when the
@@ -237,25 +240,32 @@ static void map_append_run(struct drain_ring *r, const unsigned char *segment, u
 	}
 }
 
+/* The positions a segment may hold records for: from released, at most a segment's worth. */
+static uint64_t movable(const struct cp_ptx_ring *l, uint64_t head, uint64_t released)
+{
+	uint64_t pending = head - released;
+
+	return pending > l->segment_slots ? l->segment_slots : pending;
+}
+
 /*
- * What one ring's segments hold, moved, their counters copied already:
- * CUDA_SUCCESS or the first failure; *moved when anything was.
+ * What one ring's segments hold, moved, their counters copied already and
+ * no kernel writing them: CUDA_SUCCESS or the first failure; *moved when
+ * anything was.
  */
 static CUresult ring_move(struct drain_ring *r, CUstream stream, bool *moved)
 {
 	const struct cp_ptx_ring *l = &r->layout;
 	uint32_t lo = l->segment_slots, hi = 0, s;
 	bool wrapped = false, losses = false, raised = false;
-	uint64_t position;
+	uint64_t position, run;
 	CUresult rc = CUDA_SUCCESS;
 
 	for (s = 0; s < l->segments; s++) {
 		const struct cuprobe_gpu_ring_control *head = (const void *)(r->heads + s * HEAD_BYTES);
-		uint64_t pending = head->head - r->released[s];
+		uint64_t pending = movable(l, head->head, r->released[s]);
 		uint32_t start = (uint32_t)(r->released[s] & (l->segment_slots - 1));
 
-		if (pending > l->segment_slots) /* never, by the protocol: taken as a full segment */
-			pending = l->segment_slots;
 		if (pending && start + pending > l->segment_slots)
 			wrapped = true;
 		if (pending) {
@@ -280,22 +290,24 @@ static CUresult ring_move(struct drain_ring *r, CUstream stream, bool *moved)
 		rc = REAL(cuStreamSynchronize, stream);
 	if (rc != CUDA_SUCCESS)
 		return rc;
-	for (s = 0; hi > lo && s < l->segments; s++) {
+	for (s = 0; s < l->segments; s++) {
 		const struct cuprobe_gpu_ring_control *head = (const void *)(r->heads + s * HEAD_BYTES);
 		const unsigned char *segment = r->slot_copy + s * l->slots_stride;
+		uint64_t end = r->released[s] + movable(l, head->head, r->released[s]);
 
-		/* In order, up to the first slot not committed yet (its kernel still running). */
-		for (position = r->released[s]; position < head->head &&
-						 position - r->released[s] < l->segment_slots; position++) {
+		/* Committed runs in order; a position not committed found its segment full (counted lost). */
+		for (position = run = r->released[s]; position <= end; position++) {
 			const struct cuprobe_gpu_ring_slot *slot = (const void *)(
 				segment + (size_t)(position & (l->segment_slots - 1)) * l->slot_bytes);
 
-			if (slot->commit != position + 1)
-				break;
+			if (position < end && slot->commit == position + 1)
+				continue;
+			if (position > run)
+				map_append_run(r, segment, run, position - run);
+			run = position + 1;
 		}
-		if (position != r->released[s]) {
-			map_append_run(r, segment, r->released[s], position - r->released[s]);
-			r->released[s] = position;
+		if (head->head != r->released[s]) {
+			r->released[s] = head->head;
 			raised = true;
 		}
 	}

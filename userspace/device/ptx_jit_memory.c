@@ -458,7 +458,7 @@ static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const 
 			       int bits, bool segment)
 {
 	const struct bpf_insn *in = &j->insn[i];
-	const char *op, *sem = segment ? "acq_rel.gpu." : "";
+	const char *op, *sem = segment ? "relaxed.gpu." : "";
 
 	switch (in->imm & ~BPF_FETCH) {
 	case BPF_ADD: op = bits == 32 ? "add.u32" : "add.u64"; break;
@@ -484,14 +484,13 @@ static void emit_global_atomic(struct jit *j, size_t i, const char *addr, const 
 	 * address may be a map's (host memory, which the host may read while
 	 * kernels run), fenced system-wide (membar.sys, fence.sc.sys): what the
 	 * thread wrote before reaches it first. A ring's segment is device
-	 * memory that only the GPU's threads touch while kernels run and the
-	 * drain copies at a proof: an acquire-release atomic of the GPU's scope,
-	 * which is what the ring's protocol needs (the record before its
-	 * commit), without a full fence's wait on the thread's other accesses.
+	 * memory that nothing reads while a kernel that writes it runs (the
+	 * injection moves it once they are done, inject_ring.c): a relaxed
+	 * atomic of the GPU's scope, with no fence to wait on.
 	 */
 	if (segment && in->imm == BPF_XCHG && dead_after(j, i, in->src_reg)) {
-		/* What was there is not used (a ring's commit): a store released after the thread's writes. */
-		cp_jit_emit(j, "st.release.gpu.%s %s, %s;", bits == 32 ? "b32" : "b64", addr, value);
+		/* What was there is not used (an older SDK's commit): a store. */
+		cp_jit_emit(j, "st.relaxed.gpu.%s %s, %s;", bits == 32 ? "b32" : "b64", addr, value);
 		return;
 	}
 	if (!segment)
