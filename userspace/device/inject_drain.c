@@ -269,13 +269,27 @@ static bool same_stream(const struct drain_stream *a, const struct drain_stream 
 	return a->context == b->context && a->stream == b->stream && a->thread == b->thread;
 }
 
+/* A stream with a launch not proved done yet, once; under drain_lock. */
+static void note_unproved(const struct drain_stream *key)
+{
+	struct drain_stream *grown;
+	size_t i;
+
+	for (i = 0; i < unproved_count && !same_stream(&unproved[i], key); i++)
+		;
+	if (i == unproved_count && (grown = realloc(unproved, (unproved_count + 1) * sizeof(*unproved)))) {
+		unproved = grown;
+		unproved[unproved_count++] = *key;
+	}
+}
+
 void drain_note_launch(const void *handle, const void *owner, CUstream stream, bool per_thread,
 		       enum drain_launch how)
 {
 	CUcontext context = NULL;
 	struct drain_target *t = NULL, **grown_targets;
 	struct drain_route *grown_routes;
-	struct drain_stream key, *grown_streams;
+	struct drain_stream key;
 	CUmodule module;
 	size_t i;
 
@@ -312,13 +326,7 @@ void drain_note_launch(const void *handle, const void *owner, CUstream stream, b
 		t->always = true;
 		t->legacy |= how == DRAIN_LEGACY;
 	} else if (t) {
-		for (i = 0; i < unproved_count && !same_stream(&unproved[i], &key); i++)
-			;
-		if (i == unproved_count &&
-		    (grown_streams = realloc(unproved, (unproved_count + 1) * sizeof(*unproved)))) {
-			unproved = grown_streams;
-			unproved[unproved_count++] = key;
-		}
+		note_unproved(&key);
 	}
 	pthread_mutex_unlock(&drain_lock);
 }
@@ -331,20 +339,14 @@ void drain_note_launch(const void *handle, const void *owner, CUstream stream, b
 static void note_graph_launch(CUstream stream, bool per_thread)
 {
 	CUcontext context = NULL;
-	struct drain_stream key, *grown;
-	size_t i;
+	struct drain_stream key;
 
 	if (!atomic_load(&any_target) || HELPER(cuCtxGetCurrent, &context) != CUDA_SUCCESS || !context)
 		return;
 	key = stream_key(context, stream, per_thread);
 	pthread_mutex_lock(&drain_lock);
 	atomic_fetch_add(&launches_noted, 1);
-	for (i = 0; i < unproved_count && !same_stream(&unproved[i], &key); i++)
-		;
-	if (i == unproved_count && (grown = realloc(unproved, (unproved_count + 1) * sizeof(*unproved)))) {
-		unproved = grown;
-		unproved[unproved_count++] = key;
-	}
+	note_unproved(&key);
 	pthread_mutex_unlock(&drain_lock);
 }
 
