@@ -247,6 +247,18 @@ static const struct bpf_insn ctx_program[] = {
 	EXIT(),
 };
 
+/* Every width at each place in a slot, and a lookup's key, all at offsets the analysis fixes. */
+static const struct bpf_insn register_frame_program[] = {
+	MOV64_IMM(1, 5),
+	ST(BPF_B, 10, -8, 1), ST(BPF_B, 10, -7, 2), ST(BPF_H, 10, -6, 3), STX(BPF_W, 10, 1, -4),
+	STX(BPF_DW, 10, 1, -16),
+	LDX(BPF_W, 2, 10, -8), LDX(BPF_B, 3, 10, -7), LDXSX(BPF_H, 4, 10, -6), LDX(BPF_DW, 5, 10, -16),
+	/* a key through a copy of r10, at either half of the slot */
+	LD_MAP(1, COUNTS_FD), MOV64_REG(2, 10), ALU64_IMM(BPF_ADD, 2, -4), CALL(BPF_FUNC_map_lookup_elem),
+	LD_MAP(1, COUNTS_FD), MOV64_REG(2, 10), ALU64_IMM(BPF_ADD, 2, -8), CALL(BPF_FUNC_map_lookup_elem),
+	MOV64_IMM(0, 0), EXIT(),
+};
+
 struct named_program {
 	const char *name;
 	const struct bpf_insn *insns;
@@ -257,6 +269,7 @@ struct named_program {
 static const struct named_program programs[] = {
 	NAMED(alu_program), NAMED(jmp_program), NAMED(memory_program), NAMED(atomic_program),
 	NAMED(loop_program), NAMED(helper_program), NAMED(subprogram_program), NAMED(ctx_program),
+	NAMED(register_frame_program),
 };
 
 Test(ptxas, accepts_every_class_for_the_oldest_target_and_sm_90, .timeout = 120)
@@ -370,8 +383,9 @@ Test(semantics, sign_extension_of_moves_and_loads)
 
 	assert_has(ptx, "bfe.s64 %r2, %r1, 0, 8;");
 	assert_has(ptx, "cvt.u32.u64 %w0, %r1;\n\tbfe.s32 %w0, %w0, 0, 16;\n\tcvt.u64.u32 %r3, %w0;");
-	assert_has(ptx, "ld.s16 %r4, [%r10+-4];");
-	assert_has(ptx, "ld.u16 %r5, [%r10+-4];");
+	/* the frame in a register: bytes -4..-3 of the slot at -8 are its bits 32..47 */
+	assert_has(ptx, "bfe.s64 %r4, %sl63, 32, 16;");
+	assert_has(ptx, "bfe.u64 %r5, %sl63, 32, 16;");
 	free(ptx);
 }
 
@@ -542,9 +556,12 @@ Test(semantics, an_atomic_on_memory_of_unknown_space_asks_the_hardware)
 
 Test(semantics, the_stack_is_as_deep_as_the_deepest_access)
 {
-	char *shallow = translate(PROG(ST(BPF_DW, 10, -24, 1), MOV64_IMM(0, 0), EXIT()));
+	/* Frames in memory (an atomic on each needs its address): as deep as reached. */
+	char *shallow = translate(PROG(ST(BPF_DW, 10, -24, 1), MOV64_IMM(1, 1),
+				       ATOMIC(BPF_DW, 10, 1, -16, BPF_ADD), MOV64_IMM(0, 0), EXIT()));
 	char *through_pointer = translate(PROG(MOV64_REG(2, 10), ALU64_IMM(BPF_ADD, 2, -100),
-					       ST(BPF_W, 2, -4, 1), MOV64_IMM(0, 0), EXIT()));
+					       ST(BPF_W, 2, -4, 1), MOV64_IMM(1, 1),
+					       ATOMIC(BPF_W, 2, 1, -4, BPF_ADD), MOV64_IMM(0, 0), EXIT()));
 	char *none = translate(PROG(MOV64_IMM(0, 0), EXIT()));
 	char *escaped = translate(subprogram_program,
 				  sizeof(subprogram_program) / sizeof(subprogram_program[0]));
@@ -560,6 +577,68 @@ Test(semantics, the_stack_is_as_deep_as_the_deepest_access)
 	free(through_pointer);
 	free(none);
 	free(escaped);
+}
+
+Test(semantics, a_frame_whose_accesses_all_have_one_offset_is_registers, .timeout = 60)
+{
+	char *ptx = translate(register_frame_program,
+			      sizeof(register_frame_program) / sizeof(register_frame_program[0]));
+
+	assert_has(ptx, ".reg .b64 %sl<64>;");
+	assert_lacks(ptx, "__cuprobe_stack");
+	assert_lacks(ptx, "[%r10");
+	assert_lacks(ptx, "\tst.");
+	assert_lacks(ptx, "\tld.u");
+	assert_lacks(ptx, "\tld.s");
+	/* r10 is a value no frame address is near 0; the two slots reached start at 0 */
+	assert_has(ptx, "mov.u64 %r10, 4096;\n\tmov.b64 %sl62, 0;\n\tmov.b64 %sl63, 0;\n");
+	/* little-endian: the byte at -8 + b is bits 8b.. of the slot at -8 */
+	assert_has(ptx, "mov.b64 %t0, 0x0000000000000001;\n\tbfi.b64 %sl63, %t0, %sl63, 0, 8;");
+	assert_has(ptx, "mov.b64 %t0, 0x0000000000000002;\n\tbfi.b64 %sl63, %t0, %sl63, 8, 8;");
+	assert_has(ptx, "mov.b64 %t0, 0x0000000000000003;\n\tbfi.b64 %sl63, %t0, %sl63, 16, 16;");
+	assert_has(ptx, "bfi.b64 %sl63, %r1, %sl63, 32, 32;");
+	assert_has(ptx, "mov.b64 %sl62, %r1;");
+	assert_has(ptx, "bfe.u64 %r2, %sl63, 0, 32;");
+	assert_has(ptx, "bfe.u64 %r3, %sl63, 8, 8;");
+	assert_has(ptx, "bfe.s64 %r4, %sl63, 16, 16;");
+	assert_has(ptx, "mov.b64 %r5, %sl62;");
+	/* the keys: the slot's high half, then its low half */
+	assert_has(ptx, "shr.b64 %t0, %sl63, 32;\n\tcvt.u32.u64 %w0, %t0;\n\tsetp.lt.u32 %p0, %w0, 4;");
+	assert_has(ptx, "cvt.u32.u64 %w0, %sl63;\n\tsetp.lt.u32 %p0, %w0, 4;");
+	judge(ptx, "a frame in registers");
+	free(ptx);
+}
+
+Test(semantics, a_frame_stays_in_memory_where_an_access_needs_its_address)
+{
+	struct {
+		const char *why;
+		const struct bpf_insn *insns;
+		size_t count;
+	} cases[] = {
+		{ "a pointer to it stored", PROG(STX(BPF_DW, 10, 10, -8), MOV64_IMM(0, 0), EXIT()) },
+		{ "an offset the analysis cannot fix",
+		  PROG(MOV64_IMM(3, -8), MOV64_REG(2, 10), ALU64_REG(BPF_ADD, 2, 3), ST(BPF_DW, 2, 0, 1),
+		       MOV64_IMM(0, 0), EXIT()) },
+		{ "a misaligned access", PROG(ST(BPF_W, 10, -6, 1), MOV64_IMM(0, 0), EXIT()) },
+		{ "an access across two slots", PROG(ST(BPF_DW, 10, -12, 1), MOV64_IMM(0, 0), EXIT()) },
+		{ "an atomic on it", PROG(ST(BPF_DW, 10, -8, 0), MOV64_IMM(1, 1),
+					  ATOMIC(BPF_DW, 10, 1, -8, BPF_ADD), MOV64_IMM(0, 0), EXIT()) },
+		{ "a load-acquire from it", PROG(ST(BPF_DW, 10, -8, 0), LOAD_ACQ(BPF_DW, 0, 10, -8), EXIT()) },
+		{ "a pointer to it passed to a subprogram", subprogram_program,
+		  sizeof(subprogram_program) / sizeof(subprogram_program[0]) },
+		{ "an update's value copied from it", helper_program,
+		  sizeof(helper_program) / sizeof(helper_program[0]) },
+	};
+
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		char *ptx = translate(cases[c].insns, cases[c].count);
+
+		cr_assert(strstr(ptx, ".local .align 8 .b8 __cuprobe_stack["), "%s: in memory:\n%s",
+			  cases[c].why, ptx);
+		cr_assert(!strstr(ptx, "%sl"), "%s: no slot registers:\n%s", cases[c].why, ptx);
+		free(ptx);
+	}
 }
 
 Test(semantics, subprograms_are_functions_callees_first)

@@ -16,8 +16,12 @@
  *     atomics there), on a map's values, or must ask; the stack's depth is
  *     the deepest offset reached (512 bytes when a pointer to it leaves);
  *  3. emission: one PTX .func per BPF function, callees first, every BPF
- *     register a 64-bit PTX register, the stack a .local array addressed
- *     generically, helpers inline.
+ *     register a 64-bit PTX register, helpers inline. The stack is a
+ *     register per 8-byte slot where the analysis saw every access to it
+ *     at one offset (a pointer to it never leaving, no atomic on it), an
+ *     access a field of one (bfe, bfi); else a .local array addressed
+ *     generically. Kept in memory, a frame costs a local store and load
+ *     for each spill and each lookup's key, which clang's code has many of.
  *
  * BPF's arithmetic is kept as the kernel defines it: 32-bit operations
  * zero-extend, x / 0 = 0 and x % 0 = x (signed too, and INT_MIN / -1 =
@@ -388,7 +392,7 @@ static int check_program(struct jit *j)
 static void free_jit(struct jit *j)
 {
 	void *arrays[] = { j->states, j->funcs, j->func_of, j->leader, j->target, j->map_of,
-			   j->map_named, j->base_mask };
+			   j->map_named, j->base_mask, j->stack_at };
 	size_t i;
 
 	if (j->states)
@@ -430,12 +434,15 @@ int cp_ptx__translate(const struct cp_ptx_program *prog, char **ptx, bool *maps_
 	j.map_of = calloc(j.count, sizeof(*j.map_of));
 	j.map_named = calloc(prog->map_count ? prog->map_count : 1, sizeof(*j.map_named));
 	j.base_mask = calloc(j.count, sizeof(*j.base_mask));
+	j.stack_at = malloc(j.count * sizeof(*j.stack_at));
 	j.states = calloc(j.count, sizeof(*j.states));
 	if (!j.funcs || !j.func_of || !j.leader || !j.target || !j.map_of || !j.map_named ||
-	    !j.base_mask || !j.states) {
+	    !j.base_mask || !j.stack_at || !j.states) {
 		err = cp_jit_refuse(&j, -ENOMEM, "out of memory");
 		goto out;
 	}
+	for (f = 0; f < j.count; f++)
+		j.stack_at[f] = NOT_ON_STACK;
 	err = check_program(&j);
 	if (!err)
 		err = cp_jit_analyze(&j);

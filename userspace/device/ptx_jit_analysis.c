@@ -158,6 +158,25 @@ static struct value load(struct jit *j, struct func *f, struct state *s, size_t 
 	return v;
 }
 
+/*
+ * In the last walk: an access of bytes at base + off that may be to the
+ * frame. A plain one at one offset, within an aligned slot, can be a field
+ * of that slot's register; anything else keeps the frame in memory.
+ */
+static void note_stack_access(struct jit *j, struct func *f, size_t i, struct value base, int16_t off,
+			      int bytes, bool plain)
+{
+	long at = (long)base.off + off;
+
+	if (!j->final || !(base.mask & MAY_STACK))
+		return;
+	if (plain && base.mask == MAY_STACK && base.exact && at >= -CP_PTX_STACK_BYTES && at + bytes <= 0 &&
+	    at % bytes == 0)
+		j->stack_at[i] = (int32_t)at;
+	else
+		f->stack_addressed = true;
+}
+
 /* What pointer arithmetic leaves: the context and map pointers are numbers after it. */
 static uint64_t arithmetic(uint64_t mask)
 {
@@ -264,17 +283,20 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 	case BPF_LDX:
 		if (j->final)
 			j->base_mask[i] = src->mask;
+		note_stack_access(j, f, i, *src, in->off, bytes, true);
 		*dst = load(j, f, s, i, *src, bytes);
 		return;
 	case BPF_ST:
 		if (j->final)
 			j->base_mask[i] = dst->mask;
+		note_stack_access(j, f, i, *dst, in->off, bytes, true);
 		store(j, f, s, i, *dst, bytes, NULL);
 		return;
 	case BPF_STX:
 		if (j->final)
 			j->base_mask[i] = dst->mask;
 		if (BPF_MODE(in->code) == BPF_MEM || in->imm == CP_BPF_STORE_REL) {
+			note_stack_access(j, f, i, *dst, in->off, bytes, BPF_MODE(in->code) == BPF_MEM);
 			store(j, f, s, i, *dst, bytes, src);
 			return;
 		}
@@ -283,9 +305,11 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 				j->base_mask[i] = src->mask;
 			if (j->final && (src->mask & MAY_CTX))
 				cp_jit_refuse(j, -EOPNOTSUPP, "instruction %zu: a load-acquire of the context", i);
+			note_stack_access(j, f, i, *src, in->off, bytes, false);
 			*dst = load(j, f, s, i, *src, bytes);
 			return;
 		}
+		note_stack_access(j, f, i, *dst, in->off, bytes, false);
 		if (j->final && (dst->mask & MAY_CTX))
 			cp_jit_refuse(j, -EOPNOTSUPP, "instruction %zu: an atomic operation on the context", i);
 		store(j, f, s, i, *dst, bytes, NULL);
@@ -333,6 +357,14 @@ static void step(struct jit *j, struct func *f, struct state *s, size_t i)
 				for (r = 2; r <= 3; r++)
 					if (s->reg[r].mask & MAY_STACK)
 						need_stack(j, f, s->reg[r].off);
+				/*
+				 * A map helper's key is one 32-bit read; an update copies
+				 * its value from memory. The others the GPU has read none.
+				 */
+				if (in->imm == BPF_FUNC_map_lookup_elem || in->imm == BPF_FUNC_map_update_elem)
+					note_stack_access(j, f, i, s->reg[BPF_REG_2], 0, 4, true);
+				if (in->imm == BPF_FUNC_map_update_elem)
+					note_stack_access(j, f, i, s->reg[BPF_REG_3], 0, 1, false);
 			}
 			for (r = 0; r <= 5; r++)
 				s->reg[r] = other;
@@ -401,6 +433,8 @@ static int walk_func(struct jit *j, struct func *f)
 			step(j, f, &s, i);
 			if (j->err)
 				return j->err;
+			if (j->final && s.escaped)
+				f->stack_addressed = true;
 			if (is_ld_imm64(in)) {
 				i++;
 				continue;
@@ -421,6 +455,21 @@ static int walk_func(struct jit *j, struct func *f)
 	return 0;
 }
 
+/*
+ * Registers for the frame when every access to it was seen at one offset:
+ * a block the walk never reached (none in a verified program) keeps it in
+ * memory, as its accesses were not seen.
+ */
+static void choose_stack_home(struct jit *j, struct func *f)
+{
+	size_t b;
+
+	for (b = f->start; b < f->end; b++)
+		if (j->leader[b] && !j->states[b])
+			f->stack_addressed = true;
+	f->stack_in_registers = f->uses_stack && !f->stack_addressed;
+}
+
 int cp_jit_analyze(struct jit *j)
 {
 	size_t f, rounds = 0;
@@ -439,6 +488,8 @@ int cp_jit_analyze(struct jit *j)
 	for (f = 0; f < j->func_count; f++)
 		if (walk_func(j, &j->funcs[f]))
 			return j->err;
+	for (f = 0; f < j->func_count; f++)
+		choose_stack_home(j, &j->funcs[f]);
 	return 0;
 }
 

@@ -292,12 +292,31 @@ static int emit_jmp(struct jit *j, size_t i, bool main)
 	return 0;
 }
 
-/* A read of ctx: the field's source, shifted and cut to the bytes read. */
+bool cp_jit_stack_field(const struct jit *j, size_t i, char *slot, size_t len, int *bit)
+{
+	int32_t at = j->stack_at[i];
+
+	if (!j->emitting || !j->emitting->stack_in_registers || at == NOT_ON_STACK)
+		return false;
+	snprintf(slot, len, "%%sl%d", (at + CP_PTX_STACK_BYTES) / 8);
+	*bit = (at + CP_PTX_STACK_BYTES) % 8 * 8; /* little-endian: byte b is bits 8b.. */
+	return true;
+}
+
+/* bits of value (a register) into a slot register at bit. */
+static void emit_slot_store(struct jit *j, const char *slot, int bit, int bits, const char *value)
+{
+	if (bits == 64)
+		cp_jit_emit(j, "mov.b64 %s, %s;", slot, value);
+	else
+		cp_jit_emit(j, "bfi.b64 %s, %s, %s, %d, %d;", slot, value, slot, bit, bits);
+}
+
 static int emit_insn(struct jit *j, size_t i, bool main)
 {
 	const struct bpf_insn *in = &j->insn[i];
-	int class = BPF_CLASS(in->code), bits = size_bytes(BPF_SIZE(in->code)) * 8;
-	char value[24];
+	int class = BPF_CLASS(in->code), bits = size_bytes(BPF_SIZE(in->code)) * 8, bit;
+	char value[24], slot[16];
 
 	switch (class) {
 	case BPF_ALU: case BPF_ALU64:
@@ -324,6 +343,14 @@ static int emit_insn(struct jit *j, size_t i, bool main)
 		return 0;
 	}
 	case BPF_LDX:
+		if (cp_jit_stack_field(j, i, slot, sizeof(slot), &bit)) {
+			if (bits == 64)
+				cp_jit_emit(j, "mov.b64 %%r%d, %s;", in->dst_reg, slot);
+			else
+				cp_jit_emit(j, "bfe.%c64 %%r%d, %s, %d, %d;",
+					    BPF_MODE(in->code) == BPF_MEMSX ? 's' : 'u', in->dst_reg, slot, bit, bits);
+			return 0;
+		}
 		if (j->base_mask[i] == MAY_CTX)
 			return cp_jit_emit_ctx_load(j, i);
 		if (j->base_mask[i] & MAY_CTX) {
@@ -346,12 +373,19 @@ static int emit_insn(struct jit *j, size_t i, bool main)
 		return 0;
 	case BPF_ST:
 		cp_jit_emit(j, "mov.b64 %%t0, %s;", cp_jit_imm_text(value, sizeof(value), in->imm, 64));
-		cp_jit_emit(j, "st.u%d [%%r%d+%d], %%t0;", bits, in->dst_reg, in->off);
+		if (cp_jit_stack_field(j, i, slot, sizeof(slot), &bit))
+			emit_slot_store(j, slot, bit, bits, "%t0");
+		else
+			cp_jit_emit(j, "st.u%d [%%r%d+%d], %%t0;", bits, in->dst_reg, in->off);
 		return 0;
 	case BPF_STX:
 		if (BPF_MODE(in->code) == BPF_ATOMIC)
 			return cp_jit_emit_atomic(j, i);
-		cp_jit_emit(j, "st.u%d [%%r%d+%d], %%r%d;", bits, in->dst_reg, in->off, in->src_reg);
+		snprintf(value, sizeof(value), "%%r%d", in->src_reg);
+		if (cp_jit_stack_field(j, i, slot, sizeof(slot), &bit))
+			emit_slot_store(j, slot, bit, bits, value);
+		else
+			cp_jit_emit(j, "st.u%d [%%r%d+%d], %s;", bits, in->dst_reg, in->off, value);
 		return 0;
 	}
 	return cp_jit_refuse(j, -EINVAL, "instruction %zu: unknown instruction class (code 0x%02x)", i, in->code);
@@ -363,6 +397,7 @@ static int emit_func(struct jit *j, struct func *f)
 	size_t i;
 	int r;
 
+	j->emitting = f;
 	if (main)
 		fprintf(j->out, ".func %s (.param .b64 __cuprobe_launch)\n{\n", j->prog->name);
 	else
@@ -374,7 +409,9 @@ static int emit_func(struct jit *j, struct func *f)
 	cp_jit_emit(j, ".reg .b32 %%w<8>;");
 	cp_jit_emit(j, ".reg .pred %%p<3>;");
 	cp_jit_emit(j, ".reg .b64 %%cp_launch;");
-	if (f->uses_stack)
+	if (f->stack_in_registers)
+		cp_jit_emit(j, ".reg .b64 %%sl<%d>;", SLOT_COUNT);
+	else if (f->uses_stack)
 		cp_jit_emit(j, ".local .align 8 .b8 __cuprobe_stack[%d];", f->depth ? f->depth : 8);
 	cp_jit_emit(j, "ld.param.u64 %%cp_launch, [__cuprobe_launch];");
 	if (main) {
@@ -384,7 +421,16 @@ static int emit_func(struct jit *j, struct func *f)
 		for (r = 1; r <= 5; r++)
 			cp_jit_emit(j, "ld.param.u64 %%r%d, [__cuprobe_a%d];", r, r);
 	}
-	if (f->uses_stack) {
+	if (f->stack_in_registers) {
+		/*
+		 * No access goes through r10 or a pointer from it, but such a
+		 * pointer may still be compared: a value no frame address is near 0.
+		 */
+		cp_jit_emit(j, "mov.u64 %%r10, %d;", 8 * CP_PTX_STACK_BYTES);
+		/* What a read of a slot never written gives (the kernel lets root's programs). */
+		for (r = SLOT_COUNT - (f->depth + 7) / 8; r < SLOT_COUNT; r++)
+			cp_jit_emit(j, "mov.b64 %%sl%d, 0;", r);
+	} else if (f->uses_stack) {
 		cp_jit_emit(j, "mov.u64 %%t0, __cuprobe_stack;");
 		cp_jit_emit(j, "cvta.local.u64 %%r10, %%t0;");
 		cp_jit_emit(j, "add.u64 %%r10, %%r10, %d;", f->depth ? f->depth : 8);

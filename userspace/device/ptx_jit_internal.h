@@ -41,6 +41,8 @@
 #define MAP_BIT0 5
 #define MAP_BITS (64 - MAP_BIT0)
 #define MAY_MAPS (~0ull << MAP_BIT0)
+/* stack_at of an access not to one known offset of the frame. */
+#define NOT_ON_STACK INT32_MIN
 /* What r1 holds for the context: never an address. */
 #define CTX_TAG 1
 
@@ -74,6 +76,15 @@ struct func {
 	bool called;
 	int depth;               /* stack bytes it needs */
 	bool uses_stack;
+	/*
+	 * Some access needs the frame's addresses (a pointer to it leaves, an
+	 * offset the analysis cannot fix, an atomic on it, a value a helper
+	 * copies from it): the frame is local memory. Else its slots are
+	 * registers (%sl<k>, k as a state's slot), which no local memory
+	 * traffic reaches.
+	 */
+	bool stack_addressed;
+	bool stack_in_registers;
 	bool emitted;
 };
 
@@ -97,10 +108,12 @@ struct jit {
 	/* analysis */
 	struct state **states;   /* at each leader */
 	uint64_t *base_mask;     /* loads, stores: what the base may be; calls: r1 */
+	int32_t *stack_at;       /* loads, stores, a lookup's key: the offset from r10 it has; NOT_ON_STACK */
 	bool changed;
 	bool final;
 	int err;
 	/* emission */
+	const struct func *emitting;
 	FILE *out;
 	char name_buf[160];
 };
@@ -134,6 +147,11 @@ int cp_jit_func_at(const struct jit *j, size_t start);
 void cp_jit_emit(struct jit *j, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An immediate of width bits, as PTX takes it. */
 const char *cp_jit_imm_text(char *buf, size_t len, int64_t value, int bits);
+/*
+ * Instruction i's access to a frame kept in registers: the slot's register
+ * and the bit its bytes start at; false where the frame is memory.
+ */
+bool cp_jit_stack_field(const struct jit *j, size_t i, char *slot, size_t len, int *bit);
 /* u32 %w... into rD, zero-extended. */
 void cp_jit_emit_zext32(struct jit *j, int dst, const char *w);
 /* f's callees (not yet emitted), then f. */

@@ -120,9 +120,9 @@ int cp_jit_emit_map_helper(struct jit *j, size_t i, bool update)
 {
 	const struct bpf_insn *in = &j->insn[i];
 	uint64_t maps = j->base_mask[i];
-	char done[48], name[64];
+	char done[48], name[64], slot[16];
 	bool single;
-	int b, m;
+	int b, m, bit;
 
 	/* Also something else (a slot the analysis saw both in): any map the program names. */
 	if (maps & ~MAY_MAPS)
@@ -131,7 +131,14 @@ int cp_jit_emit_map_helper(struct jit *j, size_t i, bool update)
 		return cp_jit_refuse(j, -EINVAL, "instruction %zu: helper %s without a map", i,
 			      cp_jit_helper_name(name, sizeof(name), in->imm));
 	snprintf(done, sizeof(done), "$L%zu_done", i);
-	cp_jit_emit(j, "ld.u32 %%w0, [%%r2];");
+	if (!cp_jit_stack_field(j, i, slot, sizeof(slot), &bit)) {
+		cp_jit_emit(j, "ld.u32 %%w0, [%%r2];");
+	} else if (bit) {
+		cp_jit_emit(j, "shr.b64 %%t0, %s, %d;", slot, bit);
+		cp_jit_emit(j, "cvt.u32.u64 %%w0, %%t0;");
+	} else {
+		cp_jit_emit(j, "cvt.u32.u64 %%w0, %s;", slot);
+	}
 	/* Each map r1 may be, told apart by its tag (the map's index) where there are several. */
 	single = !(maps & (maps - 1));
 	for (b = 0; b < j->map_bit_count; b++) {
