@@ -518,7 +518,9 @@ Test(semantics, atomics_fetch_fenced_and_on_the_stack_plain)
 	/* the whole warp on lane 0's address found by an exchange and a vote; else grouped by address */
 	assert_has(ptx, "shfl.sync.idx.b32 %ga7, %ga7, 0, 31, -1;\n\tmov.b64 %gd1, {%ga6, %ga7};\n"
 			"\tsetp.eq.u64 %gp0, %gd1, %t6;\n\tvote.sync.all.pred %gp0, %gp0, -1;");
-	assert_has(ptx, "_match:\n\tmatch.any.sync.b64 %ga1, %t6, %ga0;");
+	/* a lone lane adds its own operand; more, grouped by address */
+	assert_has(ptx, "_match:\n\tpopc.b32 %ga6, %ga0;\n\tsetp.ne.u32 %gp0, %ga6, 1;\n");
+	assert_has(ptx, "_group:\n\tmatch.any.sync.b64 %ga1, %t6, %ga0;");
 	assert_has(ptx, "shfl.sync.idx.b32 %ga6, %ga8, %ga4, 31, %ga1;");
 	assert_has(ptx, "cvt.u32.u64 %ga6, %gd0;\n\t@%gp1 red.global.add.u32 [%gd1], %ga6;\n\t}");
 	assert_has(ptx, "@%gp1 red.global.add.u64 [%gd1], %gd0;\n\t}");
@@ -801,12 +803,15 @@ Test(shadow, a_64_bit_counter_goes_to_its_sms_replica_and_nothing_else_does)
 			"\tadd.u64 %sh0, %sh0, %sh2;\n\tadd.u64 %t6, %sh0, %sh1;\n");
 	/*
 	 * Then the warp's aggregation on the moved address. The operand is the
-	 * constant 1 set just before: 32 for a whole warp on one address, else
-	 * 1 times the lanes on each address; no exchange of operands.
+	 * constant 1 set just before: 32 for a whole warp on one address, 1 for
+	 * a lone lane, else 1 times the lanes on each address; no exchange of
+	 * operands.
 	 */
 	assert_has(ptx, "$L3_shadowed:\n\t}\n\t{\n\t.reg .b32 %ga<10>;");
 	assert_has(ptx, "@!%gp0 bra $L3_match;\n\tmov.b32 %ga1, -1;\n\tmov.u64 %gd0, 32;\n"
-			"\tbra.uni $L3_summed;\n$L3_match:\n\tmatch.any.sync.b64 %ga1, %t6, %ga0;\n"
+			"\tbra.uni $L3_summed;\n$L3_match:\n\tpopc.b32 %ga6, %ga0;\n\tsetp.ne.u32 %gp0, %ga6, 1;\n"
+			"\t@%gp0 bra $L3_group;\n\tmov.b32 %ga1, %ga0;\n\tmov.u64 %gd0, 1;\n\tbra.uni $L3_summed;\n"
+			"$L3_group:\n\tmatch.any.sync.b64 %ga1, %t6, %ga0;\n"
 			"\tpopc.b32 %ga6, %ga1;\n\tcvt.u64.u32 %gd1, %ga6;\n\tmul.lo.u64 %gd0, %gd1, 1;\n"
 			"$L3_summed:");
 	assert_lacks(ptx, "$L3_sum:");
@@ -815,6 +820,8 @@ Test(shadow, a_64_bit_counter_goes_to_its_sms_replica_and_nothing_else_does)
 			"\tmov.b64 {%ga6, %ga7}, %gd0;\n\tshfl.sync.bfly.b32 %ga6, %ga6, 16, 31, -1;");
 	assert_has(ptx, "shfl.sync.bfly.b32 %ga7, %ga7, 1, 31, -1;\n\tmov.b64 %gd1, {%ga6, %ga7};\n"
 			"\tadd.u64 %gd0, %gd0, %gd1;\n\tbra.uni $L4_summed;\n$L4_match:");
+	assert_has(ptx, "\t@%gp0 bra $L4_group;\n\tmov.b32 %ga1, %ga0;\n\tcvt.u64.u32 %gd0, %ga8;\n"
+			"\tbra.uni $L4_summed;\n$L4_group:");
 	assert_has(ptx, "$L4_sum:");
 	/* The 32-bit add, the add with a result and the or reach the map itself. */
 	cr_expect_eq(occurrences(ptx, "%smid"), 1, "%s", ptx);

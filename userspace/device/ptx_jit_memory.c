@@ -271,8 +271,9 @@ static bool constant_operand(const struct jit *j, size_t i, int64_t *k)
  * them alone does the reduction, so the result is the same as one
  * reduction per lane. A whole warp on one address (a counter: the common
  * case) is found with one exchange and a vote, and sums by a butterfly of
- * five exchanges, or by a multiplication when the operand is a constant;
- * otherwise the lanes are grouped by address (match.any, which costs more)
+ * five exchanges, or by a multiplication when the operand is a constant; a
+ * lone lane (a program that returns early on the others) adds its own
+ * operand; otherwise the lanes are grouped by address (match.any, which costs more)
  * and each group sums over its own lanes (shfl.sync with the group as its
  * member mask).
  */
@@ -319,8 +320,21 @@ static void emit_warp_add(struct jit *j, size_t i, const char *value, int bits)
 		}
 	}
 	cp_jit_emit(j, "bra.uni $L%zu_summed;", i);
-	/* Lanes by address: each peer's operand, lowest lane first, summed by every peer. */
+	/* One lane (a program that runs on one lane a warp): its own operand, no exchange. */
 	fprintf(j->out, "$L%zu_match:\n", i);
+	cp_jit_emit(j, "popc.b32 %%ga6, %%ga0;");
+	cp_jit_emit(j, "setp.ne.u32 %%gp0, %%ga6, 1;");
+	cp_jit_emit(j, "@%%gp0 bra $L%zu_group;", i);
+	cp_jit_emit(j, "mov.b32 %%ga1, %%ga0;");
+	if (constant)
+		cp_jit_emit(j, "mov.u64 %%gd0, %llu;", (unsigned long long)k);
+	else if (bits == 64)
+		cp_jit_emit(j, "mov.b64 %%gd0, {%%ga8, %%ga9};");
+	else
+		cp_jit_emit(j, "cvt.u64.u32 %%gd0, %%ga8;");
+	cp_jit_emit(j, "bra.uni $L%zu_summed;", i);
+	/* Lanes by address: each peer's operand, lowest lane first, summed by every peer. */
+	fprintf(j->out, "$L%zu_group:\n", i);
 	cp_jit_emit(j, "match.any.sync.b64 %%ga1, %%t6, %%ga0;");
 	if (constant) {
 		cp_jit_emit(j, "popc.b32 %%ga6, %%ga1;");
