@@ -53,11 +53,11 @@
 set -u
 . "$(dirname "$0")/common.sh" device-check
 started=$(date +%s)
-rounds=${ROUNDS:-3}
-launches=${LAUNCHES:-10}                   # of each variant, per round
+rounds=${ROUNDS:-5}                        # more than 3: runs of one binary differ by 0.1-0.3x in the ring
+launches=${LAUNCHES:-20}                   # of each variant, per round
 sizes=${SIZES:-1048576}                    # vec_add elements, overhead runs
 sync_launches=${SYNC_LAUNCHES:-200}        # launch + sync pairs per variant and round
-ring_sync_launches=${RING_SYNC_LAUNCHES:-20} # the same with the ring (32,768 records a launch at 1M)
+ring_sync_launches=${RING_SYNC_LAUNCHES:-40} # the same with the ring (32,768 records a launch at 1M)
 exact_launches=${EXACT_LAUNCHES:-10}
 exact_elements=${EXACT_ELEMENTS:-100000}   # 391 blocks of 256, the last one partial
 exact_width=${EXACT_WIDTH:-500}            # 32 x 26 blocks of 16 x 8, partial at both edges
