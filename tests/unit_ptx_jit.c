@@ -609,6 +609,12 @@ Test(semantics, a_frame_whose_accesses_all_have_one_offset_is_registers, .timeou
 	assert_has(ptx, "cvt.u32.u64 %w0, %sl63;\n\tsetp.lt.u32 %p0, %w0, 4;");
 	judge(ptx, "a frame in registers");
 	free(ptx);
+	/* 128 bytes deep: still registers, the 16 slots from r10 - 128 */
+	ptx = translate(PROG(ST(BPF_DW, 10, -128, 1), MOV64_IMM(0, 0), EXIT()));
+	assert_has(ptx, "mov.b64 %sl48, 0;");
+	assert_lacks(ptx, "mov.b64 %sl47, 0;");
+	assert_has(ptx, "mov.b64 %sl48, %t0;");
+	free(ptx);
 }
 
 Test(semantics, a_frame_stays_in_memory_where_an_access_needs_its_address)
@@ -624,6 +630,7 @@ Test(semantics, a_frame_stays_in_memory_where_an_access_needs_its_address)
 		       MOV64_IMM(0, 0), EXIT()) },
 		{ "a misaligned access", PROG(ST(BPF_W, 10, -6, 1), MOV64_IMM(0, 0), EXIT()) },
 		{ "an access across two slots", PROG(ST(BPF_DW, 10, -12, 1), MOV64_IMM(0, 0), EXIT()) },
+		{ "deeper than 128 bytes", PROG(ST(BPF_DW, 10, -136, 1), MOV64_IMM(0, 0), EXIT()) },
 		{ "an atomic on it", PROG(ST(BPF_DW, 10, -8, 0), MOV64_IMM(1, 1),
 					  ATOMIC(BPF_DW, 10, 1, -8, BPF_ADD), MOV64_IMM(0, 0), EXIT()) },
 		{ "a load-acquire from it", PROG(ST(BPF_DW, 10, -8, 0), LOAD_ACQ(BPF_DW, 0, 10, -8), EXIT()) },

@@ -456,9 +456,11 @@ static int walk_func(struct jit *j, struct func *f)
 }
 
 /*
- * Registers for the frame when every access to it was seen at one offset:
- * a block the walk never reached (none in a verified program) keeps it in
- * memory, as its accesses were not seen.
+ * Registers for the frame when every access to it was seen at one offset
+ * and it is at most REGISTER_FRAME_BYTES deep: a deeper one could raise
+ * the register count of every kernel it is injected into, and lower their
+ * occupancy. A block the walk never reached (none in a verified program)
+ * keeps it in memory, as its accesses were not seen.
  */
 static void choose_stack_home(struct jit *j, struct func *f)
 {
@@ -467,7 +469,7 @@ static void choose_stack_home(struct jit *j, struct func *f)
 	for (b = f->start; b < f->end; b++)
 		if (j->leader[b] && !j->states[b])
 			f->stack_addressed = true;
-	f->stack_in_registers = f->uses_stack && !f->stack_addressed;
+	f->stack_in_registers = f->uses_stack && !f->stack_addressed && f->depth <= REGISTER_FRAME_BYTES;
 }
 
 int cp_jit_analyze(struct jit *j)

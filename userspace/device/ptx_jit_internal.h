@@ -31,6 +31,7 @@
 #define REG_COUNT 11
 #define SECOND_HALF (-2) /* map_of of an ld_imm64's second instruction */
 #define SLOT_COUNT (CP_PTX_STACK_BYTES / 8)
+#define REGISTER_FRAME_BYTES 128 /* the deepest frame kept in registers (ptx_jit_analysis.c) */
 
 /* What a register or stack slot may hold: a bit per kind, a bit per map pointer. */
 #define MAY_CTX (1ull << 0)
