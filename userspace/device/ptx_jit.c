@@ -18,10 +18,11 @@
  *  3. emission: one PTX .func per BPF function, callees first, every BPF
  *     register a 64-bit PTX register, helpers inline. The stack is a
  *     register per 8-byte slot where the analysis saw every access to it
- *     at one offset (a pointer to it never leaving, no atomic on it), an
- *     access a field of one (bfe, bfi); else a .local array addressed
- *     generically. Kept in memory, a frame costs a local store and load
- *     for each spill and each lookup's key, which clang's code has many of.
+ *     at one offset (a pointer to it never leaving, no atomic on it) and it
+ *     is at most 128 bytes deep, an access a field of one (bfe, bfi); else
+ *     a .local array addressed generically. Kept in memory, a frame costs
+ *     a local store and load for each spill and each lookup's key, which
+ *     clang's code has many of.
  *
  * BPF's arithmetic is kept as the kernel defines it: 32-bit operations
  * zero-extend, x / 0 = 0 and x % 0 = x (signed too, and INT_MIN / -1 =
