@@ -6,8 +6,10 @@
  *
  *   kernel_timing overhead ROUNDS LAUNCHES ELEMENTS VARIANT...
  *	The vec_add kernels vec_add_VARIANT (plain, empty, timer, counter,
- *	ring: the same code under names that device programs tell apart),
- *	launched in turn, one of each then again, LAUNCHES of each per round.
+ *	ring, ring_full: the same code under names that device programs tell
+ *	apart),
+ *	launched in turn, one of each then again, LAUNCHES of each per round,
+ *	all of a round queued before the GPU starts them (struct gate).
  *	Prints per round and variant the median and the minimum of the
  *	per-launch GPU times:
  *	  kernel_timing: overhead round=R kernel=vec_add_V launches=L median_ns=M min_ns=N
@@ -19,7 +21,7 @@
  *	counters' shadows and moves the device rings' records), LAUNCHES of a
  *	variant then the next, timed by the process's clock, per round and
  *	variant the mean of launch + sync, and each kernel by events on the
- *	GPU (the median):
+ *	GPU (the median), each launch queued before the GPU starts it:
  *	  kernel_timing: syncs round=R kernel=vec_add_V launches=L per_sync_ns=N median_ns=M
  *
  *   kernel_timing exact LAUNCHES ELEMENTS WIDTH HEIGHT
@@ -38,7 +40,8 @@
  *	each kernel) and then unloaded:
  *	  kernel_timing: load api=A repeat=R kernels=K load_ns=T with_functions_ns=F
  *
- * Bad arguments print usage and exit 2; a failed CUDA call or a wrong sum
+ * A round whose launches the host could not queue within 5 s prints one
+ * line and exits 1. Bad arguments print usage and exit 2; a failed CUDA call or a wrong sum
  * prints one line and exits 1.
  */
 #include <cuda.h>
@@ -62,6 +65,7 @@
 #define MAX_SIDE 16384L
 #define MAX_REPEATS 100L
 #define MAX_FATBIN_BYTES (1L << 30)
+#define GATE_TIMEOUT_NS 5000000000ull
 
 /* One body, several names: what the overhead run's device programs tell apart. */
 #define VEC_ADD(name)								\
@@ -77,6 +81,7 @@ VEC_ADD(vec_add_empty)
 VEC_ADD(vec_add_timer)
 VEC_ADD(vec_add_counter)
 VEC_ADD(vec_add_ring)
+VEC_ADD(vec_add_ring_full)
 
 /* Threads outside the matrix return early: exits on two paths. */
 __global__ void add_2d_kernel(const float *a, const float *b, float *c, int width, int height)
@@ -89,6 +94,27 @@ __global__ void add_2d_kernel(const float *a, const float *b, float *c, int widt
 	c[y * width + x] = a[y * width + x] + b[y * width + x];
 }
 
+/*
+ * Holds the stream until the host has queued what follows it (struct gate).
+ * Opens itself after GATE_TIMEOUT_NS, saying so, so that a host that cannot
+ * queue a round (a full launch queue) never waits on it forever.
+ */
+__global__ void launch_gate(const volatile unsigned int *open, unsigned int ticket,
+			    unsigned int *opened_itself)
+{
+	unsigned long long started, now;
+
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(started));
+	while (*open < ticket) {
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+		if (now - started > GATE_TIMEOUT_NS) {
+			*opened_itself = 1;
+			return;
+		}
+		__nanosleep(1000);
+	}
+}
+
 /* The GPU's clock between two kernels of the stream: bounds in the globaltimer's own clock. */
 __global__ void globaltimer_stamp(unsigned long long *out)
 {
@@ -98,9 +124,9 @@ __global__ void globaltimer_stamp(unsigned long long *out)
 	*out = now;
 }
 
-static const char *const variant_names[] = { "plain", "empty", "timer", "counter", "ring" };
+static const char *const variant_names[] = { "plain", "empty", "timer", "counter", "ring", "ring_full" };
 static void (*const variant_kernels[])(const float *, const float *, float *, int) = {
-	vec_add_plain, vec_add_empty, vec_add_timer, vec_add_counter, vec_add_ring
+	vec_add_plain, vec_add_empty, vec_add_timer, vec_add_counter, vec_add_ring, vec_add_ring_full
 };
 #define VARIANTS (sizeof(variant_names) / sizeof(variant_names[0]))
 
@@ -126,6 +152,55 @@ static void drv(CUresult rc, const char *call)
 	fail_cuda(call, name ? name : "unknown error");
 }
 
+/*
+ * What the events time is the kernels alone: the launches of a round (or
+ * one launch) are queued behind launch_gate, which the host opens once they
+ * all are. Without it, on a GPU that waits for work, a start event is
+ * stamped as soon as it is queued and the host's time until the kernel
+ * follows it is counted as the kernel's: the driver's launch path, and
+ * under cuprobe a launch's uprobe and the injection's wrapper.
+ */
+struct gate {
+	unsigned int *words;        /* pinned, mapped: [0] open up to, [1] opened itself */
+	unsigned int *words_device;
+	unsigned int ticket;
+};
+
+static void gate_make(struct gate *g)
+{
+	rt(cudaHostAlloc(&g->words, 2 * sizeof(*g->words), cudaHostAllocMapped), "cudaHostAlloc");
+	g->words[0] = g->words[1] = 0;
+	rt(cudaHostGetDevicePointer(&g->words_device, g->words, 0), "cudaHostGetDevicePointer");
+	g->ticket = 0;
+}
+
+static void gate_close(struct gate *g)
+{
+	launch_gate<<<1, 1>>>(g->words_device, ++g->ticket, g->words_device + 1);
+	rt(cudaGetLastError(), "launch_gate<<<>>>");
+}
+
+static void gate_open(struct gate *g)
+{
+	__atomic_store_n(&g->words[0], g->ticket, __ATOMIC_RELEASE);
+}
+
+/* After a synchronization: a gate that opened itself timed nothing right. */
+static void gate_check(const struct gate *g)
+{
+	if (__atomic_load_n(&g->words[1], __ATOMIC_ACQUIRE)) {
+		fprintf(stderr, "kernel_timing: the launch gate opened itself after %llu s: the host "
+			"could not queue a round's launches in time; fewer LAUNCHES\n",
+			GATE_TIMEOUT_NS / 1000000000ull);
+		exit(EXIT_FAILURE);
+	}
+}
+
+static void gate_free(struct gate *g)
+{
+	rt(cudaFreeHost(g->words), "cudaFreeHost");
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
@@ -133,7 +208,7 @@ static void usage(void)
 		"       kernel_timing syncs ROUNDS LAUNCHES ELEMENTS VARIANT...\n"
 		"       kernel_timing exact LAUNCHES ELEMENTS WIDTH HEIGHT\n"
 		"       kernel_timing load FATBIN REPEATS\n"
-		"  VARIANT: plain, empty, timer, counter, ring (vec_add_VARIANT)\n"
+		"  VARIANT: plain, empty, timer, counter, ring, ring_full (vec_add_VARIANT)\n"
 		"  ROUNDS 1..%ld, LAUNCHES 1..%ld, ELEMENTS 1..%ld, WIDTH/HEIGHT 1..%ld, REPEATS 1..%ld\n",
 		MAX_ROUNDS, MAX_LAUNCHES, MAX_ELEMENTS, MAX_SIDE, MAX_REPEATS);
 	exit(2);
@@ -238,8 +313,10 @@ static int overhead(int argc, char **argv)
 	const unsigned int grid = (unsigned int)((n + BLOCK_THREADS - 1) / BLOCK_THREADS);
 	const size_t count = chosen.size();
 	std::vector<cudaEvent_t> starts(count * launches), stops(count * launches);
+	struct gate gate;
 
 	buffers_make(&buf, n);
+	gate_make(&gate);
 	for (size_t i = 0; i < starts.size(); i++) {
 		rt(cudaEventCreate(&starts[i]), "cudaEventCreate");
 		rt(cudaEventCreate(&stops[i]), "cudaEventCreate");
@@ -250,6 +327,7 @@ static int overhead(int argc, char **argv)
 	rt(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 
 	for (long round = 1; round <= rounds; round++) {
+		gate_close(&gate);
 		/* Interleaved: one launch of each variant, then again. */
 		for (long l = 0; l < launches; l++)
 			for (size_t k = 0; k < count; k++) {
@@ -261,7 +339,9 @@ static int overhead(int argc, char **argv)
 				rt(cudaGetLastError(), "vec_add_<variant><<<>>>");
 				rt(cudaEventRecord(stops[slot]), "cudaEventRecord");
 			}
+		gate_open(&gate);
 		rt(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+		gate_check(&gate);
 		for (size_t k = 0; k < count; k++) {
 			std::vector<unsigned long long> ns(launches);
 
@@ -278,6 +358,7 @@ static int overhead(int argc, char **argv)
 		rt(cudaEventDestroy(starts[i]), "cudaEventDestroy");
 		rt(cudaEventDestroy(stops[i]), "cudaEventDestroy");
 	}
+	gate_free(&gate);
 	buffers_free(&buf);
 	printf("kernel_timing: overhead elements=%d grid=%u block=%d result=ok\n", n, grid,
 	       BLOCK_THREADS);
@@ -298,8 +379,10 @@ static int syncs(int argc, char **argv)
 
 	std::vector<cudaEvent_t> starts(launches), stops(launches);
 	std::vector<unsigned long long> kernel_ns(launches);
+	struct gate gate;
 
 	buffers_make(&buf, n);
+	gate_make(&gate);
 	for (long l = 0; l < launches; l++) {
 		rt(cudaEventCreate(&starts[l]), "cudaEventCreate");
 		rt(cudaEventCreate(&stops[l]), "cudaEventCreate");
@@ -312,12 +395,15 @@ static int syncs(int argc, char **argv)
 			auto started = std::chrono::steady_clock::now();
 
 			for (long l = 0; l < launches; l++) {
+				gate_close(&gate);
 				rt(cudaEventRecord(starts[l]), "cudaEventRecord");
 				variant_kernels[chosen[k]]<<<grid, BLOCK_THREADS>>>(buf.dev_a, buf.dev_b,
 										   buf.dev_c, n);
 				rt(cudaGetLastError(), "vec_add_<variant><<<>>>");
 				rt(cudaEventRecord(stops[l]), "cudaEventRecord");
+				gate_open(&gate);
 				rt(cudaStreamSynchronize(0), "cudaStreamSynchronize");
+				gate_check(&gate);
 			}
 			double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() -
 									     started).count();
@@ -333,6 +419,7 @@ static int syncs(int argc, char **argv)
 		rt(cudaEventDestroy(starts[l]), "cudaEventDestroy");
 		rt(cudaEventDestroy(stops[l]), "cudaEventDestroy");
 	}
+	gate_free(&gate);
 	buffers_free(&buf);
 	printf("kernel_timing: syncs elements=%d grid=%u block=%d result=ok\n", n, grid, BLOCK_THREADS);
 	return 0;
