@@ -305,26 +305,73 @@ static size_t count_of(const char *text, const char *needle)
 Test(ptx_rewrite, every_exit_gets_the_exit_programs_under_its_guard)
 {
 	struct cp_ptx_rewrite out;
-	char error[512];
+	char error[512], *kernel;
 
 	cr_assert_eq(rewrite(predicated, both, 2, &out, error, sizeof(error)), 0, "%s", error);
 	cr_assert_not_null(out.text);
-	cr_expect_eq(count_of(out.text, "call \t__cuprobe_gpu_leave"), 3, "%s", out.text);
-	cr_expect_eq(count_of(out.text, "@%p1 call \t__cuprobe_gpu_leave"), 1, "%s", out.text);
-	cr_expect_eq(count_of(out.text, "@!%p2 call \t__cuprobe_gpu_leave"), 1, "%s", out.text);
-	cr_expect_eq(count_of(out.text, "call \t__cuprobe_gpu_enter"), 1);
-	/* The programs' calls and nothing else: a counter's shadow needs no work in the kernel. */
-	cr_expect_eq(count_of(out.text, "call \t"), 4, "%s", out.text);
+	/* pred: the module's last entry, its .pragma's ';' before its body. */
+	cr_assert_not_null(strstr(out.text, ".visible .entry pred"), "%s", out.text);
+	kernel = strdup(strstr(out.text, ".visible .entry pred"));
+	/* Each program's code in the kernel, in a block of its own, its ret a branch to the block's end. */
+	cr_expect_eq(count_of(kernel, "\t// __cuprobe_gpu_leave\n\t{\n"), 3, "%s", kernel);
+	cr_expect_eq(count_of(kernel, "\t// __cuprobe_gpu_enter\n\t{\n"), 1, "%s", kernel);
+	cr_expect_eq(count_of(kernel, "\tbra.uni $__cuprobe_return;\n$__cuprobe_return:\n\t}\n"), 4, "%s",
+		     kernel);
+	/* No call: a counter's shadow needs no work in the kernel, and the programs are inline. */
+	cr_expect_eq(count_of(out.text, "call"), 0, "%s", out.text);
+	/* Under each exit's guard: skipped where the exit is not taken. */
+	cr_expect_eq(count_of(kernel, "{ // cuprobe: exit programs\n\t@!%p1 bra \t$__cuprobe_skip;\n"), 1, "%s",
+		     kernel);
+	cr_expect_eq(count_of(kernel, "$__cuprobe_skip:\n\t}\n\t@%p1 ret;"), 1, "%s", kernel);
+	cr_expect_eq(count_of(kernel, "{ // cuprobe: exit programs\n\t@%p2 bra \t$__cuprobe_skip;\n"), 1, "%s",
+		     kernel);
+	cr_expect_eq(count_of(kernel, "$__cuprobe_skip:\n\t}\n\t@!%p2 exit;"), 1, "%s", kernel);
+	/* The kernel's own exits are all still there, each once; no program's ret is. */
+	cr_expect_eq(count_of(kernel, "@%p1 ret;"), 1, "%s", kernel);
+	cr_expect_eq(count_of(kernel, "@!%p2 exit;"), 1, "%s", kernel);
+	cr_expect_eq(count_of(kernel, "\tret.uni;"), 1, "%s", kernel);
+	cr_expect_eq(count_of(kernel, "\tret;"), 0, "%s", kernel);
+	free(kernel);
 	cr_expect_not_null(strstr(out.text, ".entry pred(.param .u64 __cuprobe_launch) .pragma"));
 	/* The declaration, matching too, gets the parameter (a definition elsewhere would). */
 	cr_expect_not_null(strstr(out.text, ".entry declared(.param .u32 a,\n\t.param .u64 __cuprobe_launch)"),
 			   "%s", out.text);
-	cr_expect_not_null(strstr(out.text, "$L_end:\n\t{ // cuprobe: exit programs"), "%s", out.text);
+	cr_expect_not_null(strstr(out.text, "$L_end:\n\t{ // cuprobe: exit programs\n\t// __cuprobe_gpu_leave\n"),
+			   "%s", out.text);
 	expect_ptxas(out.text, "sm_90", "predicated exits");
 	expect_ptxas(out.text, "sm_75", "predicated exits");
 	cp_ptx_rewrite__release(&out);
 }
 
+
+Test(ptx_rewrite, programs_at_one_site_each_get_a_block_and_a_missing_function_is_refused)
+{
+	/* Two entry programs: two blocks side by side, each with its own return label. */
+	static const struct cp_ptx_probe two_entries[] = {
+		{ .glob = "*", .function = "__cuprobe_gpu_enter" },
+		{ .glob = "*", .function = "__cuprobe_gpu_leave" },
+	};
+	static const struct cp_ptx_probe unknown[] = { { .glob = "*", .function = "__cuprobe_gpu_nowhere" } };
+	struct cp_ptx_rewrite out;
+	char error[512], *kernel;
+
+	cr_assert_eq(rewrite(predicated, two_entries, 2, &out, error, sizeof(error)), 0, "%s", error);
+	kernel = strdup(strstr(out.text, ".visible .entry pred"));
+	cr_expect_eq(count_of(kernel, "{ // cuprobe: entry programs\n\t// __cuprobe_gpu_enter\n\t{\n"), 1, "%s",
+		     kernel);
+	cr_expect_eq(count_of(kernel, "$__cuprobe_return:\n\t}\n\t// __cuprobe_gpu_leave\n\t{\n"), 1, "%s",
+		     kernel);
+	cr_expect_eq(count_of(kernel, "$__cuprobe_return:"), 2, "%s", kernel);
+	cr_expect_eq(count_of(kernel, "cuprobe: exit programs"), 0, "%s", kernel);
+	expect_ptxas(out.text, "sm_90", "two programs at one site");
+	free(kernel);
+	cp_ptx_rewrite__release(&out);
+
+	cr_expect_eq(rewrite(predicated, unknown, 1, &out, error, sizeof(error)), -EINVAL);
+	cr_expect_str_eq(error, "program __cuprobe_gpu_nowhere: no function of that name in the prelude");
+	cr_expect_null(out.text);
+	cp_ptx_rewrite__release(&out);
+}
 
 Test(ptx_rewrite, globs_match_demangled_names_without_parameters_or_mangled_ones)
 {

@@ -153,4 +153,19 @@ int cp_ptx__module(const struct cp_ptx_function *functions, size_t count,
 		   const struct cp_ptx_map *maps, const bool *maps_used, size_t map_count,
 		   char **ptx);
 
+/*
+ * Program name's function, found in functions (text of cp_ptx__translate's),
+ * as a block a kernel holds in place of a call to it: `{`, its declarations
+ * and code, each `ret` a branch to a label before the block's `}`. Its
+ * `ld.param` of __cuprobe_launch reads the kernel's parameter of that name.
+ * Labels and declarations are the block's own (PTX scopes them), so blocks
+ * of several programs, or one program at several exits, sit side by side.
+ * Why not a call: ptxas keeps a program's function a real call (CALL, RET
+ * and a reconvergence barrier), and where one lane of a warp takes its
+ * branch the whole warp pays for it (measured on vec_add of 1M, an H200:
+ * one ring record a warp cost 1.56x called, 1.42x inlined).
+ * NULL when functions has no such function, or on ENOMEM.
+ */
+char *cp_ptx__inline_block(const char *functions, const char *name);
+
 #endif /* CUPROBE_PTX_JIT_H */

@@ -219,9 +219,9 @@ int cp_ptx__module(const struct cp_ptx_function *functions, size_t count,
 	if (!out)
 		return -ENOMEM;
 	fprintf(out,
-		"//\n// Device programs translated from verified BPF by cuprobe: the functions\n"
-		"// are what goes into the matching kernels; the maps' addresses (0 here) and\n"
-		"// the calls are the injection's.\n//\n\n"
+		"//\n// Device programs translated from verified BPF by cuprobe: each function's\n"
+		"// body is what goes into the matching kernels, inline, each in a block; the\n"
+		"// maps' addresses (0 here) and that placing are the injection's.\n//\n\n"
 		".version " CP_PTX_VERSION "\n.target " CP_PTX_TARGET "\n.address_size 64\n\n");
 	for (i = 0; i < map_count; i++)
 		if (!maps_used || maps_used[i]) {
@@ -255,3 +255,38 @@ int cp_ptx__module(const struct cp_ptx_function *functions, size_t count,
 	return 0;
 }
 
+char *cp_ptx__inline_block(const char *functions, const char *name)
+{
+	static const char ret[] = "\tret;\n", branch[] = "\tbra.uni $__cuprobe_return;\n";
+	char *header, *text = NULL;
+	const char *at, *body, *end, *line;
+	size_t size = 0;
+	FILE *out;
+
+	if (!functions || !name || asprintf(&header, ".func %s (.param .b64 __cuprobe_launch)\n{\n",
+					    name) < 0)
+		return NULL;
+	/* The translator's own text: the header at a line's start, the body up to a '}' alone at column 0. */
+	for (at = strstr(functions, header); at && at != functions && at[-1] != '\n';)
+		at = strstr(at + 1, header);
+	body = at ? at + strlen(header) : NULL;
+	free(header);
+	end = body ? strstr(body - 1, "\n}\n") : NULL;
+	if (!end || !(out = open_memstream(&text, &size)))
+		return NULL;
+	fputs("\t{\n", out);
+	for (line = body; line <= end; line = strchr(line, '\n') + 1) {
+		size_t len = (size_t)(strchr(line, '\n') - line) + 1;
+
+		if (len == sizeof(ret) - 1 && !memcmp(line, ret, len))
+			fputs(branch, out);
+		else
+			fwrite(line, 1, len, out);
+	}
+	fputs("$__cuprobe_return:\n\t}\n", out);
+	if (fclose(out)) {
+		free(text);
+		return NULL;
+	}
+	return text;
+}

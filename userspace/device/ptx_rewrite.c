@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cuprobe_internal.h"
+#include "ptx_jit.h"
 #include "ptx_rewrite.h"
 
 /* Kernel parameter blocks: 4 KiB, or 32764 bytes from PTX ISA 8.1 on. */
@@ -72,6 +73,7 @@ struct rewriter {
 	bool foreign;          /* the module already has __cuprobe symbols */
 	struct insertion *inserts;
 	size_t insert_count;
+	char *blocks[CP_PTX_MAX_PROBES]; /* each probe's code as a block (probe_blocks) */
 };
 
 static int fail(struct rewriter *rw, int err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -581,9 +583,13 @@ static int insert(struct rewriter *rw, size_t pos, char *text)
 	return 0;
 }
 
-/* The calls of one kernel's probes of one kind (entry or exit), each under guard. */
-static char *probe_calls(const struct rewriter *rw, uint64_t probes, bool at_exit,
-			 const char *guard, size_t guard_len)
+/*
+ * One kernel's probes of one kind (entry or exit), each program's code in
+ * a block of its own (cp_ptx__inline_block), all skipped where guard (an
+ * exit's "@%p1" or "@!%p1") does not hold.
+ */
+static char *probe_blocks(const struct rewriter *rw, uint64_t probes, bool at_exit,
+			  const char *guard, size_t guard_len)
 {
 	char *text = NULL;
 	size_t size = 0, i;
@@ -592,13 +598,15 @@ static char *probe_calls(const struct rewriter *rw, uint64_t probes, bool at_exi
 	if (!f)
 		return NULL;
 	/* At an exit the statement's own indentation is already there. */
-	fprintf(f, "%s{ // cuprobe: %s programs\n\t.param .b64 __cuprobe_arg;\n"
-		   "\tst.param.b64 \t[__cuprobe_arg], %%" CP_PTX_LAUNCH_PARAM ";\n",
-		at_exit ? "" : "\t", at_exit ? "exit" : "entry");
+	fprintf(f, "%s{ // cuprobe: %s programs\n", at_exit ? "" : "\t", at_exit ? "exit" : "entry");
+	if (guard_len) /* "@%p1" skips when "@!%p1" holds, and the other way round */
+		fprintf(f, "\t@%s%.*s bra \t$__cuprobe_skip;\n", guard[1] == '!' ? "" : "!",
+			(int)guard_len - (guard[1] == '!' ? 2 : 1), guard + (guard[1] == '!' ? 2 : 1));
 	for (i = 0; i < rw->opts->probe_count; i++)
 		if (probes >> i & 1 && rw->opts->probes[i].at_exit == at_exit)
-			fprintf(f, "\t%.*s%scall \t%s, (__cuprobe_arg);\n", (int)guard_len, guard,
-				guard_len ? " " : "", rw->opts->probes[i].function);
+			fprintf(f, "\t// %s\n%s", rw->opts->probes[i].function, rw->blocks[i]);
+	if (guard_len)
+		fputs("$__cuprobe_skip:\n", f);
 	fputs(at_exit ? "\t}\n\t" : "\t}\n", f);
 	if (fclose(f)) {
 		free(text);
@@ -634,7 +642,7 @@ static int plan_kernel(struct rewriter *rw, const struct entry_info *e, const st
 	err = insert(rw, e->param_insert, text);
 	if (err || !k->defined)
 		return err;
-	if (has_entry_probe && !(calls = probe_calls(rw, k->probes, false, "", 0)))
+	if (has_entry_probe && !(calls = probe_blocks(rw, k->probes, false, "", 0)))
 		return -ENOMEM;
 	if (asprintf(&text, "\n\t.reg .b64 \t%%" CP_PTX_LAUNCH_PARAM ";\n"
 			    "\tld.param.u64 \t%%" CP_PTX_LAUNCH_PARAM ", [" CP_PTX_LAUNCH_PARAM "];\n%s",
@@ -645,8 +653,8 @@ static int plan_kernel(struct rewriter *rw, const struct entry_info *e, const st
 	for (i = 0; !err && has_exit_probe && i < e->exit_count; i++) {
 		const struct exit_site *x = &e->exits[i];
 
-		err = insert(rw, x->pos, probe_calls(rw, k->probes, true, rw->s + x->guard_start,
-						     x->guard_len));
+		err = insert(rw, x->pos, probe_blocks(rw, k->probes, true, rw->s + x->guard_start,
+						      x->guard_len));
 	}
 	return err;
 }
@@ -717,6 +725,7 @@ int cp_ptx__rewrite(const char *ptx, size_t len, const struct cp_ptx_rewrite_opt
 	struct rewriter rw = { .s = ptx, .len = len, .opts = opts, .out = out, .error = error,
 			       .error_size = error_size };
 	bool matched = false;
+	uint64_t used = 0;
 	size_t i;
 	int err;
 
@@ -741,6 +750,16 @@ int cp_ptx__rewrite(const char *ptx, size_t len, const struct cp_ptx_rewrite_opt
 		err = asprintf(&prelude, "\n%s\n", opts->prelude ? opts->prelude : "") < 0 ?
 		      -ENOMEM : insert(&rw, rw.header_end, prelude);
 	}
+	for (i = 0; i < out->kernel_count; i++)
+		used |= out->kernels[i].probes;
+	for (i = 0; !err && i < opts->probe_count; i++) {
+		if (!(used >> i & 1))
+			continue;
+		rw.blocks[i] = cp_ptx__inline_block(opts->prelude, opts->probes[i].function);
+		if (!rw.blocks[i])
+			err = fail(&rw, -EINVAL, "program %s: no function of that name in the prelude",
+				   opts->probes[i].function);
+	}
 	for (i = 0; !err && i < out->kernel_count; i++)
 		if (out->kernels[i].probes)
 			err = plan_kernel(&rw, &rw.entries[i], &out->kernels[i]);
@@ -755,6 +774,8 @@ out:
 	for (i = 0; i < rw.insert_count; i++)
 		free(rw.inserts[i].text);
 	free(rw.inserts);
+	for (i = 0; i < CP_PTX_MAX_PROBES; i++)
+		free(rw.blocks[i]);
 	return err;
 }
 

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * The PTX rewriter: puts calls to device programs into the kernels of a
- * module whose names match the programs' globs.
+ * The PTX rewriter: puts device programs into the kernels of a module
+ * whose names match the programs' globs.
  *
  * For each matching .entry: a trailing parameter `.param .u64
  * __cuprobe_launch` (the address of the launch's slot, which the launch
- * path passes), a call to each entry program at the start of the body, and
- * a call to each exit program before every exit (ret, exit, predicated or
- * not: the call takes the same guard). Once per module, after its header,
- * the caller's prelude: the map declarations and the programs' functions,
- * each `.func NAME (.param .b64 __cuprobe_launch)`.
+ * path passes), the code of each entry program at the start of the body,
+ * and of each exit program before every exit (ret, exit, predicated or
+ * not: skipped where the exit's guard does not hold). A program's code is
+ * its function's body, inline in a block of its own
+ * (cp_ptx__inline_block: a call costs the warp a real call). Once per
+ * module, after its header, the caller's prelude: the map declarations and
+ * the programs' functions, each `.func NAME (.param .b64
+ * __cuprobe_launch)`, which the inline code's subprogram calls reach.
  *
  * A module with no matching kernel comes back untouched (no text: the
  * caller passes its own bytes on). What cannot be rewritten safely is
