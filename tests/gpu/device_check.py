@@ -22,10 +22,14 @@ ANCHORS = {  # published, vec_add on an RTX 5090
     "timer": "bpftime globaltimer +33-36%",
     "counter": "bpftime GPU array 2.1-5x",
     "ring": "bpftime ring 2-6.3x",
+    "ring_full": "bpftime ring 2-6.3x",
 }
 PROBES = (("empty", "an empty entry probe"), ("timer", "a globaltimer read"),
           ("counter", "a counter (one add per thread, aggregated per warp)"),
-          ("ring", "one ring record per warp, no sync between launches (full segments count records lost)"))
+          ("ring", "one ring record per warp, a round's records held by the ring until its sync moves them"),
+          ("ring_full", "one ring record per warp into a ring too small (each record counted lost on the GPU)"))
+# device_overhead.bpf.c's programs' kernels, sorted.
+OVERHEAD_KERNELS = ["vec_add_counter", "vec_add_empty", "vec_add_ring", "vec_add_ring_full", "vec_add_timer"]
 # Variants with no program yet: a row saying so, never a pass.
 NOT_BUILT = {}
 
@@ -245,9 +249,9 @@ def check_overhead(runs, sizes, rounds, launches):
         label = f"overhead, vec_add of {size} elements ({grid} blocks of 256)"
         row(f"{label}: runs with and without cuprobe: exit status, kernels instrumented",
             f"{probed.status or 'not run'} and {plain.status or 'not run'}, {'/'.join(instrumented) or 'none'}",
-            "0 and 0, vec_add_counter/vec_add_empty/vec_add_ring/vec_add_timer",
+            "0 and 0, " + "/".join(OVERHEAD_KERNELS),
             probed.status == "0" and plain.status == "0" and fields.get("result") == "ok"
-            and instrumented == ["vec_add_counter", "vec_add_empty", "vec_add_ring", "vec_add_timer"])
+            and instrumented == OVERHEAD_KERNELS)
         by_round, plain_rounds = round_medians(probed), round_medians(plain)
         base = [r["plain"] for r in by_round.values() if "plain" in r]
         sass = [r["plain"] for r in plain_rounds.values() if "plain" in r]
@@ -279,6 +283,16 @@ def check_overhead(runs, sizes, rounds, launches):
             counted == expected_threads)
         zero_reads = probed.counter("timer_read_zero")
         row(f"{label}: globaltimer reads that gave 0", f"{zero_reads}", "0", zero_reads == 0)
+        expected_records = (1 + rounds * launches) * grid * 8
+        for ring, what in (("warp_records", "held"), ("full_records", "too small")):
+            t = ring_totals(probed, ring)
+            row(f"{label}: ring {ring} ({what}): records produced, delivered, lost, abandoned",
+                f"{t['produced']}, {t['delivered']}, {t['lost']}, {t['abandoned']}" if t else "no device_ring summary",
+                f"{expected_records} produced ((1 warm-up + {rounds} x {launches}) launches x grid x 8 warps) "
+                "= delivered + lost + abandoned" + (", lost > 0" if ring == "full_records" else ""),
+                bool(t) and t["produced"] == expected_records
+                and t["produced"] == t["delivered"] + t["lost"] + t["abandoned"]
+                and (ring != "full_records" or t["lost"] > 0))
         syncs = runs(f"syncs.{size}")
         per_round = {}
         for f in syncs.lines("kernel_timing: syncs round="):
@@ -302,6 +316,11 @@ def check_overhead(runs, sizes, rounds, launches):
                 f"{expected_threads} ((1 warm-up + {launches_synced}) launches x grid x block)",
                 counted == expected_threads)
         check_ring_syncs(runs(f"ring_syncs.{size}"), label, grid)
+
+
+def ring_totals(run, ring):
+    """The run's end-of-run device_ring record of ring, or None."""
+    return next((r for r in run.records if r.get("type") == "device_ring" and r.get("ring") == ring), None)
 
 
 def check_ring_syncs(run, label, grid):
@@ -330,13 +349,12 @@ def check_ring_syncs(run, label, grid):
         "information: copying and appending a launch's records", None)
     launches = sum(int(f["launches"]) for f in run.lines("kernel_timing: syncs round=")
                    if f["kernel"] == "vec_add_ring")
-    totals = [r for r in run.records if r.get("type") == "device_ring"]
+    t = ring_totals(run, "warp_records")
     expected = (1 + launches) * grid * 8
-    if not totals:
+    if not t:
         row(f"{label}: the ring's records after launch + sync pairs", "no device_ring summary",
             f"{expected} produced", False)
         return
-    t = totals[0]
     row(f"{label}: the ring's records after launch + sync pairs: produced, delivered, lost, abandoned",
         f"{t['produced']}, {t['delivered']}, {t['lost']}, {t['abandoned']}",
         f"{expected} produced ((1 warm-up + {launches}) launches x grid x 8 warps) = delivered + lost + abandoned",
@@ -349,11 +367,10 @@ def check_load(runs):
         plain, probed = runs(f"load_plain.{image}"), runs(f"load_probes.{image}")
         kinds, _ = probed.kernels()
         instrumented = sorted(kinds.get("instrumented", ()))
-        # device_overhead.bpf.c's programs: vec_add_empty, _timer, _counter and _ring.
-        ok_runs = plain.status == "0" and probed.status == "0" and len(instrumented) == 4
+        ok_runs = plain.status == "0" and probed.status == "0" and instrumented == OVERHEAD_KERNELS
         row(f"attach cost, {image}.fatbin ({what}): exit status without / with probes, kernels instrumented",
             f"{plain.status or 'not run'} / {probed.status or 'not run'}, {len(instrumented)}",
-            "0 / 0, 4", ok_runs)
+            f"0 / 0, {len(OVERHEAD_KERNELS)}", ok_runs)
         for api in ("cuModuleLoadData", "cuLibraryLoadData"):
             def times(run):
                 return [float(f["with_functions_ns"]) for f in run.lines("kernel_timing: load api=")

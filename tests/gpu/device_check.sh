@@ -29,11 +29,14 @@
 #     per round the median of each, its ratio to the uninstrumented
 #     vec_add_plain of the same module and run, the median over rounds:
 #     an empty entry probe, a globaltimer read, a counter (aggregated per
-#     warp), one ring record per warp (the device ring's segments, which
-#     fill when no sync drains them between launches); and with a sync
-#     after each launch (kernel_timing syncs, timed by events too): the
-#     counter's drain per sync, and one ring record per warp with every
-#     record moved to the ring's map at its sync. Also the same kernels
+#     warp), one ring record per warp (a ring that holds a round's records
+#     until its sync moves them), the same into a ring too small (each
+#     record counted lost on the GPU); and with a sync after each launch
+#     (kernel_timing syncs, timed by events too): the counter's drain per
+#     sync, and one ring record per warp with every record moved to the
+#     ring's map at its sync. A round's launches are queued behind a gate
+#     kernel the host opens once they all are, so that the events time the
+#     kernels, not the host's launch path. Also the same kernels
 #     without cuprobe (nvcc's SASS; under cuprobe the whole module is JIT
 #     compiled from its PTX). Beside the published anchors and the goals.
 #  4. Attach cost: module load time (gpu/kernel_timing load: cuModuleLoadData
@@ -114,7 +117,7 @@ if installed torch; then
 fi
 
 # 3. Overhead: one run per size with every probe, one without cuprobe.
-variants=(plain empty timer counter ring)
+variants=(plain empty timer counter ring ring_full)
 for size in $sizes; do
 	run_case "overhead.$size" "$examples/device_overhead.bpf.o" \
 		"$timing" overhead "$rounds" "$launches" "$size" "${variants[@]}"

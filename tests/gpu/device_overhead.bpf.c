@@ -9,6 +9,8 @@
  *                    the translation aggregates per warp (one red per warp)
  *   vec_add_ring     one device-ring record per warp, written by the
  *                    warp's first thread (block, warp in the block)
+ *   vec_add_ring_full the same into a ring too small for a launch's
+ *                    records: the GPU counts them lost (the full ring's path)
  */
 #include "device_check.bpf.h"
 
@@ -42,12 +44,14 @@ struct warp_record {
 };
 
 /*
- * A launch of 1M elements writes 32,768 records: 128 segments of 512 slots
- * hold them all when a sync drains them after each launch (kernel_timing
- * syncs); without one (kernel_timing overhead) later launches find the
- * segments full and count their records lost (the same reservation).
+ * A launch of 1M elements writes 32,768 records, a round of kernel_timing
+ * overhead (20 launches between two syncs) 655,360: 128 segments of 8,192
+ * slots hold them all, so every record takes the path of one delivered.
+ * full_records' 64 segments of 64 slots hold 4,096: from a round's first
+ * launch on, its records find the segments full and are counted lost.
  */
-CUPROBE_GPU_RING(warp_records, struct warp_record, 65536);
+CUPROBE_GPU_RING(warp_records, struct warp_record, 1048576);
+CUPROBE_GPU_RING(full_records, struct warp_record, 4096);
 
 SEC("gpu/vec_add_ring")
 int GPU_PROG(ring_probe)
@@ -60,6 +64,20 @@ int GPU_PROG(ring_probe)
 	record.block = (__u32)cuprobe_gpu_block_index(ctx);
 	record.warp = (__u32)(thread / 32);
 	cuprobe_gpu_output(warp_records, ctx, &record);
+	return 0;
+}
+
+SEC("gpu/vec_add_ring_full")
+int GPU_PROG(ring_full_probe)
+{
+	__u64 thread = cuprobe_gpu_thread_index(ctx);
+	struct warp_record record = {};
+
+	if (thread % 32)
+		return 0;
+	record.block = (__u32)cuprobe_gpu_block_index(ctx);
+	record.warp = (__u32)(thread / 32);
+	cuprobe_gpu_output(full_records, ctx, &record);
 	return 0;
 }
 
