@@ -288,6 +288,7 @@ static const char predicated[] =
 	"\tsetp.eq.u32 %p2, %r1, 1;\n"
 	"\t@%p1 ret;\n"
 	"\t@!%p2 exit;\n"
+	"\t@ ! %p1 /* spaced */ ret;\n"
 	"\t/* ret; in a comment is not an exit */\n"
 	"$L_end:\n"
 	"\tret.uni;\n"
@@ -313,9 +314,9 @@ Test(ptx_rewrite, every_exit_gets_the_exit_programs_under_its_guard)
 	cr_assert_not_null(strstr(out.text, ".visible .entry pred"), "%s", out.text);
 	kernel = strdup(strstr(out.text, ".visible .entry pred"));
 	/* Each program's code in the kernel, in a block of its own, its ret a branch to the block's end. */
-	cr_expect_eq(count_of(kernel, "\t// __cuprobe_gpu_leave\n\t{\n"), 3, "%s", kernel);
+	cr_expect_eq(count_of(kernel, "\t// __cuprobe_gpu_leave\n\t{\n"), 4, "%s", kernel);
 	cr_expect_eq(count_of(kernel, "\t// __cuprobe_gpu_enter\n\t{\n"), 1, "%s", kernel);
-	cr_expect_eq(count_of(kernel, "\tbra.uni $__cuprobe_return;\n$__cuprobe_return:\n\t}\n"), 4, "%s",
+	cr_expect_eq(count_of(kernel, "\tbra.uni $__cuprobe_return;\n$__cuprobe_return:\n\t}\n"), 5, "%s",
 		     kernel);
 	/* No call: a counter's shadow needs no work in the kernel, and the programs are inline. */
 	cr_expect_eq(count_of(out.text, "call"), 0, "%s", out.text);
@@ -326,6 +327,10 @@ Test(ptx_rewrite, every_exit_gets_the_exit_programs_under_its_guard)
 	cr_expect_eq(count_of(kernel, "{ // cuprobe: exit programs\n\t@%p2 bra \t$__cuprobe_skip;\n"), 1, "%s",
 		     kernel);
 	cr_expect_eq(count_of(kernel, "$__cuprobe_skip:\n\t}\n\t@!%p2 exit;"), 1, "%s", kernel);
+	/* A guard written with spaces and a comment: its predicate, negated. */
+	cr_expect_eq(count_of(kernel, "{ // cuprobe: exit programs\n\t@%p1 bra \t$__cuprobe_skip;\n"), 1, "%s",
+		     kernel);
+	cr_expect_eq(count_of(kernel, "$__cuprobe_skip:\n\t}\n\t@ ! %p1 /* spaced */ ret;"), 1, "%s", kernel);
 	/* The kernel's own exits are all still there, each once; no program's ret is. */
 	cr_expect_eq(count_of(kernel, "@%p1 ret;"), 1, "%s", kernel);
 	cr_expect_eq(count_of(kernel, "@!%p2 exit;"), 1, "%s", kernel);

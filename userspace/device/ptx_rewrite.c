@@ -39,7 +39,8 @@ struct lexer {
 /* An exit statement of a kernel body: where it starts, and its guard. */
 struct exit_site {
 	size_t pos;
-	size_t guard_start, guard_len; /* "@%p1", "@!%p1"; 0 length: none */
+	size_t predicate_start, predicate_len; /* the guard's predicate ("%p1"); 0 length: no guard */
+	bool negated;                          /* "@!%p1" */
 };
 
 /* What the first pass learns of one .entry. */
@@ -335,15 +336,14 @@ static int parse_param(struct rewriter *rw, struct lexer *lx, struct entry_info 
 	return 0;
 }
 
-static int add_exit(struct entry_info *e, size_t pos, size_t guard_start, size_t guard_len)
+static int add_exit(struct entry_info *e, const struct exit_site *site)
 {
 	struct exit_site *grown = realloc(e->exits, (e->exit_count + 1) * sizeof(*grown));
 
 	if (!grown)
 		return -ENOMEM;
 	e->exits = grown;
-	e->exits[e->exit_count++] = (struct exit_site){ .pos = pos, .guard_start = guard_start,
-							 .guard_len = guard_len };
+	e->exits[e->exit_count++] = *site;
 	return 0;
 }
 
@@ -366,7 +366,7 @@ static int parse_body(struct rewriter *rw, struct lexer *lx, struct entry_info *
 		} else if (is_punct(rw, t, ';')) {
 			statement_start = true;
 		} else if (statement_start) {
-			size_t guard_start = 0, guard_len = 0, start = t.start;
+			struct exit_site site = { .pos = t.start };
 
 			if (is(rw, t, ".loc") || is(rw, t, ".file")) {
 				skip_line(lx);
@@ -378,17 +378,18 @@ static int parse_body(struct rewriter *rw, struct lexer *lx, struct entry_info *
 			}
 			statement_start = false;
 			if (is_punct(rw, t, '@')) {
-				guard_start = t.start;
 				t = next_tok(lx);
-				if (is_punct(rw, t, '!'))
+				site.negated = is_punct(rw, t, '!');
+				if (site.negated)
 					t = next_tok(lx);
 				if (t.kind != TOK_WORD)
 					return fail(rw, -EINVAL, "kernel %s: a guard without a predicate", k->name);
-				guard_len = t.start + t.len - guard_start;
+				site.predicate_start = t.start;
+				site.predicate_len = t.len;
 				t = next_tok(lx);
 			}
 			if (is(rw, t, "ret") || has_prefix(rw, t, "ret.") || is(rw, t, "exit")) {
-				int err = add_exit(e, start, guard_start, guard_len);
+				int err = add_exit(e, &site);
 
 				if (err)
 					return fail(rw, err, "out of memory");
@@ -585,12 +586,12 @@ static int insert(struct rewriter *rw, size_t pos, char *text)
 
 /*
  * One kernel's probes of one kind (entry or exit), each program's code in
- * a block of its own (cp_ptx__inline_block), all skipped where guard (an
- * exit's "@%p1" or "@!%p1") does not hold.
+ * a block of its own (cp_ptx__inline_block), all skipped where the exit's
+ * guard (site; NULL at the entry) does not hold.
  */
-static char *probe_blocks(const struct rewriter *rw, uint64_t probes, bool at_exit,
-			  const char *guard, size_t guard_len)
+static char *probe_blocks(const struct rewriter *rw, uint64_t probes, const struct exit_site *site)
 {
+	bool at_exit = site != NULL, guarded = site && site->predicate_len;
 	char *text = NULL;
 	size_t size = 0, i;
 	FILE *f = open_memstream(&text, &size);
@@ -599,13 +600,13 @@ static char *probe_blocks(const struct rewriter *rw, uint64_t probes, bool at_ex
 		return NULL;
 	/* At an exit the statement's own indentation is already there. */
 	fprintf(f, "%s{ // cuprobe: %s programs\n", at_exit ? "" : "\t", at_exit ? "exit" : "entry");
-	if (guard_len) /* "@%p1" skips when "@!%p1" holds, and the other way round */
-		fprintf(f, "\t@%s%.*s bra \t$__cuprobe_skip;\n", guard[1] == '!' ? "" : "!",
-			(int)guard_len - (guard[1] == '!' ? 2 : 1), guard + (guard[1] == '!' ? 2 : 1));
+	if (guarded) /* "@%p1 ret" skips them where "@!%p1" holds, and the other way round */
+		fprintf(f, "\t@%s%.*s bra \t$__cuprobe_skip;\n", site->negated ? "" : "!",
+			(int)site->predicate_len, rw->s + site->predicate_start);
 	for (i = 0; i < rw->opts->probe_count; i++)
 		if (probes >> i & 1 && rw->opts->probes[i].at_exit == at_exit)
 			fprintf(f, "\t// %s\n%s", rw->opts->probes[i].function, rw->blocks[i]);
-	if (guard_len)
+	if (guarded)
 		fputs("$__cuprobe_skip:\n", f);
 	fputs(at_exit ? "\t}\n\t" : "\t}\n", f);
 	if (fclose(f)) {
@@ -642,7 +643,7 @@ static int plan_kernel(struct rewriter *rw, const struct entry_info *e, const st
 	err = insert(rw, e->param_insert, text);
 	if (err || !k->defined)
 		return err;
-	if (has_entry_probe && !(calls = probe_blocks(rw, k->probes, false, "", 0)))
+	if (has_entry_probe && !(calls = probe_blocks(rw, k->probes, NULL)))
 		return -ENOMEM;
 	if (asprintf(&text, "\n\t.reg .b64 \t%%" CP_PTX_LAUNCH_PARAM ";\n"
 			    "\tld.param.u64 \t%%" CP_PTX_LAUNCH_PARAM ", [" CP_PTX_LAUNCH_PARAM "];\n%s",
@@ -653,8 +654,7 @@ static int plan_kernel(struct rewriter *rw, const struct entry_info *e, const st
 	for (i = 0; !err && has_exit_probe && i < e->exit_count; i++) {
 		const struct exit_site *x = &e->exits[i];
 
-		err = insert(rw, x->pos, probe_blocks(rw, k->probes, true, rw->s + x->guard_start,
-						      x->guard_len));
+		err = insert(rw, x->pos, probe_blocks(rw, k->probes, x));
 	}
 	return err;
 }
