@@ -53,32 +53,29 @@ struct warp_record {
 CUPROBE_GPU_RING(warp_records, struct warp_record, 1048576);
 CUPROBE_GPU_RING(full_records, struct warp_record, 4096);
 
+/*
+ * The body of both ring programs: the record of the warp's first thread
+ * (block, warp in the block), into ring; the other threads write none.
+ */
+#define WARP_RECORD_BODY(ring)						\
+	{								\
+		__u64 thread = cuprobe_gpu_thread_index(ctx);		\
+		struct warp_record record = {};				\
+									\
+		if (thread % 32)					\
+			return 0;					\
+		record.block = (__u32)cuprobe_gpu_block_index(ctx);	\
+		record.warp = (__u32)(thread / 32);			\
+		cuprobe_gpu_output(ring, ctx, &record);			\
+		return 0;						\
+	}
+
 SEC("gpu/vec_add_ring")
 int GPU_PROG(ring_probe)
-{
-	__u64 thread = cuprobe_gpu_thread_index(ctx);
-	struct warp_record record = {};
-
-	if (thread % 32)
-		return 0;
-	record.block = (__u32)cuprobe_gpu_block_index(ctx);
-	record.warp = (__u32)(thread / 32);
-	cuprobe_gpu_output(warp_records, ctx, &record);
-	return 0;
-}
+WARP_RECORD_BODY(warp_records)
 
 SEC("gpu/vec_add_ring_full")
 int GPU_PROG(ring_full_probe)
-{
-	__u64 thread = cuprobe_gpu_thread_index(ctx);
-	struct warp_record record = {};
-
-	if (thread % 32)
-		return 0;
-	record.block = (__u32)cuprobe_gpu_block_index(ctx);
-	record.warp = (__u32)(thread / 32);
-	cuprobe_gpu_output(full_records, ctx, &record);
-	return 0;
-}
+WARP_RECORD_BODY(full_records)
 
 char LICENSE[] SEC("license") = "GPL";
