@@ -40,9 +40,9 @@
  *	each kernel) and then unloaded:
  *	  kernel_timing: load api=A repeat=R kernels=K load_ns=T with_functions_ns=F
  *
- * A round whose launches the host could not queue within 5 s prints one
- * line and exits 1. Bad arguments print usage and exit 2; a failed CUDA call or a wrong sum
- * prints one line and exits 1.
+ * Bad arguments print usage and exit 2; a failed CUDA call, a wrong sum or
+ * a round whose launches the host could not queue within 5 s (the gate
+ * opened itself) prints one line and exits 1.
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
