@@ -318,6 +318,8 @@ Test(ptx_rewrite, every_exit_gets_the_exit_programs_under_its_guard)
 	cr_expect_eq(count_of(kernel, "\t// __cuprobe_gpu_enter\n\t{\n"), 1, "%s", kernel);
 	cr_expect_eq(count_of(kernel, "\tbra.uni $__cuprobe_return;\n$__cuprobe_return:\n\t}\n"), 5, "%s",
 		     kernel);
+	/* Each block reads the launch's parameter itself: no register of the kernel's for it. */
+	cr_expect_eq(count_of(kernel, "%__cuprobe_launch"), 0, "%s", kernel);
 	/* No call: a counter's shadow needs no work in the kernel, and the programs are inline. */
 	cr_expect_eq(count_of(out.text, "call"), 0, "%s", out.text);
 	/* Under each exit's guard: skipped where the exit is not taken. */

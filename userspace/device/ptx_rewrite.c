@@ -643,14 +643,14 @@ static int plan_kernel(struct rewriter *rw, const struct entry_info *e, const st
 	err = insert(rw, e->param_insert, text);
 	if (err || !k->defined)
 		return err;
-	if (has_entry_probe && !(calls = probe_blocks(rw, k->probes, NULL)))
-		return -ENOMEM;
-	if (asprintf(&text, "\n\t.reg .b64 \t%%" CP_PTX_LAUNCH_PARAM ";\n"
-			    "\tld.param.u64 \t%%" CP_PTX_LAUNCH_PARAM ", [" CP_PTX_LAUNCH_PARAM "];\n%s",
-		     calls ? calls : "") < 0)
-		text = NULL;
-	free(calls);
-	err = insert(rw, e->body_open, text);
+	/* Each block reads the kernel's parameter itself: the kernel needs no register of ours. */
+	if (has_entry_probe) {
+		calls = probe_blocks(rw, k->probes, NULL);
+		if (!calls || asprintf(&text, "\n%s", calls) < 0)
+			text = NULL;
+		free(calls);
+		err = insert(rw, e->body_open, text);
+	}
 	for (i = 0; !err && has_exit_probe && i < e->exit_count; i++) {
 		const struct exit_site *x = &e->exits[i];
 
@@ -724,8 +724,7 @@ int cp_ptx__rewrite(const char *ptx, size_t len, const struct cp_ptx_rewrite_opt
 {
 	struct rewriter rw = { .s = ptx, .len = len, .opts = opts, .out = out, .error = error,
 			       .error_size = error_size };
-	bool matched = false;
-	uint64_t used = 0;
+	uint64_t used = 0; /* probes some kernel matched */
 	size_t i;
 	int err;
 
@@ -738,8 +737,8 @@ int cp_ptx__rewrite(const char *ptx, size_t len, const struct cp_ptx_rewrite_opt
 	rw.len = strnlen(ptx, len);
 	err = scan_module(&rw);
 	for (i = 0; !err && i < out->kernel_count; i++)
-		matched |= out->kernels[i].probes != 0;
-	if (err || !matched)
+		used |= out->kernels[i].probes;
+	if (err || !used)
 		goto out;
 	err = check_module(&rw);
 	if (!err)
@@ -750,8 +749,6 @@ int cp_ptx__rewrite(const char *ptx, size_t len, const struct cp_ptx_rewrite_opt
 		err = asprintf(&prelude, "\n%s\n", opts->prelude ? opts->prelude : "") < 0 ?
 		      -ENOMEM : insert(&rw, rw.header_end, prelude);
 	}
-	for (i = 0; i < out->kernel_count; i++)
-		used |= out->kernels[i].probes;
 	for (i = 0; !err && i < opts->probe_count; i++) {
 		if (!(used >> i & 1))
 			continue;
